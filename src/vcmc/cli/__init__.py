@@ -1,0 +1,63 @@
+"""The ``vcmc`` command line: a thin layer that parses arguments into the config objects the API uses.
+
+Each command lives in its own module of this package and defines ``NAME``, ``HELP``,
+``add_arguments(parser)`` and ``run(args) -> int``; commands are discovered, so adding one touches no
+other file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import pkgutil
+import sys
+
+from vcmc import __version__
+from vcmc.exceptions import VcmcError
+
+
+def _commands():
+    mods = []
+    for info in pkgutil.iter_modules(__path__):
+        if info.name.startswith("_"):
+            continue
+        mod = importlib.import_module(f"{__name__}.{info.name}")
+        if hasattr(mod, "NAME") and hasattr(mod, "run"):
+            mods.append(mod)
+    order = ["demo", "simulate", "fit", "study", "report"]
+    return sorted(mods, key=lambda m: (order.index(m.NAME) if m.NAME in order else len(order), m.NAME))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="vcmc",
+        description="Federated Bayesian clustering of categorical data (Variational Consensus Monte Carlo).")
+    parser.add_argument("--version", action="version", version=f"vcmc {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for mod in _commands():
+        p = sub.add_parser(mod.NAME, help=mod.HELP, description=getattr(mod, "DESCRIPTION", mod.HELP),
+                           formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        mod.add_arguments(p)
+        p.set_defaults(_run=mod.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    if not getattr(args, "command", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args._run(args) or 0)
+    except VcmcError as err:
+        print(f"vcmc {args.command}: error: {err}", file=sys.stderr)  # noqa: T201
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,288 @@
+"""Every option of the pipeline, in frozen dataclasses documented once here.
+
+The Python API, the CLI and the Flower run config build these same objects. Validation happens in
+``__post_init__`` with one message template: the argument, its owner, the valid range, the value got.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Literal
+
+from vcmc.exceptions import ConfigError
+
+
+def _check(cond: bool, owner: str, name: str, expected: str, got) -> None:
+    if not cond:
+        raise ConfigError(f"The {name!r} parameter of {owner} must be {expected}. Got {got!r} instead.")
+
+
+@dataclass(frozen=True)
+class PriorConfig:
+    """Priors of the over-fitted latent class model (method.md section 2).
+
+    Attributes
+    ----------
+    n_components : int
+        C+, the number of components of the over-fitted mixture (default 15, the paper's).
+    alpha : float
+        Symmetric Dirichlet concentration of the weights (default 0.01, sparse: empties extra components).
+    beta : float or tuple of float
+        Symmetric Dirichlet concentration of each profile, one value or one per variable (default 0.5).
+    fractionate : bool
+        Raise each silo's prior to the power 1/S: local parameters ``(a - 1)/S + 1`` (default True).
+    """
+
+    n_components: int = 15
+    alpha: float = 0.01
+    beta: float | tuple[float, ...] = 0.5
+    fractionate: bool = True
+
+    def __post_init__(self):
+        _check(isinstance(self.n_components, int) and self.n_components >= 2, "PriorConfig",
+               "n_components", "an int >= 2", self.n_components)
+        _check(self.alpha > 0, "PriorConfig", "alpha", "a float in (0, inf)", self.alpha)
+        betas = self.beta if isinstance(self.beta, tuple) else (self.beta,)
+        _check(all(b > 0 for b in betas), "PriorConfig", "beta", "positive (a float or one per variable)",
+               self.beta)
+
+
+@dataclass(frozen=True)
+class SamplerConfig:
+    """Gibbs sampler run settings (the paper: 50,000 iterations of which 25,000 burn-in, thinning 5).
+
+    Attributes
+    ----------
+    n_iter : int
+        Total iterations per chain, burn-in included.
+    burn_in : int
+        Iterations discarded at the start of each chain.
+    thin : int
+        Keep one draw every ``thin`` iterations after burn-in.
+    n_chains : int
+        Independent chains per silo (run in parallel processes when ``jobs > 1``).
+    block_size : int
+        Iterations per call of the compiled kernel (progress is reported between blocks).
+    """
+
+    n_iter: int = 50_000
+    burn_in: int = 25_000
+    thin: int = 5
+    n_chains: int = 1
+    block_size: int = 1000
+
+    def __post_init__(self):
+        _check(self.n_iter >= 1, "SamplerConfig", "n_iter", "an int >= 1", self.n_iter)
+        _check(0 <= self.burn_in < self.n_iter, "SamplerConfig", "burn_in", "an int in [0, n_iter)",
+               self.burn_in)
+        _check(self.thin >= 1, "SamplerConfig", "thin", "an int >= 1", self.thin)
+        _check(self.n_chains >= 1, "SamplerConfig", "n_chains", "an int >= 1", self.n_chains)
+        _check(self.block_size >= 1, "SamplerConfig", "block_size", "an int >= 1", self.block_size)
+
+    @property
+    def n_kept(self) -> int:
+        """Draws kept per chain."""
+        return len(range(self.burn_in + self.thin - 1, self.n_iter, self.thin))
+
+
+@dataclass(frozen=True)
+class PostprocessConfig:
+    """Post-processing of a local chain inside the silo (method.md section 4.2 and "Decisions").
+
+    Attributes
+    ----------
+    min_cluster_fraction : float
+        Local clusters smaller than ``max(min_cluster_size, min_cluster_fraction * n_s)`` have their
+        members reallocated inside the silo to their most probable remaining cluster (default 0.02).
+    min_cluster_size : int
+        Absolute floor of the same rule (default 0).
+    reallocate_small : bool
+        Switch the rule off to get the paper's behaviour (default True).
+    partition : {"modal", "psm"}
+        Modal allocation after relabelling (O(n_s C+) memory, default) or a posterior-similarity
+        partition (O(n_s^2) memory, small silos only).
+    """
+
+    min_cluster_fraction: float = 0.02
+    min_cluster_size: int = 0
+    reallocate_small: bool = True
+    partition: Literal["modal", "psm"] = "modal"
+
+    def __post_init__(self):
+        _check(0 <= self.min_cluster_fraction < 1, "PostprocessConfig", "min_cluster_fraction",
+               "a float in [0, 1)", self.min_cluster_fraction)
+        _check(self.min_cluster_size >= 0, "PostprocessConfig", "min_cluster_size", "an int >= 0",
+               self.min_cluster_size)
+        _check(self.partition in ("modal", "psm"), "PostprocessConfig", "partition",
+               "one of 'modal', 'psm'", self.partition)
+
+    def threshold(self, n_rows: int) -> int:
+        """Smallest local cluster kept for a silo of ``n_rows`` rows (0 when the rule is off)."""
+        if not self.reallocate_small:
+            return 0
+        import math
+
+        return max(self.min_cluster_size, math.ceil(self.min_cluster_fraction * n_rows))
+
+
+@dataclass(frozen=True)
+class PrivacyConfig:
+    """Disclosure control applied inside the silo before anything is sent (ecosystem.md section 6).
+
+    Attributes
+    ----------
+    min_cluster_size : int
+        Local clusters with fewer members are merged into their nearest cluster before the summary is
+        built; the silo reports only how many it merged (default 10).
+    suppress_cells_below : int
+        Contingency cells with a count in ``[1, suppress_cells_below)`` are suppressed (sent as 0 and
+        flagged) (default 0: off; 8 reproduces the NHS/OpenSAFELY "1-7" rule).
+    round_to : int
+        Contingency counts rounded to the nearest multiple (default 1: no rounding; 5 is common).
+    dp_epsilon : float or None
+        Discrete-Laplace noise (OpenDP) on count tables with this epsilon per release (default None).
+    share_counts : bool
+        Whether the contingency table may leave the silo at all (strategy "contingency" needs it).
+    """
+
+    min_cluster_size: int = 10
+    suppress_cells_below: int = 0
+    round_to: int = 1
+    dp_epsilon: float | None = None
+    share_counts: bool = True
+
+    def __post_init__(self):
+        _check(self.min_cluster_size >= 0, "PrivacyConfig", "min_cluster_size", "an int >= 0",
+               self.min_cluster_size)
+        _check(self.suppress_cells_below >= 0, "PrivacyConfig", "suppress_cells_below", "an int >= 0",
+               self.suppress_cells_below)
+        _check(self.round_to >= 1, "PrivacyConfig", "round_to", "an int >= 1", self.round_to)
+        _check(self.dp_epsilon is None or self.dp_epsilon > 0, "PrivacyConfig", "dp_epsilon",
+               "None or a float in (0, inf)", self.dp_epsilon)
+
+
+@dataclass(frozen=True)
+class MatchingConfig:
+    """Cluster matching across silos (method.md section 5).
+
+    Attributes
+    ----------
+    method : {"ball", "hungarian", "min-divergence"}
+    radius : {"overfitted", "finite"} or float
+        Ball radius per silo cluster: ``(log n_s / n_s)^(1/4)`` ("overfitted", default),
+        ``(log n_s / n_s)^(1/2)`` ("finite") or a user value.
+    reference : str or None
+        Hungarian / min-divergence reference silo (default: most local clusters, ties by size).
+    new_cluster_rule : {"penalised", "augmented"}
+        Min-divergence rule to open a new global cluster (default penalised log-likelihood).
+    penalty_multiplier : float
+        Multiplier of the BIC price ``(D/2) log n_l`` of the penalised rule (default 1).
+    n_starts : int
+        Min-divergence multi-start over references and orders, keeping the smallest total (default 4).
+    absent : {"structural_zero", "placeholder"}
+        How a global cluster absent from a silo enters aggregation (default structural zero).
+    """
+
+    method: Literal["ball", "hungarian", "min-divergence"] = "ball"
+    radius: Literal["overfitted", "finite"] | float = "overfitted"
+    reference: str | None = None
+    new_cluster_rule: Literal["penalised", "augmented"] = "penalised"
+    penalty_multiplier: float = 1.0
+    n_starts: int = 4
+    absent: Literal["structural_zero", "placeholder"] = "structural_zero"
+
+    def __post_init__(self):
+        _check(self.method in ("ball", "hungarian", "min-divergence"), "MatchingConfig", "method",
+               "one of 'ball', 'hungarian', 'min-divergence'", self.method)
+        _check(self.radius in ("overfitted", "finite") or (isinstance(self.radius, float | int)
+               and not isinstance(self.radius, bool) and self.radius > 0), "MatchingConfig", "radius",
+               "'overfitted', 'finite' or a positive float", self.radius)
+        _check(self.new_cluster_rule in ("penalised", "augmented"), "MatchingConfig",
+               "new_cluster_rule", "one of 'penalised', 'augmented'", self.new_cluster_rule)
+        _check(self.n_starts >= 1, "MatchingConfig", "n_starts", "an int >= 1", self.n_starts)
+        _check(self.absent in ("structural_zero", "placeholder"), "MatchingConfig", "absent",
+               "one of 'structural_zero', 'placeholder'", self.absent)
+
+
+@dataclass(frozen=True)
+class AggregationConfig:
+    """Variational aggregation (method.md sections 6-7).
+
+    Attributes
+    ----------
+    strategy : {"contingency", "federated-gradient", "design"}
+    objective : {"auto", "complete", "observed"}
+        (a) complete-data Dirichlet objective from counts, (b) observed-data likelihood through silo
+        soft counts; "auto" = (a) for contingency/design, (b) for federated-gradient.
+    tie : {"per_block", "per_cluster"}
+        One weight per silo for each (variable, cluster) block, or one per (silo, cluster).
+    optimizer : {"projected-adaptive", "projected-sgd", "softmax-lbfgs", "exponentiated"}
+    max_iter : int
+        Iterations per start (default 1000); stop when the ELBO changes by less than ``tol``.
+    tol : float
+        ELBO tolerance of the stopping rule (default 0.1, the paper's).
+    n_draws_batch : int
+        Draw tuples per gradient step (M, default 50).
+    n_eval : int
+        Fixed draw tuples on which the ELBO of the stopping rule is evaluated (default 200).
+    n_starts : int
+        Starts of the space-filling design (strategy "design", default 300; paper: 300 x 10 iterations).
+    design_iter : int
+        Iterations per design start (default 10).
+    floor : float
+        Lower bound of every weight after projection (default 1e-6).
+    step_size : float
+        Base step in weight units for the adaptive optimiser (default 0.02).
+    """
+
+    strategy: Literal["contingency", "federated-gradient", "design"] = "contingency"
+    objective: Literal["auto", "complete", "observed"] = "auto"
+    tie: Literal["per_block", "per_cluster"] = "per_block"
+    optimizer: Literal["projected-adaptive", "projected-sgd", "softmax-lbfgs", "exponentiated"] = (
+        "projected-adaptive")
+    max_iter: int = 1000
+    tol: float = 0.1
+    n_draws_batch: int = 50
+    n_eval: int = 200
+    n_starts: int = 300
+    design_iter: int = 10
+    floor: float = 1e-6
+    step_size: float = 0.02
+
+    def __post_init__(self):
+        _check(self.strategy in ("contingency", "federated-gradient", "design"), "AggregationConfig",
+               "strategy", "one of 'contingency', 'federated-gradient', 'design'", self.strategy)
+        _check(self.objective in ("auto", "complete", "observed"), "AggregationConfig", "objective",
+               "one of 'auto', 'complete', 'observed'", self.objective)
+        _check(self.tie in ("per_block", "per_cluster"), "AggregationConfig", "tie",
+               "one of 'per_block', 'per_cluster'", self.tie)
+        _check(self.max_iter >= 1, "AggregationConfig", "max_iter", "an int >= 1", self.max_iter)
+        _check(self.tol > 0, "AggregationConfig", "tol", "a float in (0, inf)", self.tol)
+        _check(self.n_draws_batch >= 1, "AggregationConfig", "n_draws_batch", "an int >= 1",
+               self.n_draws_batch)
+        _check(self.n_eval >= 1, "AggregationConfig", "n_eval", "an int >= 1", self.n_eval)
+        _check(self.n_starts >= 1, "AggregationConfig", "n_starts", "an int >= 1", self.n_starts)
+        _check(0 < self.floor < 0.01, "AggregationConfig", "floor", "a float in (0, 0.01)", self.floor)
+        _check(self.step_size > 0, "AggregationConfig", "step_size", "a float in (0, inf)",
+               self.step_size)
+
+    @property
+    def resolved_objective(self) -> str:
+        if self.objective != "auto":
+            return self.objective
+        return "observed" if self.strategy == "federated-gradient" else "complete"
+
+
+@dataclass(frozen=True)
+class FitConfig:
+    """Everything one run needs; stored in every result with the root seed."""
+
+    prior: PriorConfig = field(default_factory=PriorConfig)
+    sampler: SamplerConfig = field(default_factory=SamplerConfig)
+    postprocess: PostprocessConfig = field(default_factory=PostprocessConfig)
+    privacy: PrivacyConfig = field(default_factory=PrivacyConfig)
+    matching: MatchingConfig = field(default_factory=MatchingConfig)
+    aggregation: AggregationConfig = field(default_factory=AggregationConfig)
+
+    def to_dict(self) -> dict:
+        return asdict(self)

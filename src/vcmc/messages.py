@@ -1,0 +1,96 @@
+"""Base of every object that crosses the silo boundary: frozen, typed, versioned, plain-array encoded.
+
+A message is a frozen dataclass whose fields are numpy arrays, Python scalars (int, float, bool, str),
+tuples of them, ``dict[str, float]`` or ``None``. ``to_arrays`` gives a flat ``dict[str, ndarray | scalar]``
+that travels unchanged in-process, through a process pool or in Flower ``ArrayRecord``/``ConfigRecord``;
+``from_arrays`` rebuilds and re-validates it. ``VERSION`` is checked on decoding.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from typing import ClassVar
+
+import numpy as np
+
+from vcmc.exceptions import InconsistentSiloSummaries
+
+_DICT_SEP = "."
+
+
+@dataclasses.dataclass(frozen=True)
+class Message:
+    """Mixin of message dataclasses. Subclasses set ``KIND`` and ``VERSION``."""
+
+    KIND: ClassVar[str] = "message"
+    VERSION: ClassVar[int] = 1
+
+    def to_arrays(self) -> dict[str, object]:
+        """Flat encoding: arrays stay arrays, scalars stay scalars, dicts are flattened with a '.'."""
+        out: dict[str, object] = {"__kind__": self.KIND, "__version__": int(self.VERSION)}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if value is None:
+                continue
+            if isinstance(value, dict):
+                for k, v in value.items():
+                    out[f"{f.name}{_DICT_SEP}{k}"] = float(v)
+            elif isinstance(value, tuple):
+                out[f.name] = np.asarray(value)
+            elif isinstance(value, np.ndarray):
+                out[f.name] = value
+            elif isinstance(value, (bool, int, float, str, np.integer, np.floating)):
+                out[f.name] = value.item() if isinstance(value, np.generic) else value
+            else:  # pragma: no cover - guarded by the message-type test
+                raise TypeError(f"field {f.name!r} of {type(self).__name__} has unsupported type "
+                                f"{type(value).__name__}")
+        return out
+
+    @classmethod
+    def from_arrays(cls, arrays: typing.Mapping[str, object]):
+        """Rebuild from ``to_arrays`` output; raises if the kind or version differs."""
+        kind = arrays.get("__kind__")
+        version = arrays.get("__version__")
+        if kind != cls.KIND:
+            raise InconsistentSiloSummaries(f"expected a {cls.KIND!r} message, got kind {kind!r}")
+        if version is None or int(version) != cls.VERSION:
+            raise InconsistentSiloSummaries(
+                f"{cls.KIND!r} message has version {version!r}; this vcmc understands version "
+                f"{cls.VERSION}. Upgrade the silo and the server to the same vcmc release.")
+        hints = typing.get_type_hints(cls)
+        kwargs: dict[str, object] = {}
+        for f in dataclasses.fields(cls):
+            hint = hints[f.name]
+            prefix = f"{f.name}{_DICT_SEP}"
+            if _is_dict(hint):
+                kwargs[f.name] = {k[len(prefix):]: float(v) for k, v in arrays.items()
+                                  if isinstance(k, str) and k.startswith(prefix)}
+            elif f.name in arrays:
+                value = arrays[f.name]
+                if _is_tuple(hint):
+                    value = tuple(np.asarray(value).tolist())
+                elif isinstance(value, np.ndarray) and value.ndim == 0 and not _is_array(hint):
+                    value = value.item()
+                kwargs[f.name] = value
+        return cls(**kwargs)
+
+
+def _args(hint) -> tuple:
+    """The alternatives of a hint: ``X | None`` gives (X, None); any other hint gives (hint,)."""
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return typing.get_args(hint)
+    return (hint,)
+
+
+def _is_dict(hint) -> bool:
+    return any(typing.get_origin(a) is dict or a is dict for a in _args(hint))
+
+
+def _is_tuple(hint) -> bool:
+    return any(typing.get_origin(a) is tuple or a is tuple for a in _args(hint))
+
+
+def _is_array(hint) -> bool:
+    return any(a is np.ndarray for a in _args(hint))
