@@ -1,0 +1,127 @@
+"""``vcmc.fit``: the functional entry point over every method (VCMC and its comparators)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from vcmc._rng import RngLike, as_seed_sequence, root_entropy
+from vcmc.config import FitConfig
+from vcmc.exceptions import ConfigError, SchemaError
+from vcmc.results import GlobalResult
+
+METHODS = ("vcmc", "consensus", "full-mcmc", "fed-kmodes", "fedmerdel", "discgs")
+
+
+def _as_silos(silos) -> list:
+    """Accept a SimulatedData, a sequence of SiloData; check that they share one schema."""
+    if hasattr(silos, "silos") and not isinstance(silos, Sequence):
+        silos = silos.silos
+    silos = list(silos)
+    if not silos:
+        raise ConfigError("vcmc.fit needs at least one silo; got an empty list.")
+    names = [s.name for s in silos]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"silo names must be unique; got {names}.")
+    ref = silos[0].schema
+    for s in silos[1:]:
+        if s.schema != ref:
+            raise SchemaError(f"silo {s.name!r} uses a different schema from silo {silos[0].name!r} "
+                              f"(fingerprints {s.schema.fingerprint()} vs {ref.fingerprint()}); all silos "
+                              "must encode their data with the same schema file.")
+    return silos
+
+
+def make_transport(silos, config: FitConfig, *, jobs: int = 1, kind: str = "auto"):
+    """In-process silos (``kind="inprocess"``) or one worker process per silo (``"process"``).
+
+    ``"auto"`` uses processes when ``jobs > 1`` and there is more than one silo.
+    """
+    from vcmc.federation.transport import InProcessTransport, ProcessPoolTransport
+    from vcmc.silo.local import LocalSilo
+
+    if kind == "auto":
+        kind = "process" if jobs > 1 and len(silos) > 1 else "inprocess"
+    if kind == "inprocess":
+        return InProcessTransport([LocalSilo(d, privacy=config.privacy) for d in silos])
+    if kind == "process":
+        return ProcessPoolTransport(silos, privacy=config.privacy)
+    raise ConfigError(f"The 'transport' parameter of vcmc.fit must be one of 'auto', 'inprocess', "
+                      f"'process'. Got {kind!r} instead.")
+
+
+def fit(silos, *, config: FitConfig | None = None, method: str = "vcmc", rng: RngLike = None,
+        jobs: int = 1, transport: str = "auto", policy=None, save_dir=None,
+        n_clusters: int | None = None) -> GlobalResult:
+    """Cluster the silos' rows jointly without pooling them.
+
+    Parameters
+    ----------
+    silos : sequence of vcmc.data.SiloData, or vcmc.simulate.SimulatedData
+        One entry per silo, all encoded with the same schema.
+    config : FitConfig, optional
+        Priors, sampler, post-processing, privacy, matching and aggregation options (defaults: the
+        paper's protocol, Ball matching, contingency strategy).
+    method : {"vcmc", "consensus", "full-mcmc", "fed-kmodes", "fedmerdel", "discgs"}
+        "full-mcmc" pools the rows (a gold-standard comparator, not federated); the others are federated.
+    rng : int, Generator or None
+        Root seed; stored in the result. Same seed, same result, whatever ``jobs``.
+    jobs : int
+        Worker processes (silos and chains in parallel).
+    transport : {"auto", "inprocess", "process"}
+    policy : vcmc.federation.faults.FaultPolicy, optional
+        How many silos may fail before the run stops (default: none may fail).
+    save_dir : path, optional
+        Save the silo summaries there as they arrive (server steps can be re-run from them).
+    n_clusters : int, optional
+        Number of clusters for "fed-kmodes" (required there: K-modes does not infer it).
+
+    Returns
+    -------
+    GlobalResult
+    """
+    if method not in METHODS:
+        raise ConfigError(f"The 'method' parameter of vcmc.fit must be one of {', '.join(METHODS)}. "
+                          f"Got {method!r} instead.")
+    if not isinstance(jobs, int) or jobs < 1:
+        raise ConfigError(f"The 'jobs' parameter of vcmc.fit must be an int >= 1. Got {jobs!r} instead.")
+    config = config or FitConfig()
+    data = _as_silos(silos)
+    rng = as_seed_sequence(rng) if rng is None else rng
+    seed = root_entropy(rng)
+    n_mod = data[0].schema.n_modalities
+    codes = [d.codes for d in data]
+    names = [d.name for d in data]
+    t0 = time.perf_counter()
+
+    if method in ("vcmc", "consensus"):
+        from vcmc.pipeline import run_vcmc
+
+        with make_transport(data, config, jobs=jobs, kind=transport) as tr:
+            return run_vcmc(tr, config, rng=rng, method=method, policy=policy, save_dir=save_dir)
+    if method == "full-mcmc":
+        from vcmc.baselines.full_mcmc import fit_full_mcmc
+
+        res = fit_full_mcmc(codes, n_mod, prior=config.prior, sampler=config.sampler,
+                            postprocess=config.postprocess, rng=rng, jobs=jobs, silo_names=names)
+    elif method == "fed-kmodes":
+        from vcmc.baselines.fed_kmodes import fit_fed_kmodes
+
+        if n_clusters is None:
+            raise ConfigError("method 'fed-kmodes' needs n_clusters (K-modes does not infer the number of "
+                              "clusters; the paper sets it to the truth).")
+        res = fit_fed_kmodes(codes, n_mod, n_clusters=n_clusters, rng=rng, silo_names=names)
+    elif method == "fedmerdel":
+        from vcmc.baselines.fedmerdel import fit_fedmerdel
+
+        res = fit_fedmerdel(codes, n_mod, k_init=config.prior.n_components, alpha=config.prior.alpha, rng=rng,
+                            silo_names=names)
+    else:
+        from vcmc.baselines.discgs import fit_discgs
+
+        res = fit_discgs(codes, n_mod, rng=rng, silo_names=names)
+    timings = dict(res.timings)
+    timings.setdefault("total", time.perf_counter() - t0)
+    import dataclasses
+
+    return dataclasses.replace(res, timings=timings, seed=res.seed if res.seed is not None else seed)

@@ -1,0 +1,213 @@
+"""The server algorithm, written once against a ``Transport`` to the silos (architecture.md).
+
+    silo data -> apply step (inside each silo) -> SiloSummary -> matching -> aggregation -> global partition
+
+``summarize_silos`` asks every silo for its summary (one round); ``server_steps`` runs matching,
+aggregation and the global partition on those summaries, asking the silos again only where the chosen
+options need it (minimum-divergence matching, the federated-gradient strategy, the final relabelling).
+The same functions run in-process, over a process pool and inside the Flower ``ServerApp``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import warnings
+
+import numpy as np
+
+from vcmc._rng import RngLike, as_seed_sequence, root_entropy
+from vcmc.config import FitConfig
+from vcmc.exceptions import SiloFailure
+from vcmc.federation.faults import FaultPolicy, gather
+from vcmc.federation.protocol import (
+    AssignReply,
+    AssignRequest,
+    CountsReply,
+    CountsRequest,
+    DivergenceReply,
+    DivergenceRequest,
+    SummarizeRequest,
+)
+from vcmc.matching.types import Matching, build_matched_draws
+from vcmc.results import GlobalResult
+from vcmc.silo.summary import SiloSummary
+
+log = logging.getLogger(__name__)
+
+# Stream layout under the root seed: silo s samples from SeedSequence(root, spawn_key=(0, s)); the server
+# from spawn_key (1,). Adding a silo never changes another silo's draws, and the server's randomness
+# (matching orders, draw pairing, starting points) never depends on how many silos there are.
+_SILO_KEY = 0
+_SERVER_KEY = 1
+
+
+def _root(rng: RngLike) -> np.random.SeedSequence:
+    return as_seed_sequence(rng)
+
+
+def server_generator(rng: RngLike) -> np.random.Generator:
+    root = _root(rng)
+    return np.random.default_rng(np.random.SeedSequence(root.entropy, spawn_key=(*root.spawn_key,
+                                                                                  _SERVER_KEY)))
+
+
+def summarize_silos(transport, config: FitConfig, *, rng: RngLike = None,
+                    policy: FaultPolicy | None = None) -> tuple[list[SiloSummary], list[SiloFailure]]:
+    """Round 1: every silo runs its apply step and returns a ``SiloSummary`` (in transport order).
+
+    Silos that fail are dropped when ``policy`` allows it (a warning names them) and reported in the
+    second element; otherwise ``SiloFailure`` is raised naming the silo.
+    """
+    policy = policy or FaultPolicy()
+    root = _root(rng)
+    names = tuple(transport.silos)
+    cfg_json = json.dumps(config.to_dict())
+    requests = {
+        name: SummarizeRequest(config_json=cfg_json, n_silos=len(names), seed_entropy=int(root.entropy),
+                               spawn_key=(*root.spawn_key, _SILO_KEY, s))
+        for s, name in enumerate(names)
+    }
+    replies, failures = gather(transport, requests, policy, stage="summarize")
+    summaries = [replies[n] for n in names if n in replies]
+    return summaries, failures
+
+
+def _ask_one(transport, name: str, request, expected: type, stage: str):
+    reply = transport.call({name: request}).get(name)
+    if isinstance(reply, SiloFailure):
+        raise reply
+    if not isinstance(reply, expected):
+        raise SiloFailure(name, f"{stage}: expected a {expected.__name__}, got {type(reply).__name__}")
+    return reply
+
+
+def _divergence_fn(transport, names):
+    def divergence(silo_index: int, request: DivergenceRequest) -> DivergenceReply:
+        return _ask_one(transport, names[silo_index], request, DivergenceReply, "membership divergence")
+
+    return divergence
+
+
+def _counts_fn(transport, names, matching: Matching, policy: FaultPolicy):
+    """Federated-gradient round trip: the silos' counts at the server's parameters, summed over silos."""
+    rounds = {"n": 0}
+
+    def counts(pi, profiles):
+        rounds["n"] += 1
+        if pi is None:
+            reqs = {n: CountsRequest(mode="hard", assignment=matching.assignment[s], n_global=matching.n_global)
+                    for s, n in enumerate(names)}
+        else:
+            reqs = {n: CountsRequest(mode="soft", pi=pi, profiles=profiles, n_global=matching.n_global)
+                    for n in names}
+        replies, _ = gather(transport, reqs, FaultPolicy(min_silos=None, timeout=policy.timeout),
+                            stage="counts")
+        cl = sum(r.cluster for r in replies.values())
+        mo = sum(r.modality for r in replies.values())
+        ll = sum(r.loglik for r in replies.values())
+        return cl, mo, ll
+
+    counts.rounds = rounds  # type: ignore[attr-defined]
+    return counts
+
+
+def server_steps(summaries: list[SiloSummary], transport, config: FitConfig, *, rng: RngLike = None,
+                 method: str = "vcmc", policy: FaultPolicy | None = None,
+                 timings: dict[str, float] | None = None, failures: list[SiloFailure] | None = None
+                 ) -> GlobalResult:
+    """Matching, aggregation and the global partition on the silos' summaries.
+
+    Parameters
+    ----------
+    summaries : list of SiloSummary
+        One per silo still taking part, in the order of ``transport.silos``.
+    method : {"vcmc", "consensus"}
+        Variational aggregation, or Scott et al.'s consensus weights on the same matched draws.
+    """
+    from vcmc.aggregation import aggregate, consensus
+    from vcmc.matching import match
+
+    policy = policy or FaultPolicy()
+    timings = dict(timings or {})
+    srv = server_generator(rng)
+    names = tuple(s.silo for s in summaries)
+
+    t0 = time.perf_counter()
+    matching = match(summaries, config.matching, divergence=_divergence_fn(transport, names), rng=srv)
+    timings["matching"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    matched = build_matched_draws(summaries, matching)
+    counts_fn = _counts_fn(transport, names, matching, policy)
+    if method == "vcmc":
+        agg = aggregate(matched, config=config.aggregation, prior=config.prior, counts_fn=counts_fn, rng=srv)
+    elif method == "consensus":
+        agg = consensus(matched, kind="inverse-variance", rng=srv)
+    else:
+        raise ValueError(f"server_steps handles method 'vcmc' or 'consensus', got {method!r}")
+    timings["aggregation"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    partition_counts = np.zeros((len(names), matching.n_global), dtype=np.int64)
+    reqs = {n: AssignRequest(assignment=matching.assignment[s], n_global=matching.n_global)
+            for s, n in enumerate(names)}
+    replies, _ = gather(transport, reqs, FaultPolicy(min_silos=None, timeout=policy.timeout), stage="assign")
+    for s, n in enumerate(names):
+        reply: AssignReply = replies[n]
+        partition_counts[s] = reply.counts
+    timings["partition"] = time.perf_counter() - t0
+    timings["total"] = sum(v for k, v in timings.items() if k != "total")
+
+    assignments = None
+    local = getattr(transport, "local_assignments", None)
+    if callable(local):
+        got = local()
+        if got is not None and all(n in got for n in names):
+            assignments = tuple(got[n] for n in names)
+
+    warn = [f"silo {f.silo!r} left out: {f.reason}" for f in (failures or [])]
+    diagnostics = {
+        "elbo": float(agg.elbo) if np.isfinite(agg.elbo) else None,
+        "elbo_trace": np.asarray(agg.elbo_trace).tolist(),
+        "n_iter": int(agg.n_iter),
+        "converged": bool(agg.converged),
+        "rounds_after_upload": int(agg.n_rounds),
+        "strategy": agg.strategy,
+        "objective": agg.objective,
+        "shares": agg.shares,
+        "aggregation_weights": {"pi": agg.weights.pi.tolist(), "profiles": agg.weights.profiles.tolist()},
+        "matching": {"method": matching.method, "assignment": [a.tolist() for a in matching.assignment],
+                     "total_cost": matching.total_cost},
+        "local": {s.silo: {"n_clusters": s.n_clusters, "n_withheld": s.n_withheld,
+                           "counts_suppressed": s.counts_suppressed, **s.diagnostics} for s in summaries},
+        "warnings": warn,
+    }
+    for w in warn:
+        warnings.warn(w, stacklevel=2)
+    return GlobalResult.from_draws(
+        pi_draws=agg.pi_draws, profile_draws=agg.profile_draws, method=method,
+        n_modalities=summaries[0].n_modalities, silos=names, partition_counts=partition_counts,
+        assignments=assignments, timings=timings, config=config.to_dict(), seed=root_entropy(rng),
+        diagnostics=diagnostics, matching=matching)
+
+
+def run_vcmc(transport, config: FitConfig | None = None, *, rng: RngLike = None, method: str = "vcmc",
+             policy: FaultPolicy | None = None, save_dir=None) -> GlobalResult:
+    """The whole VCMC run through ``transport``: summaries, matching, aggregation, global partition.
+
+    With ``save_dir`` the silo summaries are saved as soon as they arrive, so the server steps can be
+    re-run (``resume_from_summaries``) without re-running the samplers.
+    """
+    config = config or FitConfig()
+    policy = policy or FaultPolicy()
+    t0 = time.perf_counter()
+    summaries, failures = summarize_silos(transport, config, rng=rng, policy=policy)
+    timings = {"apply": time.perf_counter() - t0}
+    if save_dir is not None:
+        from vcmc.federation.faults import save_summaries
+
+        save_summaries(summaries, save_dir)
+    return server_steps(summaries, transport, config, rng=rng, method=method, policy=policy,
+                        timings=timings, failures=failures)

@@ -1,0 +1,136 @@
+"""Files a run leaves behind: ``result.json``, ``assignments.csv``, ``profiles.csv``, ``posterior.nc``.
+
+Clusters are numbered from 1 in every file (as in the paper's Table 1); rows are 0-based indices into
+each silo's input file, so assignments join back to the input without any identifier leaving a silo.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+
+from vcmc import __version__
+from vcmc.results import GlobalResult
+
+RESULT_FORMAT_VERSION = 1
+
+
+def _json_default(obj):
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating):
+        return None if not math.isfinite(float(obj)) else float(obj)
+    if isinstance(obj, Path):
+        return str(obj)
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def _clean(obj):
+    """Replace non-finite floats (invalid JSON) by None, recursively."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {str(k): _clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v) for v in obj]
+    return obj
+
+
+def column_labels(n_modalities, schema=None) -> list[tuple[str, str]]:
+    """(variable, modality) label of every flat profile column."""
+    if schema is not None:
+        return [(v.name, m) for v in schema.variables for m in v.modalities]
+    return [(f"V{q + 1}", str(k + 1)) for q, kq in enumerate(n_modalities) for k in range(kq)]
+
+
+def result_summary(result: GlobalResult) -> dict:
+    """The JSON summary of a result (the ``result.json`` contract)."""
+    sizes = result.cluster_sizes
+    clusters = []
+    for c in range(result.weights.shape[0]):
+        item = {"cluster": c + 1, "weight": float(result.weights[c]),
+                "weight_ci95": (None if result.weights_ci is None else
+                                [float(result.weights_ci[c, 0]), float(result.weights_ci[c, 1])]),
+                "size": int(sizes[c]),
+                "size_per_silo": {s: int(result.partition_counts[i, c]) for i, s in enumerate(result.silos)}}
+        clusters.append(item)
+    timings = {k: float(v) for k, v in result.timings.items()}
+    for key in ("apply", "matching", "aggregation", "total"):
+        timings.setdefault(key, 0.0)
+    return _clean({
+        "format_version": RESULT_FORMAT_VERSION,
+        "vcmc_version": __version__,
+        "method": result.method,
+        "n_clusters": result.n_clusters,
+        "n_global_clusters": int(result.weights.shape[0]),
+        "clusters": clusters,
+        "silos": list(result.silos),
+        "n_rows": int(result.partition_counts.sum()),
+        "timings_s": timings,
+        "seed": result.seed,
+        "config": result.config,
+        "diagnostics": json.loads(json.dumps(result.diagnostics, default=_json_default)),
+        "interval": "equal-tailed 95% posterior interval" if result.weights_ci is not None else None,
+        "point_estimate": "posterior mean",
+    })
+
+
+def _atomic_write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def write_outputs(result: GlobalResult, out_dir, *, schema=None, netcdf: bool = True) -> dict[str, Path]:
+    """Write the result files into ``out_dir`` (created if needed); return their paths by kind."""
+    import pandas as pd
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths: dict[str, Path] = {}
+
+    paths["result"] = out / "result.json"
+    _atomic_write_text(paths["result"], json.dumps(result_summary(result), indent=2, default=_json_default))
+
+    if result.assignments is not None:
+        frames = [pd.DataFrame({"silo": name, "row": np.arange(lab.shape[0]), "cluster": lab + 1})
+                  for name, lab in zip(result.silos, result.assignments, strict=True)]
+        paths["assignments"] = out / "assignments.csv"
+        pd.concat(frames, ignore_index=True).to_csv(paths["assignments"], index=False)
+
+    labels = column_labels(result.n_modalities, schema)
+    c, p = result.profiles.shape
+    cl = np.repeat(np.arange(1, c + 1), p)
+    var = np.tile([v for v, _ in labels], c)
+    mod = np.tile([m for _, m in labels], c)
+    frame = pd.DataFrame({"cluster": cl, "variable": var, "modality": mod,
+                          "estimate": result.profiles.ravel()})
+    if result.profiles_ci is not None:
+        frame["ci95_low"] = result.profiles_ci[..., 0].ravel()
+        frame["ci95_high"] = result.profiles_ci[..., 1].ravel()
+    paths["profiles"] = out / "profiles.csv"
+    frame.to_csv(paths["profiles"], index=False)
+
+    if netcdf and result.pi_draws is not None:
+        paths["posterior"] = out / "posterior.nc"
+        to_datatree(result, schema=schema).to_netcdf(paths["posterior"])
+    return paths
+
+
+def to_datatree(result: GlobalResult, schema=None):
+    """ArviZ ``DataTree`` of the global draws (one chain: aggregated draws are independent tuples)."""
+    import arviz as az
+
+    labels = [f"{v}={m}" for v, m in column_labels(result.n_modalities, schema)]
+    clusters = np.arange(1, result.weights.shape[0] + 1)
+    return az.from_dict(
+        {"posterior": {"pi": result.pi_draws[None], "profiles": result.profile_draws[None]}},
+        dims={"pi": ["cluster"], "profiles": ["cluster", "column"]},
+        coords={"cluster": clusters, "column": labels},
+    )
