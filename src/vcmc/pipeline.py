@@ -30,7 +30,7 @@ from vcmc.federation.protocol import (
     DivergenceRequest,
     SummarizeRequest,
 )
-from vcmc.matching.types import Matching, build_matched_draws
+from vcmc.matching.types import Matching
 from vcmc.results import GlobalResult
 from vcmc.silo.summary import SiloSummary
 
@@ -127,7 +127,7 @@ def server_steps(summaries: list[SiloSummary], transport, config: FitConfig, *, 
         Variational aggregation, or Scott et al.'s consensus weights on the same matched draws.
     """
     from vcmc.aggregation import aggregate, consensus
-    from vcmc.matching import match
+    from vcmc.matching import match, matched_draws
 
     policy = policy or FaultPolicy()
     timings = dict(timings or {})
@@ -139,7 +139,7 @@ def server_steps(summaries: list[SiloSummary], transport, config: FitConfig, *, 
     timings["matching"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    matched = build_matched_draws(summaries, matching)
+    matched = matched_draws(summaries, matching, config.matching, prior=config.prior, rng=srv)
     counts_fn = _counts_fn(transport, names, matching, policy)
     if method == "vcmc":
         agg = aggregate(matched, config=config.aggregation, prior=config.prior, counts_fn=counts_fn, rng=srv)
