@@ -1,0 +1,421 @@
+"""The schema every silo agrees on, and one silo's encoded data.
+
+A :class:`Schema` is the ordered list of categorical variables and, for each, its ordered modalities. Every
+silo encodes its data with the same schema, so code ``k`` of variable ``q`` means the same modality in every
+silo even when a silo never observes it. Values outside the schema are errors: nothing is silently dropped
+or recoded (issue 2, "Data layer"). Missing values are encoded as :data:`vcmc.model.MISSING` (-1) and keep
+their rows, so row identifiers stay aligned with the source file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from vcmc.exceptions import DataError, SchemaError
+from vcmc.model import MISSING
+
+__all__ = ["DEFAULT_NA_VALUES", "SCHEMA_FORMAT", "SiloData", "Schema", "Variable", "column_labels",
+           "factorize_labels",
+           "sort_modalities"]
+
+#: Cell contents read as a missing value unless the caller passes other ``na_values``. "None" is left out on
+#: purpose: it is a plausible modality ("no symptoms") in health records.
+DEFAULT_NA_VALUES: tuple[str, ...] = ("", "NA", "N/A", "NaN", "nan", "NULL", "null")
+
+SCHEMA_FORMAT = "vcmc-schema"
+_SCHEMA_VERSION = 1
+_CODE_DTYPE = np.int16
+
+
+def _fmt_values(values, limit: int = 5) -> str:
+    vals = list(values)
+    shown = ", ".join(repr(v) for v in vals[:limit])
+    return shown + (f", ... ({len(vals)} in all)" if len(vals) > limit else "")
+
+
+def sort_modalities(labels) -> tuple[str, ...]:
+    """Sort modality labels: numerically when every label is a number ("2" < "10"), else lexicographically.
+
+    Parameters
+    ----------
+    labels : iterable of str
+        Distinct modality labels.
+
+    Returns
+    -------
+    tuple of str
+    """
+    labels = [str(x) for x in set(labels)]
+    try:
+        keyed = [(float(x), x) for x in labels]
+    except ValueError:
+        return tuple(sorted(labels))
+    if any(math.isnan(k) for k, _ in keyed):
+        return tuple(sorted(labels))
+    return tuple(x for _, x in sorted(keyed))
+
+
+def factorize_labels(series: pd.Series, na_values=DEFAULT_NA_VALUES) -> tuple[np.ndarray, tuple[str, ...]]:
+    """Distinct modality labels of one column and the index of each cell's label (-1 = missing).
+
+    Cells are hashed once with :func:`pandas.factorize`; only the distinct values are turned into text, so
+    the cost is one pass over the rows whatever the dtype. Numbers are written without a spurious decimal
+    part (``1.0`` -> ``"1"``), so a column that pandas read as float because of missing values codes the
+    same as the integer column of another silo.
+
+    Parameters
+    ----------
+    series : pandas.Series
+        One column of a silo's data frame.
+    na_values : iterable of str
+        Strings meaning "missing" (after conversion to text); ``NaN``/``None`` are always missing.
+
+    Returns
+    -------
+    index : numpy.ndarray of shape (n,), int64
+        Position of each cell's label in ``labels``; -1 for a missing cell.
+    labels : tuple of str
+        Distinct observed labels, in order of first appearance.
+    """
+    raw, uniques = pd.factorize(series, use_na_sentinel=True)
+    na = set(na_values or ())
+    labels: list[str] = []
+    where: dict[str, int] = {}
+    table = np.full(len(uniques) + 1, -1, dtype=np.int64)  # last slot: factorize's -1 (missing)
+    for j, u in enumerate(uniques):  # loop over DISTINCT values only
+        lab = _one_label(u)
+        if lab in na:
+            continue
+        if lab not in where:  # e.g. 1 and "1" in an object column are one modality
+            where[lab] = len(labels)
+            labels.append(lab)
+        table[j] = where[lab]
+    return table[np.asarray(raw, dtype=np.int64)], tuple(labels)
+
+
+def column_labels(series: pd.Series, na_values=DEFAULT_NA_VALUES) -> pd.Series:
+    """Turn one column into modality labels (object dtype of ``str``), missing cells as ``None``.
+
+    See :func:`factorize_labels` for the conversion rules.
+    """
+    idx, labels = factorize_labels(series, na_values)
+    lookup = np.array([*labels, None], dtype=object)
+    return pd.Series(lookup[idx], index=series.index, dtype=object)
+
+
+def _one_label(v) -> str:
+    if isinstance(v, str):
+        return v
+    if isinstance(v, float | np.floating) and float(v).is_integer():
+        return str(int(v))
+    return str(v)
+
+
+@dataclass(frozen=True)
+class Variable:
+    """One categorical variable and its ordered modalities.
+
+    Parameters
+    ----------
+    name : str
+        Column name, non-empty.
+    modalities : tuple of str
+        Ordered, distinct labels; at least 2 (a variable with one modality carries no information).
+    """
+
+    name: str
+    modalities: tuple[str, ...]
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name:
+            raise SchemaError(f"Variable name must be a non-empty string; got {self.name!r}.")
+        mods = tuple(str(m) for m in self.modalities)
+        object.__setattr__(self, "modalities", mods)
+        if len(mods) < 2:
+            raise SchemaError(
+                f"Variable {self.name!r} has {len(mods)} modality ({_fmt_values(mods)}); "
+                "expected at least 2. "
+                "A variable with a single modality carries no information: drop the column.")
+        if len(set(mods)) != len(mods):
+            dup = sorted({m for m in mods if mods.count(m) > 1})
+            raise SchemaError(f"Variable {self.name!r} lists modalities more than once: {_fmt_values(dup)}; "
+                              "expected distinct modalities.")
+
+    @property
+    def n_modalities(self) -> int:
+        """Number of modalities K^q."""
+        return len(self.modalities)
+
+
+@dataclass(frozen=True)
+class Schema:
+    """Ordered categorical variables with ordered modalities, shared by every silo.
+
+    Parameters
+    ----------
+    variables : tuple of Variable
+        In column order; names distinct.
+    """
+
+    variables: tuple[Variable, ...]
+
+    def __post_init__(self):
+        vs = tuple(self.variables)
+        object.__setattr__(self, "variables", vs)
+        if not vs:
+            raise SchemaError("A schema needs at least one variable; got none.")
+        for v in vs:
+            if not isinstance(v, Variable):
+                raise SchemaError(f"Schema variables must be vcmc.data.Variable; got {type(v).__name__}.")
+        names = [v.name for v in vs]
+        if len(set(names)) != len(names):
+            dup = sorted({n for n in names if names.count(n) > 1})
+            raise SchemaError(f"Schema has duplicated variable names {_fmt_values(dup)}; expected distinct.")
+
+    # -- construction ------------------------------------------------------------------------------
+    @classmethod
+    def from_dict(cls, mapping) -> Schema:
+        """Build from ``{name: [modalities...]}`` (order of the mapping is the column order)."""
+        return cls(tuple(Variable(str(k), tuple(v)) for k, v in mapping.items()))
+
+    @classmethod
+    def from_n_modalities(cls, n_modalities, *, prefix: str = "V") -> Schema:
+        """Synthetic schema: variables ``V1..VQ`` with modalities ``"1".."K^q"`` (used by the simulator)."""
+        return cls(tuple(Variable(f"{prefix}{q + 1}", tuple(str(k + 1) for k in range(int(kq))))
+                         for q, kq in enumerate(n_modalities)))
+
+    # -- properties --------------------------------------------------------------------------------
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Variable names in column order."""
+        return tuple(v.name for v in self.variables)
+
+    @property
+    def n_modalities(self) -> tuple[int, ...]:
+        """Number of modalities of each variable, in column order."""
+        return tuple(v.n_modalities for v in self.variables)
+
+    @property
+    def n_variables(self) -> int:
+        """Number of variables Q."""
+        return len(self.variables)
+
+    def __len__(self) -> int:
+        return len(self.variables)
+
+    def __getitem__(self, name: str) -> Variable:
+        for v in self.variables:
+            if v.name == name:
+                return v
+        raise KeyError(name)
+
+    # -- JSON --------------------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        """Plain-JSON form: ``{"format", "version", "variables": [{"name", "modalities"}]}``."""
+        return {"format": SCHEMA_FORMAT, "version": _SCHEMA_VERSION,
+                "variables": [{"name": v.name, "modalities": list(v.modalities)} for v in self.variables]}
+
+    def fingerprint(self) -> str:
+        """Stable hash of the schema: first 16 hex characters of the sha256 of its canonical JSON.
+
+        Two silos agree on the coding exactly when their fingerprints are equal; the canonical form (sorted
+        keys, no whitespace) makes the hash independent of how the JSON file was pretty-printed.
+        """
+        canon = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+        return hashlib.sha256(canon.encode("utf-8")).hexdigest()[:16]
+
+    def to_json(self, path=None) -> str:
+        """Return the JSON text; also write it to ``path`` when given."""
+        text = json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n"
+        if path is not None:
+            Path(path).write_text(text, encoding="utf-8")
+        return text
+
+    @classmethod
+    def from_json(cls, path_or_text) -> Schema:
+        """Load from a JSON file path or from JSON text (as written by :meth:`to_json`)."""
+        source = "schema text"
+        text = path_or_text
+        if isinstance(path_or_text, os.PathLike) or (
+                isinstance(path_or_text, str) and not path_or_text.lstrip().startswith("{")):
+            source = str(path_or_text)
+            try:
+                text = Path(path_or_text).read_text(encoding="utf-8")
+            except OSError as err:
+                raise SchemaError(f"Cannot read schema file {source!r}: {err.strerror or err}.") from err
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise SchemaError(f"Schema {source!r} is not valid JSON: {err}.") from err
+        if not isinstance(obj, dict) or not isinstance(obj.get("variables"), list):
+            raise SchemaError(f"Schema {source!r} must be a JSON object with a 'variables' list "
+                              f"(format {SCHEMA_FORMAT!r}); got {type(obj).__name__}.")
+        if obj.get("format", SCHEMA_FORMAT) != SCHEMA_FORMAT:
+            raise SchemaError(f"Schema {source!r} has format {obj.get('format')!r}; "
+                              f"expected {SCHEMA_FORMAT!r}.")
+        if int(obj.get("version", _SCHEMA_VERSION)) > _SCHEMA_VERSION:
+            raise SchemaError(f"Schema {source!r} has version {obj.get('version')}; this vcmc reads up to "
+                              f"version {_SCHEMA_VERSION}: upgrade vcmc.")
+        try:
+            return cls(tuple(Variable(str(v["name"]), tuple(v["modalities"])) for v in obj["variables"]))
+        except (KeyError, TypeError) as err:
+            raise SchemaError(f"Schema {source!r}: each variable needs 'name' and 'modalities'; "
+                              f"got an entry without {err}.") from err
+
+    # -- encoding ----------------------------------------------------------------------------------
+    def encode(self, df: pd.DataFrame, *, source: str = "data frame",
+               na_values=DEFAULT_NA_VALUES) -> np.ndarray:
+        """Encode a data frame to integer codes with this schema.
+
+        Parameters
+        ----------
+        df : pandas.DataFrame
+            Exactly the schema's columns (any order; extra columns are an error, since nothing is dropped
+            silently: remove identifier columns first, e.g. with ``read_csv(..., id_column=...)``).
+        source : str
+            File or description named in error messages.
+        na_values : iterable of str
+            Strings read as missing.
+
+        Returns
+        -------
+        numpy.ndarray of shape (n, Q), int16
+            Codes ``0..K^q-1``; ``MISSING`` (-1) for missing values.
+
+        Raises
+        ------
+        SchemaError
+            A schema column is absent, or a column is not in the schema.
+        DataError
+            A value is not a modality of the schema.
+        """
+        cols = [str(c) for c in df.columns]
+        missing_cols = [n for n in self.names if n not in cols]
+        if missing_cols:
+            raise SchemaError(f"{source}: column(s) {_fmt_values(missing_cols)} of the schema are missing; "
+                              f"expected columns {_fmt_values(self.names, 20)}; "
+                              f"found {_fmt_values(cols, 20)}.")
+        extra = [c for c in cols if c not in self.names]
+        if extra:
+            raise SchemaError(f"{source}: column(s) {_fmt_values(extra)} are not in the schema; "
+                              "expected only "
+                              f"{_fmt_values(self.names, 20)}. Remove them or add them to the schema.")
+        if len(set(cols)) != len(cols):
+            dup = sorted({c for c in cols if cols.count(c) > 1})
+            raise SchemaError(f"{source}: column(s) {_fmt_values(dup)} appear more than once.")
+        frame = df.copy()
+        frame.columns = cols
+        out = np.empty((len(frame), self.n_variables), dtype=_CODE_DTYPE)
+        for q, var in enumerate(self.variables):
+            idx, labels = factorize_labels(frame[var.name], na_values)
+            pos = {m: k for k, m in enumerate(var.modalities)}
+            # schema code of each distinct label; -2 marks a label outside the schema, -1 stays missing
+            table = np.array([pos.get(lab, -2) for lab in labels] + [MISSING], dtype=np.int64)
+            codes = table[idx]
+            unknown = codes == -2
+            if unknown.any():
+                rows = np.flatnonzero(unknown)
+                bad = pd.unique(np.asarray(labels, dtype=object)[idx[rows]])
+                raise DataError(
+                    f"{source}, column {var.name!r}: value(s) {_fmt_values(bad)} (data row(s) "
+                    f"{_fmt_values(rows.tolist())}, 0-based) are not modalities of the schema; "
+                    "expected one of "
+                    f"{_fmt_values(var.modalities, 20)} or a missing value. Add them to the shared schema "
+                    "if they are valid.")
+            out[:, q] = codes
+        return np.ascontiguousarray(out)
+
+    def decode(self, codes: np.ndarray) -> pd.DataFrame:
+        """Labels from codes: a data frame with the schema's columns, ``None`` where the code is MISSING."""
+        codes = np.asarray(codes)
+        if codes.ndim != 2 or codes.shape[1] != self.n_variables:
+            raise DataError(f"codes must have shape (n, {self.n_variables}); got {codes.shape}.")
+        data = {}
+        for q, var in enumerate(self.variables):
+            c = codes[:, q]
+            if c.size and (c.min() < MISSING or c.max() >= var.n_modalities):
+                raise DataError(f"codes of variable {var.name!r} must lie in [-1, {var.n_modalities - 1}]; "
+                                f"got values in [{c.min()}, {c.max()}].")
+            data[var.name] = pd.Categorical.from_codes(c.astype(np.int64), categories=list(var.modalities))
+        return pd.DataFrame(data).astype(object).where(lambda f: f.notna(), None)
+
+
+@dataclass(frozen=True, eq=False)
+class SiloData:
+    """One silo's data, encoded with the shared schema. Stays inside the silo.
+
+    Parameters
+    ----------
+    name : str
+        Silo name, e.g. ``"silo_1"`` (file stem by default).
+    codes : numpy.ndarray of shape (n, Q)
+        Integer codes ``0..K^q-1``, ``-1`` = missing; stored as C-contiguous int16.
+    schema : Schema
+        The shared schema the codes refer to.
+    source : str or None
+        File path or description used in error messages.
+    row_ids : numpy.ndarray of shape (n,) or None
+        Identifiers of the rows (from an ``id_column``), kept inside the silo; ``None`` means the 0-based
+        row index.
+    """
+
+    name: str
+    codes: np.ndarray
+    schema: Schema
+    source: str | None = None
+    row_ids: np.ndarray | None = field(default=None, repr=False)
+
+    def __post_init__(self):
+        where = f"silo {self.name!r}" + (f" ({self.source})" if self.source else "")
+        if not isinstance(self.schema, Schema):
+            raise SchemaError(f"{where}: schema must be a vcmc.data.Schema; "
+                              f"got {type(self.schema).__name__}.")
+        codes = np.asarray(self.codes)
+        if codes.ndim != 2 or codes.shape[1] != self.schema.n_variables:
+            raise DataError(f"{where}: codes must have shape (n, {self.schema.n_variables}) to match the "
+                            f"schema; got {codes.shape}.")
+        if codes.size and not np.issubdtype(codes.dtype, np.integer):
+            raise DataError(f"{where}: codes must be integers; got dtype {codes.dtype}.")
+        if codes.size:
+            k = np.asarray(self.schema.n_modalities)
+            bad = (codes < MISSING) | (codes >= k[None, :])
+            if bad.any():
+                q = int(np.flatnonzero(bad.any(axis=0))[0])
+                raise DataError(f"{where}: codes of variable {self.schema.names[q]!r} must lie in "
+                                f"[-1, {k[q] - 1}]; found values outside that range.")
+        object.__setattr__(self, "codes", np.ascontiguousarray(codes, dtype=_CODE_DTYPE))
+        if self.row_ids is not None:
+            ids = np.asarray(self.row_ids)
+            if ids.shape != (codes.shape[0],):
+                raise DataError(f"{where}: row_ids must have shape ({codes.shape[0]},); got {ids.shape}.")
+            object.__setattr__(self, "row_ids", ids)
+
+    @property
+    def n_rows(self) -> int:
+        """Number of individuals n_s."""
+        return int(self.codes.shape[0])
+
+    @property
+    def n_modalities(self) -> tuple[int, ...]:
+        """Number of modalities of each variable (from the schema)."""
+        return self.schema.n_modalities
+
+    @property
+    def missing_rate(self) -> float:
+        """Fraction of missing cells."""
+        return float(np.mean(self.codes == MISSING)) if self.codes.size else 0.0
+
+    def to_frame(self) -> pd.DataFrame:
+        """Labels as a data frame (missing as ``None``), index = row ids when known."""
+        df = self.schema.decode(self.codes)
+        if self.row_ids is not None:
+            df.index = pd.Index(self.row_ids, name="id")
+        return df
