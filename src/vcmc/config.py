@@ -232,7 +232,8 @@ class AggregationConfig:
     floor : float
         Lower bound of every weight after projection (default 1e-6).
     step_size : float
-        Base step in weight units for the adaptive optimiser (default 0.02).
+        Base step in weight units of "projected-sgd" (scaled by 1/(n sqrt(t))) and "exponentiated";
+        the default "projected-adaptive" (a Newton step in each block's tangent space) needs none.
     """
 
     strategy: Literal["contingency", "federated-gradient", "design"] = "contingency"

@@ -1,0 +1,355 @@
+"""Relaxed ELBO of the aggregation family, its gradient and a curvature estimate (method.md 6.3-6.5).
+
+``L(omega) = E[g(F_omega(theta^1..theta^S))] + H(omega)`` where the expectation is a sample average over
+draw tuples (one draw per silo; the silos' chains are independent, so any pairing is valid), ``H`` is the
+per-block relaxed entropy ``sum_b (d_b / |S_b|) sum_{s in S_b} log omega^s_b`` (section 6.3) and g is
+
+* (a) ``"complete"``: ``sum_c A_c log pihat_c + sum_{c,j} B_{c,j} log phat_{c,j}`` with fixed tables
+  ``A = N + alpha - 1``, ``B = N^q + beta - 1`` from the matched contingency counts (server side) or from
+  silo-side hard counts summed over silos;
+* (b) ``"observed"``: ``sum_s l_s(thetahat) + log prior(thetahat)``, with the silos' log-likelihoods and
+  E-step soft counts obtained through ``counts_fn`` (one round trip per call).
+
+One formula gives both gradients (section 6.5): with per-draw tables ``A^(m)`` (soft counts plus prior
+for (b)), ``dL/domega^s_0 = mean_m sum_c A_c pi^s_c / pihat_c + d_0 / (S omega^s_0)`` and likewise for the
+profile blocks (summed over the block's columns). Everything is vectorised over R sets of weights
+(multi-start), M tuples, clusters and columns; the only Python loop is over silos when draws are gathered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from vcmc._rng import as_generator
+from vcmc.aggregation.weights import AggregationWeights, BlockLayout
+from vcmc.config import PriorConfig
+from vcmc.exceptions import ConfigError, InconsistentSiloSummaries
+from vcmc.matching.types import MatchedDraws
+from vcmc.model import beta_per_column
+
+CountsFn = Callable[[np.ndarray | None, np.ndarray | None], tuple[np.ndarray, np.ndarray, np.ndarray]]
+
+# aggregated probabilities are clipped here before logs (only exact zeros are affected: draws from the
+# samplers are strictly positive, and every global cluster has weight >= floor in some silo)
+_TINY = 1e-300
+_DEFAULT_PRIOR = PriorConfig()
+# starts are evaluated in chunks of about this many numbers per work array (memory, cache)
+_CHUNK_ELEMENTS = 2 ** 21
+
+
+@dataclass(frozen=True)
+class Tuples:
+    """Draw tuples: for each silo s the draws ``idx[s]`` of its chain, gathered.
+
+    Attributes
+    ----------
+    idx : ndarray of shape (S, M), int
+    pi : ndarray of shape (S, M, C)
+    profiles : ndarray of shape (S, M, C, P)
+    """
+
+    idx: np.ndarray
+    pi: np.ndarray
+    profiles: np.ndarray
+
+    @property
+    def size(self) -> int:
+        return int(self.idx.shape[1])
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """Relaxed ELBO of R weight sets on one set of tuples, with optional gradient and curvature.
+
+    Attributes
+    ----------
+    value : ndarray of shape (R,)
+    grad : ndarray of shape (R, n_blocks, S) or None
+        Derivative with respect to every (block, silo) weight (0 off the mask).
+    curv : ndarray of shape (R, n_blocks, S, S) or None
+        Positive semi-definite curvature ``-Hessian`` of each block with the count tables held fixed:
+        exact for objective (a) (clipping negative table entries at 0), the complete-data (EM) curvature
+        for (b), which bounds the observed-data curvature from above.
+    """
+
+    value: np.ndarray
+    grad: np.ndarray | None = None
+    curv: np.ndarray | None = None
+
+
+def check_matched(matched: MatchedDraws) -> None:
+    """Raise ``InconsistentSiloSummaries`` if the matched draws' shapes disagree."""
+    s = matched.n_silos
+    c = matched.n_global
+    p = int(np.sum(matched.n_modalities))
+    if s < 1 or len(matched.profiles) != s or matched.present.shape != (s, c):
+        raise InconsistentSiloSummaries(f"matched draws: {len(matched.pi)} pi arrays, "
+                                        f"{len(matched.profiles)} profile arrays and presence "
+                                        f"{matched.present.shape}; expected {s} and ({s}, {c})")
+    for i, (pi, prof) in enumerate(zip(matched.pi, matched.profiles, strict=True)):
+        name = matched.silos[i] if i < len(matched.silos) else str(i)
+        if pi.ndim != 2 or pi.shape[1] != c or pi.shape[0] < 1:
+            raise InconsistentSiloSummaries(f"silo {name!r}: pi draws have shape {pi.shape}, "
+                                            f"expected (T, {c})")
+        if prof.shape != (pi.shape[0], c, p):
+            raise InconsistentSiloSummaries(f"silo {name!r}: profile draws have shape {prof.shape}, "
+                                            f"expected ({pi.shape[0]}, {c}, {p})")
+    if not np.all(matched.present.any(axis=0)):
+        missing = np.nonzero(~matched.present.any(axis=0))[0].tolist()
+        raise InconsistentSiloSummaries(f"global cluster(s) {missing} are present in no silo")
+
+
+def evaluation_tuples(matched: MatchedDraws, n: int, rng=None) -> np.ndarray:
+    """``n`` random draw tuples, shape (S, n): column m picks one draw of every silo's chain."""
+    gen = as_generator(rng)
+    return np.stack([gen.integers(0, p.shape[0], size=n) for p in matched.pi])
+
+
+def relaxed_entropy(layout: BlockLayout, blocks: np.ndarray) -> np.ndarray:
+    """Per-block relaxed entropy ``sum_b (d_b/|S_b|) sum_{s in S_b} log omega^s_b`` of (R, n_blocks, S)."""
+    logs = np.log(np.where(layout.mask, np.maximum(blocks, _TINY), 1.0))
+    return np.einsum("rbs,b->r", logs, layout.entropy_coef)
+
+
+class Objective:
+    """The relaxed ELBO of one matched problem (objective (a) or (b)), evaluated on draw tuples.
+
+    Parameters
+    ----------
+    matched : MatchedDraws
+    layout : BlockLayout
+    objective : {"complete", "observed"}
+    prior : PriorConfig
+    counts_fn : CountsFn or None
+        Needed for "observed"; for "complete" it is called once (hard counts) when ``matched.counts`` is
+        None or ``use_counts_fn`` is True.
+    use_counts_fn : bool
+        Take the complete-data tables from ``counts_fn(None, None)`` (federated-gradient strategy).
+
+    Attributes
+    ----------
+    n_rounds : int
+        Calls of ``counts_fn`` so far (each is one round trip to the silos).
+    """
+
+    def __init__(self, matched: MatchedDraws, layout: BlockLayout, objective: str, prior: PriorConfig,
+                 counts_fn: CountsFn | None = None, use_counts_fn: bool = False):
+        check_matched(matched)
+        if objective not in ("complete", "observed"):
+            raise ConfigError(f"The 'objective' parameter must be 'complete' or 'observed'. "
+                              f"Got {objective!r}.")
+        self.matched = matched
+        self.layout = layout
+        self.objective = objective
+        self.counts_fn = counts_fn
+        self.n_rounds = 0
+        c = matched.n_global
+        self.alpha = float(prior.alpha)
+        betas = prior.beta if isinstance(prior.beta, tuple) else (prior.beta,)
+        if len(betas) not in (1, len(matched.n_modalities)):
+            raise ConfigError(f"The 'beta' parameter of PriorConfig must be one value or one per variable "
+                              f"({len(matched.n_modalities)}). Got {prior.beta!r} instead.")
+        self.beta_col = beta_per_column(np.asarray(betas if len(betas) > 1 else betas[0]),
+                                        matched.n_modalities)
+        # sanitise the draws once: absent clusters get pi 0 and a uniform (finite) profile, so products
+        # with their zero weights are exact zeros
+        k = np.asarray(matched.n_modalities)
+        uniform = np.repeat(1.0 / k, k)
+        self._pi = []
+        self._prof = []
+        for s in range(matched.n_silos):
+            absent = ~matched.present[s]
+            pi = np.asarray(matched.pi[s], dtype=np.float64)
+            prof = np.asarray(matched.profiles[s], dtype=np.float64)
+            if np.any(absent):
+                pi = pi.copy()
+                prof = prof.copy()
+                pi[:, absent] = 0.0
+                prof[:, absent, :] = uniform
+            self._pi.append(pi)
+            self._prof.append(prof)
+        self.tables = None
+        if objective == "complete":
+            if use_counts_fn or matched.counts is None:
+                if counts_fn is None:
+                    raise ConfigError("the complete-data objective needs the matched contingency counts "
+                                      "(matched.counts is None: a silo withheld its table) or a counts_fn "
+                                      "returning hard counts; use strategy='federated-gradient'")
+                cl, mod, _ = counts_fn(None, None)
+                self.n_rounds += 1
+                n_c = np.asarray(cl, dtype=np.float64).reshape(-1, c)[0]
+                n_cj = np.asarray(mod, dtype=np.float64).reshape(-1, c, uniform.size)[0]
+            else:
+                n_c = np.asarray(matched.sizes, dtype=np.float64).sum(axis=0)
+                n_cj = np.asarray(matched.counts, dtype=np.float64).sum(axis=0)
+            self.tables = (n_c + self.alpha - 1.0, n_cj + self.beta_col[None, :] - 1.0)
+        elif counts_fn is None:
+            raise ConfigError("the observed-data objective needs counts_fn (silo-side soft counts)")
+
+    # -----------------------------------------------------------------------------------------------
+    def tuples(self, idx: np.ndarray) -> Tuples:
+        """Gather the draws of tuples ``idx`` (S, M)."""
+        idx = np.asarray(idx, dtype=np.int64)
+        pi = np.stack([p[i] for p, i in zip(self._pi, idx, strict=True)])
+        prof = np.stack([p[i] for p, i in zip(self._prof, idx, strict=True)])
+        return Tuples(idx=idx, pi=pi, profiles=prof)
+
+    def aggregate(self, blocks: np.ndarray, tup: Tuples) -> tuple[np.ndarray, np.ndarray]:
+        """Aggregated draws for R weight sets: pihat (R, M, C), phat (R, M, C, P)."""
+        w0, w = self.layout.split(blocks)
+        wcol = w[..., self.layout.var_of_col]                                   # (R, S, C, P)
+        pihat = np.einsum("rs,smc->rmc", w0, tup.pi, optimize=True)
+        phat = np.zeros((blocks.shape[0], *tup.profiles.shape[1:]))
+        for s in range(self.layout.n_silos):        # a loop over silos, vectorised over draws and entries
+            phat += wcol[:, s, None, :, :] * tup.profiles[s][None]
+        return pihat, phat
+
+    def evaluate(self, blocks: np.ndarray, requests) -> list[Evaluation]:
+        """Relaxed ELBO (and optionally gradient/curvature) of ``blocks`` (R, n_blocks, S) on tuple sets.
+
+        ``requests`` is a sequence of ``(tuples, want)`` with ``want`` 0 (value only), 1 (and gradient)
+        or 2 (and curvature). For the observed objective all requests share ONE call of ``counts_fn``
+        (one round trip), as section 7.1 recommends. The starts are processed in chunks so that the
+        per-silo work arrays stay near ``_CHUNK_ELEMENTS`` numbers (multi-start designs on large problems).
+        """
+        blocks = np.asarray(blocks, dtype=np.float64)
+        r = blocks.shape[0]
+        c = self.matched.n_global
+        p = self.beta_col.size
+        soft = None
+        offsets = []
+        if self.objective == "observed":
+            agg = [self.aggregate(blocks, tup) for tup, _ in requests]
+            pis = np.concatenate([a[0].reshape(-1, c) for a in agg])
+            profs = np.concatenate([a[1].reshape(-1, c, p) for a in agg])
+            del agg
+            cl, mod, ll = self.counts_fn(np.maximum(pis, 0.0), np.maximum(profs, 0.0))
+            self.n_rounds += 1
+            soft = (np.asarray(cl, dtype=np.float64), np.asarray(mod, dtype=np.float64),
+                    np.asarray(ll, dtype=np.float64))
+            pos = 0
+            for tup, _ in requests:
+                offsets.append(pos)
+                pos += r * tup.size
+        m_max = max(tup.size for tup, _ in requests)
+        per_start = self.layout.n_silos * m_max * c * p
+        step = max(1, int(_CHUNK_ELEMENTS // max(per_start, 1)))
+        parts = [self._evaluate_chunk(blocks[r0:r0 + step], requests, soft, offsets, r0)
+                 for r0 in range(0, r, step)]
+        out = []
+        for k in range(len(requests)):
+            evs = [part[k] for part in parts]
+            out.append(Evaluation(
+                value=np.concatenate([e.value for e in evs]),
+                grad=None if evs[0].grad is None else np.concatenate([e.grad for e in evs]),
+                curv=None if evs[0].curv is None else np.concatenate([e.curv for e in evs])))
+        return out
+
+    def _evaluate_chunk(self, blocks, requests, soft, offsets, r0) -> list[Evaluation]:
+        r = blocks.shape[0]
+        c = self.matched.n_global
+        p = self.beta_col.size
+        entropy = relaxed_entropy(self.layout, blocks)
+        out = []
+        for k, (tup, want_grad) in enumerate(requests):
+            m = tup.size
+            pihat, phat = self.aggregate(blocks, tup)
+            lpi = np.log(np.maximum(pihat, _TINY))
+            lph = np.log(np.maximum(phat, _TINY))
+            if soft is None:
+                a_tab = self.tables[0][None, None, :]
+                b_tab = self.tables[1][None, None, :, :]
+                data = (lpi @ self.tables[0]).mean(axis=1) + (
+                    lph.reshape(r, m, -1) @ self.tables[1].ravel()).mean(axis=1)
+            else:
+                # soft counts are ordered by request, then start, then tuple
+                sl = slice(offsets[k] + r0 * m, offsets[k] + (r0 + r) * m)
+                a_tab = soft[0][sl].reshape(r, m, c) + self.alpha - 1.0
+                b_tab = soft[1][sl].reshape(r, m, c, p) + self.beta_col - 1.0
+                ll = soft[2][sl].reshape(r, m)
+                data = (ll + (self.alpha - 1.0) * lpi.sum(axis=2)
+                        + (lph @ (self.beta_col - 1.0)).sum(axis=2)).mean(axis=1)
+            value = data + entropy
+            if not want_grad:
+                out.append(Evaluation(value=value))
+                continue
+            grad, curv = self._grad_curv(blocks, tup, pihat, phat, a_tab, b_tab, want_grad >= 2)
+            out.append(Evaluation(value=value, grad=grad, curv=curv))
+        return out
+
+    def _grad_curv(self, blocks, tup, pihat, phat, a_tab, b_tab, want_curv):
+        lay = self.layout
+        m = tup.size
+        pih = np.maximum(pihat, _TINY)
+        phh = np.maximum(phat, _TINY)
+        gpi = np.broadcast_to(a_tab, pih.shape) / pih                          # (R, M, C)
+        gph = np.broadcast_to(b_tab, phh.shape) / phh                          # (R, M, C, P)
+        g0 = np.einsum("rmc,smc->rs", gpi, tup.pi, optimize=True) / m
+        gcol = np.stack([(gph * tup.profiles[s][None]).sum(axis=1) for s in range(lay.n_silos)],
+                        axis=-1) / m                                           # (R, C, P, S)
+        gq = np.add.reduceat(gcol, lay.offsets[:-1], axis=2)                   # (R, C, Q, S)
+        grad = np.concatenate([g0[:, None, :], lay.reduce_profiles(gq)], axis=1)
+        w = np.where(lay.mask, np.maximum(blocks, _TINY), 1.0)
+        grad = np.where(lay.mask, grad + lay.entropy_coef[None, :, None] / w, 0.0)
+        if not want_curv:
+            return grad, None
+        # curvature: sum_j A_j x^s_j x^t_j / xhat_j^2 averaged over tuples, with A clipped at 0 so that it
+        # is positive semi-definite (negative table entries come from beta < 1 on unseen modalities)
+        sa = np.sqrt(np.maximum(np.broadcast_to(a_tab, pih.shape), 0.0))
+        r, n_s = blocks.shape[0], lay.n_silos
+        sa = np.sqrt(np.maximum(np.broadcast_to(a_tab, pih.shape), 0.0)) / pih      # (R, M, C)
+        sb = np.sqrt(np.maximum(np.broadcast_to(b_tab, phh.shape), 0.0)) / phh      # (R, M, C, P)
+        z0 = [tup.pi[s][None] * sa for s in range(n_s)]                             # S x (R, M, C)
+        y = [tup.profiles[s][None] * sb for s in range(n_s)]                        # S x (R, M, C, P)
+        b0 = np.zeros((r, n_s, n_s))
+        bcol = np.zeros((r, phh.shape[2], phh.shape[3], n_s, n_s))
+        # loop over the S(S+1)/2 silo pairs (S is small), vectorised over starts, tuples and entries
+        for s in range(n_s):
+            for t in range(s, n_s):
+                b0[:, s, t] = b0[:, t, s] = np.sum(z0[s] * z0[t], axis=(1, 2)) / m
+                bcol[..., s, t] = bcol[..., t, s] = np.sum(y[s] * y[t], axis=1) / m    # (R, C, P)
+        bq = np.add.reduceat(bcol, lay.offsets[:-1], axis=2)                    # (R, C, Q, S, S)
+        curv = np.concatenate([b0[:, None], lay.reduce_profiles(bq)], axis=1)   # (R, nb, S, S)
+        diag = np.where(lay.mask, lay.entropy_coef[None, :, None] / w ** 2, 0.0)
+        idx = np.arange(lay.n_silos)
+        curv[:, :, idx, idx] += diag
+        both = lay.mask[:, :, None] & lay.mask[:, None, :]
+        curv = np.where(both[None], curv, 0.0)
+        return grad, curv
+
+
+def relaxed_elbo(matched: MatchedDraws, weights: AggregationWeights, *, objective: str = "complete",
+                 prior: PriorConfig = _DEFAULT_PRIOR, tuples=None, counts_fn: CountsFn | None = None,
+                 rng=None, n_tuples: int = 200) -> float:
+    """Relaxed ELBO of ``weights`` (method.md 6.4) on fixed draw tuples.
+
+    Parameters
+    ----------
+    matched : MatchedDraws
+    weights : AggregationWeights
+    objective : {"complete", "observed"}
+        (a) complete-data Dirichlet objective from ``matched.counts`` (or hard counts via
+        ``counts_fn``), or (b) observed-data likelihood through ``counts_fn`` soft counts.
+    prior : PriorConfig
+    tuples : ndarray of shape (S, M), int, optional
+        Draw indices of each tuple (see ``evaluation_tuples``); drawn from ``rng`` if omitted.
+    counts_fn : CountsFn, optional
+    rng : int, Generator or None
+    n_tuples : int
+        Number of tuples when ``tuples`` is omitted.
+
+    Returns
+    -------
+    float
+        Natural-log relaxed ELBO, up to a constant independent of the weights.
+    """
+    layout = BlockLayout.from_matched(matched, "per_block")
+    obj = Objective(matched, layout, objective, prior, counts_fn,
+                    use_counts_fn=matched.counts is None)
+    if tuples is None:
+        tuples = evaluation_tuples(matched, n_tuples, rng)
+    blocks = layout.from_weights(weights)[None]
+    return float(obj.evaluate(blocks, [(obj.tuples(tuples), False)])[0].value[0])
