@@ -1,0 +1,247 @@
+"""Online relabelling of a Gibbs chain: pivot / ECR assignment per kept draw (method.md "Decisions", 4.2).
+
+Label switching makes raw component labels meaningless across draws. Following the equivalence-classes
+representatives (ECR) idea of Papastamoulis & Iliopoulos (2010), each kept draw's labels are permuted so
+that its allocation vector agrees as much as possible with a fixed pivot allocation: the permutation
+maximising ``sum_i 1[nu(z_i) = pivot_i]`` is a linear assignment on the C+ x C+ confusion matrix
+(a Stephens-type assignment per draw, solved with ``scipy.optimize.linear_sum_assignment``).
+
+Everything here works block by block, as an ``on_block`` consumer of the sampler driver, so a silo never
+stores all allocations: memory is the n x C+ table of relabelled allocation counts plus the thinned
+parameter draws (and an n x n similarity matrix only when explicitly asked for, small silos only).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+
+from vcmc.exceptions import ConfigError
+
+# Blocks are relabelled in chunks of draws so that the flat index arrays of the vectorised confusion
+# computation stay near this many elements (memory O(n) per chunk instead of O(m n)).
+_CHUNK_ELEMENTS = 2_000_000
+
+PSM_MAX_ROWS = 5000
+"""Largest silo for which a posterior similarity matrix (n x n) may be accumulated."""
+
+
+def confusion_matrices(z: np.ndarray, reference: np.ndarray, n_components: int) -> np.ndarray:
+    """Confusion matrices of several allocation vectors against one reference, vectorised over draws.
+
+    Parameters
+    ----------
+    z : ndarray of shape (m, n), int
+        Allocations of m draws, labels in ``0..n_components-1``.
+    reference : ndarray of shape (n,), int
+        Reference allocation (same label range).
+    n_components : int
+
+    Returns
+    -------
+    ndarray of shape (m, n_components, n_components), int64
+        ``out[t, c, k] = #{i : z[t, i] = c, reference[i] = k}``.
+    """
+    z = np.asarray(z)
+    m, n = z.shape
+    c2 = n_components * n_components
+    idx = (np.arange(m, dtype=np.int64)[:, None] * c2 + z.astype(np.int64) * n_components
+           + np.asarray(reference, dtype=np.int64)[None, :])
+    return np.bincount(idx.ravel(), minlength=m * c2).reshape(m, n_components, n_components)
+
+
+def best_permutations(confusion: np.ndarray) -> np.ndarray:
+    """Per draw, the relabelling ``perm[t, c]`` (new label of old label c) maximising agreement.
+
+    Parameters
+    ----------
+    confusion : ndarray of shape (m, C, C)
+        ``confusion[t, c, k]``: rows with label c in draw t and label k in the reference.
+
+    Returns
+    -------
+    ndarray of shape (m, C), int64
+        A permutation of ``0..C-1`` per draw.
+    """
+    m, c, _ = confusion.shape
+    perms = np.empty((m, c), dtype=np.int64)
+    # One C x C assignment per draw: no library solves a batch of them, and C+ is small (15-30), so the
+    # loop is over draws only (each solve is a few microseconds), never over rows.
+    for t in range(m):
+        rows, cols = linear_sum_assignment(confusion[t], maximize=True)
+        perms[t, rows] = cols
+    return perms
+
+
+def apply_permutations(perms: np.ndarray, z: np.ndarray | None = None, pi: np.ndarray | None = None,
+                       profiles: np.ndarray | None = None):
+    """Relabel draws: old label c of draw t becomes ``perms[t, c]``.
+
+    Returns the relabelled ``(z, pi, profiles)`` (each None if not given).
+    """
+    m = perms.shape[0]
+    inverse = np.argsort(perms, axis=1)   # inverse[t, new] = old
+    z_new = None if z is None else np.take_along_axis(perms, np.asarray(z, dtype=np.int64), axis=1)
+    pi_new = None if pi is None else np.take_along_axis(np.asarray(pi), inverse, axis=1)
+    prof_new = None
+    if profiles is not None:
+        prof_new = np.asarray(profiles)[np.arange(m)[:, None], inverse]
+    return z_new, pi_new, prof_new
+
+
+@dataclass(frozen=True)
+class RelabelledChain:
+    """One chain after online relabelling (everything the post-processing needs, nothing row x draw).
+
+    Attributes
+    ----------
+    pi : ndarray of shape (T, C+)
+        Relabelled weight draws.
+    profiles : ndarray of shape (T, C+, P)
+        Relabelled profile draws.
+    n_occupied : ndarray of shape (T,), int
+    log_posterior : ndarray of shape (T,)
+    counts : ndarray of shape (n, C+), int32
+        Kept iterations in which row i was allocated to (relabelled) component c.
+    pivot : ndarray of shape (n,), int
+        The pivot allocation every draw was aligned to.
+    psm : ndarray of shape (n, n), float32, or None
+        Summed co-clustering indicators (divide by T for the posterior similarity), if accumulated.
+    sizes : ndarray of shape (T, C+), int32, or None
+        Members of each relabelled component at each kept draw.
+    seconds : float
+        Sampler wall time of the chain.
+    """
+
+    pi: np.ndarray
+    profiles: np.ndarray
+    n_occupied: np.ndarray
+    log_posterior: np.ndarray
+    counts: np.ndarray
+    pivot: np.ndarray
+    psm: np.ndarray | None = None
+    sizes: np.ndarray | None = None
+    seconds: float = 0.0
+
+    @property
+    def n_kept(self) -> int:
+        return int(self.pi.shape[0])
+
+    def permuted(self, perm: np.ndarray) -> RelabelledChain:
+        """The same chain with component c renamed ``perm[c]`` everywhere (used to align chains)."""
+        perm = np.asarray(perm, dtype=np.int64)
+        inverse = np.argsort(perm)
+        return RelabelledChain(pi=self.pi[:, inverse], profiles=self.profiles[:, inverse],
+                               n_occupied=self.n_occupied, log_posterior=self.log_posterior,
+                               counts=self.counts[:, inverse], pivot=perm[self.pivot], psm=self.psm,
+                               sizes=None if self.sizes is None else self.sizes[:, inverse],
+                               seconds=self.seconds)
+
+
+class PivotRelabeller:
+    """``on_block`` consumer relabelling kept draws online against a pivot allocation.
+
+    The pivot is the allocation with the highest log posterior among the draws of the first non-empty
+    kept block (a cheap stand-in for the MAP allocation of the whole chain: the chain is past burn-in).
+    Every draw of that block and of each later block is relabelled to agree best with the pivot; the
+    relabelled allocations are accumulated into an n x C+ count table and the relabelled (pi, p) stored.
+
+    Parameters
+    ----------
+    n_rows : int
+    n_components : int
+        C+.
+    accumulate_psm : bool
+        Also accumulate the co-clustering counts (n x n float32). Refused when ``n_rows > 5000``.
+    """
+
+    def __init__(self, n_rows: int, n_components: int, *, accumulate_psm: bool = False):
+        if accumulate_psm and n_rows > PSM_MAX_ROWS:
+            raise ConfigError(
+                f"The 'partition' parameter of PostprocessConfig is 'psm', which needs an n x n posterior "
+                f"similarity matrix; it is allowed for silos of at most {PSM_MAX_ROWS} rows. Got a silo "
+                f"of {n_rows} rows instead: use partition='modal'.")
+        self.n_rows = int(n_rows)
+        self.n_components = int(n_components)
+        self.counts = np.zeros((self.n_rows, self.n_components), dtype=np.int32)
+        self.psm = np.zeros((self.n_rows, self.n_rows), dtype=np.float32) if accumulate_psm else None
+        self.pivot: np.ndarray | None = None
+        self._pi: list[np.ndarray] = []
+        self._profiles: list[np.ndarray] = []
+        self._n_occupied: list[np.ndarray] = []
+        self._log_posterior: list[np.ndarray] = []
+        self._sizes: list[np.ndarray] = []
+
+    def __call__(self, block) -> None:
+        """Consume one kept block (attributes ``z, pi, profiles, n_occupied, log_posterior``)."""
+        z = np.asarray(block.z)
+        m = z.shape[0]
+        if m == 0:
+            return
+        if z.shape[1] != self.n_rows:
+            raise ValueError(f"block allocations have {z.shape[1]} rows, expected {self.n_rows}")
+        if self.pivot is None:
+            self.pivot = z[int(np.argmax(np.asarray(block.log_posterior)))].astype(np.int64)
+        chunk = max(1, _CHUNK_ELEMENTS // max(1, self.n_rows))
+        c = self.n_components
+        rows = np.arange(self.n_rows, dtype=np.int64) * c
+        pi = np.asarray(block.pi)
+        profiles = np.asarray(block.profiles)
+        for s in range(0, m, chunk):
+            zc = z[s:s + chunk]
+            perms = best_permutations(confusion_matrices(zc, self.pivot, c))
+            z_new, pi_new, prof_new = apply_permutations(perms, zc, pi[s:s + chunk], profiles[s:s + chunk])
+            self.counts += np.bincount((rows[None, :] + z_new).ravel(),
+                                       minlength=self.n_rows * c).reshape(self.n_rows, c).astype(np.int32)
+            if self.psm is not None:
+                self._accumulate_psm(zc)
+            mc = z_new.shape[0]
+            self._sizes.append(np.bincount((np.arange(mc)[:, None] * c + z_new).ravel(),
+                                           minlength=mc * c).reshape(mc, c).astype(np.int32))
+            self._pi.append(pi_new)
+            self._profiles.append(prof_new)
+        self._n_occupied.append(np.asarray(block.n_occupied))
+        self._log_posterior.append(np.asarray(block.log_posterior, dtype=np.float64))
+
+    def _accumulate_psm(self, z: np.ndarray) -> None:
+        # Co-clustering is label invariant: sum over draws of one-hot(z_t) one-hot(z_t)^T. Stacking the
+        # one-hot matrices of several draws side by side turns the sum into one BLAS product.
+        n, c = self.n_rows, self.n_components
+        step = max(1, _CHUNK_ELEMENTS // (n * c))
+        for s in range(0, z.shape[0], step):
+            zz = z[s:s + step].astype(np.int64)
+            onehot = np.zeros((n, zz.shape[0] * c), dtype=np.float32)
+            onehot[np.arange(n)[None, :], (np.arange(zz.shape[0])[:, None] * c + zz)] = 1.0
+            self.psm += onehot @ onehot.T
+
+    def result(self, seconds: float = 0.0) -> RelabelledChain:
+        """The relabelled chain (raises if no draw was kept)."""
+        if self.pivot is None:
+            raise ValueError("no kept draw reached the relabeller: check burn_in, thin and n_iter")
+        return RelabelledChain(pi=np.concatenate(self._pi), profiles=np.concatenate(self._profiles),
+                               n_occupied=np.concatenate(self._n_occupied).astype(np.int64),
+                               log_posterior=np.concatenate(self._log_posterior), counts=self.counts,
+                               pivot=self.pivot, psm=self.psm, sizes=np.concatenate(self._sizes),
+                               seconds=float(seconds))
+
+
+def align_chains(chains: list[RelabelledChain]) -> list[RelabelledChain]:
+    """Align chains 2.. to chain 1 by a Hungarian assignment on the overlap of their count tables.
+
+    ``overlap[c, k] = sum_i counts_j[i, c] counts_1[i, k]``: how often rows sit together in component c of
+    chain j and component k of chain 1. Maximising it is the chain-level analogue of the per-draw pivot
+    assignment; it is computed with one (C+ x n) @ (n x C+) product (float64, exact for these counts).
+    """
+    if not chains:
+        return []
+    ref = chains[0].counts.astype(np.float64)
+    out = [chains[0]]
+    for ch in chains[1:]:
+        overlap = ch.counts.astype(np.float64).T @ ref
+        rows, cols = linear_sum_assignment(overlap, maximize=True)
+        perm = np.empty(ref.shape[1], dtype=np.int64)
+        perm[rows] = cols
+        out.append(ch.permuted(perm))
+    return out
