@@ -30,7 +30,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("files", nargs="+", metavar="FILE", help="silo data files")
     p.add_argument("--out", required=True, metavar="DIR", help="output folder")
     p.add_argument("--silo-column", metavar="COL", help="split one file into silos by this column")
-    p.add_argument("--schema", metavar="JSON", help="shared schema file (default: inferred from all files)")
+    p.add_argument("--schema", metavar="JSON", help="shared schema file (default: schema.json beside the files, else inferred from all files)")
     p.add_argument("--id-column", metavar="COL", help="a row identifier column to ignore (kept out of the model)")
     p.add_argument("--method", default="vcmc",
                    choices=["vcmc", "full-mcmc", "consensus", "fed-kmodes", "fedmerdel", "discgs"])
@@ -75,6 +75,12 @@ def load_silos(files, *, silo_column=None, schema_path=None, id_column=None):
     from vcmc.data import Schema, infer_schema, read_csv, read_parquet, split_by_column
 
     paths = [Path(f) for f in files]
+    if schema_path is None:
+        # a schema.json beside the inputs (vcmc simulate writes one) is the silos' agreed coding: use it,
+        # so that a modality no silo happens to observe keeps its place in the coding
+        beside = {p.parent / "schema.json" for p in paths}
+        if len(beside) == 1 and next(iter(beside)).is_file():
+            schema_path = next(iter(beside))
     schema = Schema.from_json(Path(schema_path)) if schema_path else None
     if silo_column is not None:
         if len(paths) != 1:
