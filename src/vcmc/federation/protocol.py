@@ -8,11 +8,15 @@ plain-array encoding; none has a dimension equal to a silo's row count.
 
 from __future__ import annotations
 
+import dataclasses
+import typing
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from vcmc.exceptions import InconsistentSiloSummaries
 from vcmc.messages import Message
 from vcmc.silo.summary import SiloSummary
 
@@ -79,7 +83,11 @@ class CountsRequest(Message):
 
 @dataclass(frozen=True)
 class CountsReply(Message):
-    """Summed counts: cluster (M, C), modality (M, C, P) and log-likelihood (M,) (soft mode)."""
+    """Summed counts over the silo's rows.
+
+    Soft mode: cluster (M, C), modality (M, C, P) and log-likelihood (M,). Hard mode: cluster (C,),
+    modality (C, P) and an empty log-likelihood of shape (0,) (undefined without parameters).
+    """
 
     KIND = "counts_reply"
     VERSION = 1
@@ -116,6 +124,48 @@ class AssignReply(Message):
     counts: np.ndarray
 
 
+@dataclass(frozen=True)
+class HelloRequest(Message):
+    """Ask a silo who it is (its operator-chosen name, schema and library version); no data involved.
+
+    Used by transports that reach silos they did not create (worker processes, Flower SuperNodes) to map
+    their own handles (a process, a Flower node id) to silo names.
+    """
+
+    KIND = "hello_request"
+    VERSION = 1
+
+    protocol_version: int = 1
+
+
+@dataclass(frozen=True)
+class HelloReply(Message):
+    """The silo's name, the fingerprint and modality counts of its schema, and its vcmc version."""
+
+    KIND = "hello_reply"
+    VERSION = 1
+
+    silo: str
+    schema_fingerprint: str
+    n_modalities: tuple[int, ...]
+    vcmc_version: str
+
+
+@dataclass(frozen=True)
+class ErrorReply(Message):
+    """A request failed inside the silo. ``reason`` is sanitised: it never carries data values.
+
+    ``error_type`` is the exception class name (e.g. ``"DataError"``). The silo's operator finds the full
+    traceback in the silo's own log (logger ``vcmc.silo``).
+    """
+
+    KIND = "error_reply"
+    VERSION = 1
+
+    error_type: str
+    reason: str
+
+
 @runtime_checkable
 class Silo(Protocol):
     """What the server can ask a silo (architecture.md, "What a silo can be asked")."""
@@ -133,5 +183,57 @@ class Silo(Protocol):
 
 MESSAGE_TYPES: tuple[type[Message], ...] = (
     SummarizeRequest, SiloSummary, DivergenceRequest, DivergenceReply, CountsRequest, CountsReply,
-    AssignRequest, AssignReply,
+    AssignRequest, AssignReply, HelloRequest, HelloReply, ErrorReply,
 )
+"""Every message that may cross the silo boundary (the row-level test walks this tuple)."""
+
+MESSAGE_BY_KIND: dict[str, type[Message]] = {m.KIND: m for m in MESSAGE_TYPES}
+
+REPLY_TYPE: dict[type[Message], type[Message]] = {
+    SummarizeRequest: SiloSummary,
+    DivergenceRequest: DivergenceReply,
+    CountsRequest: CountsReply,
+    AssignRequest: AssignReply,
+    HelloRequest: HelloReply,
+}
+"""The reply type each request expects (any request may also be answered by an ``ErrorReply``)."""
+
+
+def decode_message(arrays: Mapping[str, object]) -> Message:
+    """Rebuild any message from its ``to_arrays()`` encoding, dispatching on ``__kind__``.
+
+    Raises
+    ------
+    InconsistentSiloSummaries
+        If the kind is unknown, the version differs from this vcmc's, or the fields are malformed.
+    """
+    kind = arrays.get("__kind__")
+    if isinstance(kind, np.ndarray) and kind.ndim == 0:
+        kind = kind.item()
+    cls = MESSAGE_BY_KIND.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        raise InconsistentSiloSummaries(
+            f"unknown message kind {kind!r}; this vcmc understands {sorted(MESSAGE_BY_KIND)}")
+    plain = {k: (v.item() if isinstance(v, np.ndarray) and v.ndim == 0 and v.dtype.kind in "USbifu"
+                 and k in _SCALAR_KEYS.get(cls, ()) else v) for k, v in arrays.items()}
+    try:
+        return cls.from_arrays(plain)
+    except InconsistentSiloSummaries:
+        raise
+    except (TypeError, ValueError, KeyError) as exc:
+        raise InconsistentSiloSummaries(
+            f"malformed {kind!r} message: {type(exc).__name__} while decoding its fields") from None
+
+
+def _scalar_keys(cls: type[Message]) -> tuple[str, ...]:
+    """Field names (and the header) whose values are scalars, so 0-d arrays read from disk become scalars."""
+    hints = typing.get_type_hints(cls)
+    keys = ["__kind__", "__version__"]
+    for f in dataclasses.fields(cls):
+        alts = typing.get_args(hints[f.name]) or (hints[f.name],)
+        if not any(a is np.ndarray for a in alts) and typing.get_origin(hints[f.name]) is not tuple:
+            keys.append(f.name)
+    return tuple(keys)
+
+
+_SCALAR_KEYS: dict[type[Message], tuple[str, ...]] = {m: _scalar_keys(m) for m in MESSAGE_TYPES}

@@ -1,0 +1,37 @@
+"""ClientApp: one query handler per request kind, each a call of the installed vcmc library.
+
+The silo's operator sets ``data-path`` (and ``schema-path``, ``silo-name``, disclosure limits such as
+``min-cluster-size``) in the SuperNode's node config; see ``docs/federation.md``.
+"""
+
+from flwr.app import Context, Message
+from flwr.clientapp import ClientApp
+
+from vcmc.federation.flower import client_handle
+
+app = ClientApp()
+
+
+@app.query("hello")
+def hello(message: Message, context: Context) -> Message:
+    return client_handle(message, context)
+
+
+@app.query("summarize")
+def summarize(message: Message, context: Context) -> Message:
+    return client_handle(message, context)
+
+
+@app.query("divergence")
+def divergence(message: Message, context: Context) -> Message:
+    return client_handle(message, context)
+
+
+@app.query("counts")
+def counts(message: Message, context: Context) -> Message:
+    return client_handle(message, context)
+
+
+@app.query("assign")
+def assign(message: Message, context: Context) -> Message:
+    return client_handle(message, context)

@@ -1,0 +1,303 @@
+"""Flower adapters: silos as Flower SuperNodes (flwr 1.42 Message API, ``query`` messages).
+
+The Flower app in ``flower_app/`` is a thin shim over this module, so that the code each silo runs is the
+installed, versioned vcmc library its operator reviewed (ecosystem.md section 1.7, "Code trust").
+
+Server side
+    ``server_main(grid, context)`` (the ServerApp's ``@app.main()``): reads the run config (the same
+    ``config_from_mapping`` as the CLI), waits for ``min-nodes`` SuperNodes, asks each for its name
+    (``HelloRequest``), and calls ``vcmc.pipeline.run_vcmc`` with a ``FlowerTransport``: the algorithm is
+    the one that runs in-process, so the same seed gives the same result.
+
+Client side
+    ``client_handle(message, context)`` (every ClientApp query handler): loads the silo's data from its
+    node config (``data-path``, optional ``schema-path``, ``silo-name``, disclosure limits), restores the
+    run's state from ``context.state``, answers the request with ``LocalSilo.handle`` and stores the
+    state back. Any exception becomes a Flower ``Error`` whose text is sanitised (no data values).
+
+Why ``context.state`` for the silo's state: in deployment a fresh ClientApp process handles every
+message, so the local partition and membership probabilities of the summarize round must be stored
+somewhere for the later rounds (divergence, counts, assign). ``context.state`` is kept by the SuperNode,
+on the silo's own host, persists across the messages of one run and is discarded with the run; the
+alternative, files under a silo-owned directory, would outlive the run and need cleaning up. The state is
+row-level (n_rows x local clusters) and never leaves the SuperNode.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+
+from vcmc.config import PrivacyConfig
+from vcmc.exceptions import ConfigError, SiloFailure
+from vcmc.federation.config_io import config_from_mapping
+from vcmc.federation.faults import FaultPolicy
+from vcmc.federation.protocol import HelloReply, HelloRequest, decode_message
+from vcmc.federation.transport import _TransportBase, reply_to_result, sanitise_exception
+from vcmc.messages import Message
+
+log = logging.getLogger("vcmc.federation")
+
+ACTION = {
+    "hello_request": "hello",
+    "summarize_request": "summarize",
+    "divergence_request": "divergence",
+    "counts_request": "counts",
+    "assign_request": "assign",
+}
+"""Flower message type ``query.<action>`` of each request kind (the ClientApp registers one handler each)."""
+
+SERVER_KEYS = ("min-nodes", "seed", "out-dir", "min-silos", "round-timeout", "wait-nodes", "method")
+"""Run-config keys read by ``server_main`` itself; every other key must be a ``FitConfig`` option."""
+
+NODE_PRIVACY_KEYS = {
+    "min-cluster-size": "min_cluster_size",
+    "suppress-cells-below": "suppress_cells_below",
+    "round-to": "round_to",
+    "dp-epsilon": "dp_epsilon",
+    "share-counts": "share_counts",
+}
+"""Node-config keys through which a silo's operator sets its disclosure limits."""
+
+_STATE_KEY = "vcmc-silo-state"
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Encoding: Message <-> RecordDict
+
+
+def encode_record(message: Message):
+    """A vcmc message as a Flower ``RecordDict``: arrays in an ``ArrayRecord``, scalars in a ``ConfigRecord``.
+
+    Integers outside int64 (e.g. a 128-bit seed entropy) travel as decimal strings in ``"bigints"``.
+    """
+    from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
+
+    arrays, scalars, bigints = {}, {}, {}
+    for key, value in message.to_arrays().items():
+        if isinstance(value, np.ndarray):
+            arrays[key] = Array(np.ascontiguousarray(value))
+        elif isinstance(value, int) and not isinstance(value, bool) and not _INT64[0] <= value <= _INT64[1]:
+            bigints[key] = str(value)
+        else:
+            scalars[key] = value
+    return RecordDict({"arrays": ArrayRecord(arrays), "scalars": ConfigRecord(scalars),
+                       "bigints": ConfigRecord(bigints)})
+
+
+def decode_record(record) -> Message:
+    """Rebuild a vcmc message from ``encode_record``'s ``RecordDict`` (checks kind and version)."""
+    flat: dict[str, object] = {}
+    if "arrays" in record:
+        for key, arr in record["arrays"].items():
+            flat[key] = arr.numpy()
+    if "scalars" in record:
+        flat.update(dict(record["scalars"]))
+    if "bigints" in record:
+        flat.update({k: int(v) for k, v in dict(record["bigints"]).items()})
+    return decode_message(flat)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Server side
+
+
+class FlowerTransport(_TransportBase):
+    """Silos reached through a Flower ``Grid`` (used inside the ServerApp).
+
+    Parameters
+    ----------
+    grid : flwr.serverapp.Grid
+    node_ids : mapping of silo name to Flower node id
+        From ``discover_silos``. Silos are ordered by name, so that the order (and hence each silo's
+        random stream) does not depend on Flower's random node ids.
+    default_timeout : float or None
+        Used when ``call`` gets no timeout (default None: Flower's message TTL).
+    """
+
+    def __init__(self, grid, node_ids: Mapping[str, int], *, default_timeout: float | None = None):
+        self.grid = grid
+        self.node_ids = {name: int(node_ids[name]) for name in sorted(node_ids)}
+        self.silos = tuple(self.node_ids)
+        self.default_timeout = default_timeout
+        self._round = 0
+
+    def call(self, requests: Mapping[str, Message], *,
+             timeout: float | None = None) -> dict[str, Message | SiloFailure]:
+        from flwr.app import Message as FlowerMessage
+
+        self._check_names(requests)
+        self._round += 1
+        timeout = self.default_timeout if timeout is None else timeout
+        out: dict[str, Message | SiloFailure] = {}
+        messages = []
+        for name, request in requests.items():
+            action = ACTION.get(request.KIND)
+            if action is None:
+                raise ValueError(f"{request.KIND!r} is not a request a silo answers")
+            messages.append(FlowerMessage(encode_record(request), dst_node_id=self.node_ids[name],
+                                          message_type=f"query.{action}", group_id=str(self._round)))
+        replies = self.grid.send_and_receive(messages, timeout=timeout)
+        by_node = {int(r.metadata.src_node_id): r for r in replies}
+        for name, request in requests.items():
+            reply = by_node.get(self.node_ids[name])
+            if reply is None:
+                out[name] = SiloFailure(name, f"no reply to {request.KIND} within {timeout} s (node "
+                                              f"{self.node_ids[name]})")
+            elif reply.has_error():
+                out[name] = SiloFailure(name, f"error code {reply.error.code}: {reply.error.reason}")
+            else:
+                try:
+                    out[name] = reply_to_result(name, decode_record(reply.content))
+                except Exception as exc:  # noqa: BLE001 - a malformed reply is that silo's failure
+                    out[name] = SiloFailure(name, f"malformed reply to {request.KIND}: "
+                                                  f"{sanitise_exception(exc).reason}")
+        return out
+
+    def close(self) -> None:
+        pass
+
+
+def wait_for_nodes(grid, min_nodes: int, timeout: float = 300.0, poll: float = 1.0) -> list[int]:
+    """Node ids once at least ``min_nodes`` SuperNodes are connected; ``SiloFailure`` after ``timeout``."""
+    t0 = time.monotonic()
+    while True:
+        nodes = sorted(int(n) for n in grid.get_node_ids())
+        if len(nodes) >= min_nodes:
+            return nodes
+        if time.monotonic() - t0 > timeout:
+            raise SiloFailure("(federation)", f"only {len(nodes)} of the {min_nodes} required SuperNodes "
+                                              f"connected within {timeout:g} s (run config 'min-nodes')")
+        time.sleep(poll)
+
+
+def discover_silos(grid, node_ids, timeout: float | None = 120.0) -> tuple[dict[str, int], list[SiloFailure]]:
+    """Ask every node for its silo name (``HelloRequest``); returns name -> node id and failures."""
+    provisional = {f"node-{n}": n for n in node_ids}
+    tr = FlowerTransport(grid, provisional)
+    replies = tr.call({name: HelloRequest() for name in tr.silos}, timeout=timeout)
+    names: dict[str, int] = {}
+    failures: list[SiloFailure] = []
+    for provisional_name, reply in replies.items():
+        node = provisional[provisional_name]
+        if isinstance(reply, HelloReply):
+            if reply.silo in names:
+                raise ConfigError(f"two SuperNodes (nodes {names[reply.silo]} and {node}) call themselves "
+                                  f"silo {reply.silo!r}; give each a distinct 'silo-name' in its node config")
+            names[reply.silo] = node
+        else:
+            failures.append(reply if isinstance(reply, SiloFailure)
+                            else SiloFailure(provisional_name, "did not answer the hello request"))
+    return names, failures
+
+
+def _get(rc: Mapping, key: str, default=None):
+    value = rc.get(key, default)
+    if isinstance(value, str) and value.strip().lower() in ("", "none", "null"):
+        return None
+    return value
+
+
+def server_main(grid, context) -> Path:
+    """Body of the ServerApp: run VCMC over the connected silos and write the results to ``out-dir``.
+
+    Run-config keys: ``min-nodes`` (int, default 2), ``seed`` (int), ``out-dir`` (absolute path: the
+    ServerApp runs in the SuperLink's working directory), ``min-silos`` (0 or "none": every silo required),
+    ``round-timeout`` (seconds per round, default 3600), ``wait-nodes`` (seconds to wait for min-nodes,
+    default 300), ``method`` ("vcmc" or "consensus"), and any ``FitConfig`` option as a dotted key
+    (``sampler.n-iter = 2000`` or a ``[tool.flwr.app.config.sampler]`` table).
+    """
+    from vcmc.pipeline import run_vcmc
+
+    rc = dict(context.run_config)
+    out = _get(rc, "out-dir")
+    if out is None or not Path(str(out)).is_absolute():
+        raise ConfigError(f"run config 'out-dir' must be an absolute path (the ServerApp runs in the "
+                          f"SuperLink's working directory); got {out!r}")
+    out_dir = Path(str(out))
+    config = config_from_mapping(rc, ignore=SERVER_KEYS)
+    min_silos = _get(rc, "min-silos")
+    policy = FaultPolicy(min_silos=int(min_silos) if min_silos not in (None, 0) else None,
+                         timeout=float(_get(rc, "round-timeout", 3600.0) or 3600.0))
+    seed = _get(rc, "seed")
+    seed = int(seed) if seed is not None else None
+    nodes = wait_for_nodes(grid, int(_get(rc, "min-nodes", 2)), timeout=float(_get(rc, "wait-nodes", 300)))
+    names, failures = discover_silos(grid, nodes, timeout=policy.timeout)
+    for f in failures:
+        log.warning("%s", f)
+    transport = FlowerTransport(grid, names, default_timeout=policy.timeout)
+    log.info("vcmc: %d silos: %s", len(transport.silos), ", ".join(transport.silos))
+    result = run_vcmc(transport, config, rng=seed, method=str(_get(rc, "method", "vcmc")), policy=policy,
+                      save_dir=out_dir / "summaries")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    from vcmc.report import write_outputs
+
+    try:
+        write_outputs(result, out_dir)
+    except ImportError as exc:  # the NetCDF backend is optional: keep the JSON/CSV results
+        log.warning("vcmc: posterior.nc not written (%s); result.json and CSV files are", exc)
+        write_outputs(result, out_dir, netcdf=False)
+    log.info("vcmc: results written to %s", out_dir)
+    return out_dir
+
+
+# --------------------------------------------------------------------------------------------------------
+# Client side
+
+
+def privacy_from_node_config(node_config: Mapping) -> PrivacyConfig:
+    """The silo operator's disclosure limits from the SuperNode's node config (defaults otherwise)."""
+    kwargs = {}
+    for key, field in NODE_PRIVACY_KEYS.items():
+        if key in node_config:
+            kwargs[f"privacy.{field}"] = node_config[key]
+    return config_from_mapping(kwargs, base=None).privacy if kwargs else PrivacyConfig()
+
+
+def silo_from_node_config(node_config: Mapping, node_id: int | None = None):
+    """Build the ``LocalSilo`` of this SuperNode from its node config.
+
+    Keys: ``data-path`` (CSV or Parquet, required), ``schema-path`` (the shared schema JSON; strongly
+    recommended, otherwise inferred from this file alone), ``silo-name`` (default ``"node-<id>"``),
+    ``id-column`` (row identifiers, kept in the silo) and the disclosure limits of ``NODE_PRIVACY_KEYS``.
+    """
+    from vcmc.data import read_csv, read_parquet
+    from vcmc.silo.local import LocalSilo
+
+    path = node_config.get("data-path")
+    if not path:
+        raise ConfigError("the SuperNode's node config has no 'data-path' (set it with --node-config "
+                          "'data-path=\"/abs/path/data.csv\"')")
+    name = str(node_config.get("silo-name") or f"node-{node_id}")
+    schema = node_config.get("schema-path") or None
+    id_column = node_config.get("id-column") or None
+    reader = read_parquet if str(path).lower().endswith((".parquet", ".pq")) else read_csv
+    data = reader(str(path), schema=schema, name=name, id_column=id_column)
+    return LocalSilo(data, privacy=privacy_from_node_config(node_config))
+
+
+def client_handle(message, context):
+    """Answer one query message on a SuperNode; never lets an unsanitised exception text out."""
+    from flwr.app import Array, ArrayRecord, Error
+    from flwr.app import Message as FlowerMessage
+    from flwr.common.constant import ErrorCode
+
+    stage = str(getattr(message.metadata, "message_type", "?"))
+    try:
+        silo = silo_from_node_config(context.node_config, getattr(context, "node_id", None))
+        if _STATE_KEY in context.state:
+            silo.restore_state({k: a.numpy() for k, a in context.state[_STATE_KEY].items()})
+        request = decode_record(message.content)
+        reply = silo.handle(request)
+        context.state[_STATE_KEY] = ArrayRecord({k: Array(np.ascontiguousarray(v))
+                                                 for k, v in silo.export_state().items()})
+        return FlowerMessage(encode_record(reply), reply_to=message)
+    except Exception as exc:  # noqa: BLE001 - every failure leaves the silo sanitised
+        err = sanitise_exception(exc, stage)
+        return FlowerMessage(Error(code=int(ErrorCode.CLIENT_APP_RAISED_EXCEPTION),
+                                   reason=f"{err.error_type}: {err.reason}"), reply_to=message)

@@ -1,0 +1,436 @@
+"""Transports: how the server reaches its silos. The algorithm never knows which one it uses.
+
+``Transport.call`` sends one request per named silo and returns, per silo, either its reply or a
+``SiloFailure`` with a sanitised reason; it never raises because one silo failed (what to do about a
+failure is ``vcmc.federation.faults.gather``'s job, under the user's ``FaultPolicy``).
+
+- ``InProcessTransport``: ``LocalSilo`` objects in this process, called one after the other. Every
+  request and reply is encoded with ``to_arrays()`` and decoded again (``roundtrip=True``), so an
+  in-process run exercises exactly the encoding the other transports use.
+- ``ProcessPoolTransport``: one long-lived worker process per silo, holding its ``LocalSilo`` (state such
+  as the local partition persists between calls); silos run in parallel; the encoded messages travel
+  through pipes. Same seed, same replies as in-process: the silo's random stream comes in the request.
+- ``FlowerTransport`` (``vcmc.federation.flower``): silos are Flower SuperNodes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import multiprocessing as mp
+import os
+import signal
+import time
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from multiprocessing.connection import wait as wait_connections
+from typing import Protocol, runtime_checkable
+
+from vcmc.config import PrivacyConfig
+from vcmc.exceptions import (
+    ConfigError,
+    InconsistentSiloSummaries,
+    NotFittedError,
+    SiloFailure,
+)
+from vcmc.federation.protocol import ErrorReply, HelloReply, HelloRequest, decode_message
+from vcmc.messages import Message
+
+log = logging.getLogger("vcmc.federation")
+silo_log = logging.getLogger("vcmc.silo")
+
+# Exceptions whose text is built only from configuration, shapes and versions, never from data values, so
+# it may cross the boundary. Any other exception (DataError, SchemaError, numpy errors, ...) could quote a
+# value of the data and is reduced to its class name (ecosystem.md section 0 item 8).
+_SAFE_TEXT: tuple[type[BaseException], ...] = (ConfigError, InconsistentSiloSummaries, NotFittedError)
+
+
+def _safe_text_types() -> tuple[type[BaseException], ...]:
+    from vcmc.silo.disclosure import DisclosureError  # local import: avoids a cycle at import time
+
+    return (*_SAFE_TEXT, DisclosureError)
+
+
+def sanitise_exception(exc: BaseException, stage: str = "") -> ErrorReply:
+    """The ``ErrorReply`` a silo sends for ``exc``: its class name and, for vetted types only, its text.
+
+    The full traceback is logged inside the silo (logger ``vcmc.silo``) for the silo's operator.
+    """
+    silo_log.error("request %s failed inside the silo", stage or "?", exc_info=exc)
+    name = type(exc).__name__
+    if isinstance(exc, _safe_text_types()):
+        text = str(exc)
+    else:
+        text = (f"{name} raised inside the silo{f' during {stage}' if stage else ''}; details withheld "
+                "from the server for disclosure control (see the silo's log)")
+    return ErrorReply(error_type=name, reason=text[:2000])
+
+
+def reply_to_result(silo: str, reply: Message) -> Message | SiloFailure:
+    """Map an ``ErrorReply`` to a ``SiloFailure`` naming the silo; pass any other reply through."""
+    if isinstance(reply, ErrorReply):
+        return SiloFailure(silo, f"{reply.error_type}: {reply.reason}")
+    return reply
+
+
+@runtime_checkable
+class Transport(Protocol):
+    """How the server reaches the silos (architecture.md "The one idea").
+
+    Attributes
+    ----------
+    silos : tuple of str
+        Names of the silos, in the order the server uses for seeds and results.
+    """
+
+    silos: tuple[str, ...]
+
+    def call(self, requests: Mapping[str, Message], *,
+             timeout: float | None = None) -> dict[str, Message | SiloFailure]:
+        """Send ``requests[name]`` to each named silo (in parallel where possible).
+
+        Returns one entry per requested silo: its reply, or a ``SiloFailure`` (sanitised reason) if it
+        failed, timed out or sent something that does not decode. Never raises for a silo's failure.
+        """
+        ...
+
+    def close(self) -> None:
+        """Release the silos' resources (processes, connections). Idempotent."""
+        ...
+
+
+class _TransportBase:
+    silos: tuple[str, ...] = ()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self) -> None:  # pragma: no cover - overridden
+        pass
+
+    def _check_names(self, requests: Mapping[str, Message]) -> None:
+        unknown = [n for n in requests if n not in self.silos]
+        if unknown:
+            raise ValueError(f"requests name unknown silos {unknown}; this transport has {list(self.silos)}")
+
+
+class InProcessTransport(_TransportBase):
+    """Silos that are objects in this process (``LocalSilo`` or anything with ``name`` and ``handle``).
+
+    Parameters
+    ----------
+    silos : sequence of LocalSilo
+        The silos, in the server's order. Names must be unique.
+    roundtrip : bool
+        Encode every request and reply with ``to_arrays()`` and decode it again (default True), so that a
+        malformed or wrong-version message is caught here exactly as with the other transports.
+
+    Notes
+    -----
+    Calls run one after the other; ``timeout`` cannot interrupt a call in the same process and is
+    ignored. A failing silo's original exception is chained as the ``SiloFailure``'s ``__cause__`` (the
+    traceback stays in this process; the reason text is sanitised like any other transport's).
+    """
+
+    def __init__(self, silos: Sequence, *, roundtrip: bool = True):
+        names = [s.name for s in silos]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"silo names must be unique; got {names}")
+        self._silos = {s.name: s for s in silos}
+        self.silos = tuple(names)
+        self.roundtrip = roundtrip
+
+    def silo(self, name: str):
+        """The in-process silo object (tests and the in-process API read ``assignments`` from it)."""
+        return self._silos[name]
+
+    def call(self, requests: Mapping[str, Message], *,
+             timeout: float | None = None) -> dict[str, Message | SiloFailure]:
+        self._check_names(requests)
+        out: dict[str, Message | SiloFailure] = {}
+        for name, request in requests.items():
+            silo = self._silos[name]
+            try:
+                req = decode_message(request.to_arrays()) if self.roundtrip else request
+                reply = silo.handle(req)
+            except Exception as exc:  # noqa: BLE001 - any silo error becomes a SiloFailure
+                failure = reply_to_result(name, sanitise_exception(exc, request.KIND))
+                failure.__cause__ = exc
+                out[name] = failure
+                continue
+            if self.roundtrip:
+                try:
+                    reply = decode_message(reply.to_arrays())
+                except Exception as exc:  # noqa: BLE001
+                    out[name] = SiloFailure(name, f"malformed reply to {request.KIND}: "
+                                                  f"{sanitise_exception(exc).reason}")
+                    continue
+            out[name] = reply_to_result(name, reply)
+        return out
+
+    def local_assignments(self) -> dict[str, object]:
+        """Global label of every row, per silo (after an assign request); only for silos in this process."""
+        return {n: s.assignments for n, s in self._silos.items()
+                if getattr(s, "assignments", None) is not None}
+
+    def close(self) -> None:
+        pass
+
+
+# --------------------------------------------------------------------------------------------------------
+# Process pool
+
+
+_ASSIGNMENTS = "__local_assignments__"
+
+
+def _worker_main(conn, spec, privacy: PrivacyConfig, jobs: int) -> None:
+    """Body of one silo's worker process: build the LocalSilo, say hello, answer requests until told to stop.
+
+    The loop ends on ``None`` or when the server's end of the pipe closes (EOF), so a worker never
+    outlives its server for longer than the request it is computing.
+    """
+    from vcmc.silo.local import LocalSilo
+
+    with contextlib.suppress(ValueError):  # not in the main thread under some launchers
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server handles Ctrl-C and closes the pool
+    try:
+        # Import the apply step now (scipy, numba, arviz: seconds) so the handshake, not the first
+        # request, pays for it and stage timings measure the work.
+        import vcmc.silo.apply  # noqa: F401
+        import vcmc.silo.build_summary  # noqa: F401
+
+        data = spec() if callable(spec) else spec
+        silo = LocalSilo(data, privacy=privacy, jobs=jobs)
+        conn.send(silo.handle(HelloRequest()).to_arrays())
+    except Exception as exc:  # noqa: BLE001
+        conn.send(sanitise_exception(exc, "startup").to_arrays())
+        conn.close()
+        return
+    while True:
+        try:
+            arrays = conn.recv()
+        except (EOFError, OSError):
+            break
+        if arrays is None:
+            break
+        if isinstance(arrays, str) and arrays == _ASSIGNMENTS:
+            # Private control command of the process pool (one machine, one user): not a boundary message.
+            conn.send(silo.assignments)
+            continue
+        try:
+            request = decode_message(arrays)
+            reply = silo.handle(request)
+            encoded = reply.to_arrays()
+        except Exception as exc:  # noqa: BLE001
+            encoded = sanitise_exception(exc, str(arrays.get("__kind__", "?"))).to_arrays()
+        try:
+            conn.send(encoded)
+        except (BrokenPipeError, OSError):
+            break
+    conn.close()
+
+
+class _Worker:
+    def __init__(self, name: str, process, conn):
+        self.name = name
+        self.process = process
+        self.conn = conn
+        self.dead_reason: str | None = None
+
+
+def _shutdown(workers: list[_Worker], grace: float) -> None:
+    """Stop every worker: ask politely, then SIGTERM, then SIGKILL. Used by close() and the finaliser."""
+    for w in workers:
+        if w.process.is_alive():
+            with contextlib.suppress(Exception):
+                w.conn.send(None)
+    deadline = time.monotonic() + grace
+    for w in workers:
+        w.process.join(max(0.0, deadline - time.monotonic()))
+    for w in workers:
+        if w.process.is_alive():
+            w.process.terminate()
+            w.process.join(2.0)
+        if w.process.is_alive():
+            w.process.kill()
+            w.process.join(2.0)
+        with contextlib.suppress(Exception):
+            w.conn.close()
+
+
+class ProcessPoolTransport(_TransportBase):
+    """One long-lived worker process per silo, running in parallel (the default of ``vcmc fit``).
+
+    Parameters
+    ----------
+    silos : sequence of SiloData, or mapping of silo name to a zero-argument loader returning SiloData
+        The silos' data, in the server's order. A loader (a picklable callable, e.g. a
+        ``functools.partial`` of a reader) runs inside the worker, so the parent never holds the data.
+    privacy : PrivacyConfig or mapping of silo name to PrivacyConfig, optional
+        Each silo's disclosure limits, as its operator would set them (default ``PrivacyConfig()``).
+    jobs_per_silo : int
+        Processes each silo may use for its chains (passed to ``LocalSilo``).
+    start_method : {"spawn", "forkserver", "fork"}
+        How workers start (default "spawn": no inherited threads or locks; costs one import per worker).
+    startup_timeout : float
+        Seconds to wait for every worker to load its data and answer the hello (default 300).
+
+    Notes
+    -----
+    A worker that times out is terminated (its late reply could otherwise be read as the answer to a
+    later request); a worker that died stays dead. Both are reported as ``SiloFailure`` by every later
+    call. ``close()`` (also called by ``with``, by garbage collection and at interpreter exit) stops
+    every worker, so no process is left behind.
+    """
+
+    def __init__(self, silos: Sequence | Mapping[str, Callable], *,
+                 privacy: PrivacyConfig | Mapping[str, PrivacyConfig] | None = None,
+                 jobs_per_silo: int = 1, start_method: str = "spawn", startup_timeout: float = 300.0):
+        specs = list(silos.items()) if isinstance(silos, Mapping) else [(s.name, s) for s in silos]
+        names = [n for n, _ in specs]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"silo names must be unique; got {names}")
+        if jobs_per_silo < 1:
+            raise ConfigError(f"The 'jobs_per_silo' parameter of ProcessPoolTransport must be an int >= 1. "
+                              f"Got {jobs_per_silo!r} instead.")
+        privacy = PrivacyConfig() if privacy is None else privacy
+        ctx = mp.get_context(start_method)
+        self.silos = tuple(names)
+        self.hello: dict[str, HelloReply] = {}
+        self._workers: dict[str, _Worker] = {}
+        for name, spec in specs:
+            silo_privacy = privacy.get(name, PrivacyConfig()) if isinstance(privacy, Mapping) else privacy
+            parent, child = ctx.Pipe(duplex=True)
+            # daemon=False: a silo may start its own chain processes (jobs_per_silo > 1); daemons cannot.
+            proc = ctx.Process(target=_worker_main, args=(child, spec, silo_privacy, jobs_per_silo),
+                               name=f"vcmc-silo-{name}", daemon=False)
+            proc.start()
+            child.close()
+            self._workers[name] = _Worker(name, proc, parent)
+        self._finalizer = weakref.finalize(self, _shutdown, list(self._workers.values()), 5.0)
+        try:
+            self._handshake(startup_timeout)
+        except BaseException:
+            self.close()
+            raise
+
+    def _handshake(self, timeout: float) -> None:
+        pending = {w.conn: w for w in self._workers.values()}
+        deadline = time.monotonic() + timeout
+        while pending:
+            remaining = deadline - time.monotonic()
+            ready = wait_connections(list(pending), timeout=max(0.0, remaining)) if remaining > 0 else []
+            if not ready:
+                for w in pending.values():
+                    self._retire(w, f"did not start within {timeout:g} s")
+                return
+            for conn in ready:
+                w = pending.pop(conn)
+                try:
+                    reply = reply_to_result(w.name, decode_message(conn.recv()))
+                except (EOFError, OSError):
+                    w.process.join(2.0)
+                    self._retire(w, f"worker process exited during startup (exit code "
+                                    f"{w.process.exitcode})")
+                    continue
+                if isinstance(reply, SiloFailure):
+                    self._retire(w, f"failed to start: {reply.reason}")
+                elif isinstance(reply, HelloReply) and reply.silo != w.name:
+                    self._retire(w, f"the worker's data are named {reply.silo!r}, expected {w.name!r}")
+                else:
+                    self.hello[w.name] = reply
+
+    def _retire(self, w: _Worker, reason: str) -> None:
+        w.dead_reason = reason
+        log.warning("silo %r: %s", w.name, reason)
+        if w.process.is_alive():
+            w.process.terminate()
+            w.process.join(2.0)
+            if w.process.is_alive():
+                w.process.kill()
+                w.process.join(2.0)
+
+    def call(self, requests: Mapping[str, Message], *,
+             timeout: float | None = None) -> dict[str, Message | SiloFailure]:
+        self._check_names(requests)
+        out: dict[str, Message | SiloFailure] = {}
+        pending: dict = {}
+        for name, request in requests.items():
+            w = self._workers[name]
+            if w.dead_reason is None and not w.process.is_alive():
+                w.dead_reason = f"worker process died (exit code {w.process.exitcode})"
+            if w.dead_reason is not None:
+                out[name] = SiloFailure(name, w.dead_reason)
+                continue
+            try:
+                w.conn.send(request.to_arrays())
+            except (BrokenPipeError, OSError):
+                self._retire(w, f"worker process died (exit code {w.process.exitcode})")
+                out[name] = SiloFailure(name, w.dead_reason)
+                continue
+            pending[w.conn] = (w, request)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while pending:
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready = wait_connections(list(pending), timeout=remaining)
+            if not ready:
+                for w, request in pending.values():
+                    self._retire(w, f"no reply to {request.KIND} within {timeout:g} s; worker stopped")
+                    out[w.name] = SiloFailure(w.name, w.dead_reason)
+                break
+            for conn in ready:
+                w, request = pending.pop(conn)
+                try:
+                    arrays = conn.recv()
+                except (EOFError, OSError):
+                    w.process.join(1.0)
+                    self._retire(w, f"worker process died during {request.KIND} (exit code "
+                                    f"{w.process.exitcode})")
+                    out[w.name] = SiloFailure(w.name, w.dead_reason)
+                    continue
+                try:
+                    out[w.name] = reply_to_result(w.name, decode_message(arrays))
+                except Exception as exc:  # noqa: BLE001
+                    out[w.name] = SiloFailure(w.name, f"malformed reply to {request.KIND}: "
+                                                      f"{sanitise_exception(exc).reason}")
+        return {name: out[name] for name in requests}
+
+    def local_assignments(self, timeout: float = 60.0) -> dict[str, object]:
+        """Global label of every row, per live silo, fetched from the workers (after an assign request).
+
+        The process pool runs every silo on the user's own machine, so this private command (not a
+        boundary message; Flower silos never answer it) returns row-level labels to the caller.
+        """
+        out = {}
+        for name, w in self._workers.items():
+            if w.dead_reason is not None or not w.process.is_alive():
+                continue
+            try:
+                w.conn.send(_ASSIGNMENTS)
+                if w.conn.poll(timeout):
+                    labels = w.conn.recv()
+                    if labels is not None:
+                        out[name] = labels
+            except (EOFError, OSError):
+                continue
+        return out
+
+    def kill(self, silo: str, sig: int = signal.SIGKILL) -> None:
+        """Kill one silo's worker (to test fault handling); later calls report it as failed."""
+        w = self._workers[silo]
+        if w.process.is_alive():
+            os.kill(w.process.pid, sig)
+            w.process.join(5.0)
+
+    def pids(self) -> dict[str, int | None]:
+        """Process id of each silo's worker (None once stopped)."""
+        return {n: (w.process.pid if w.process.is_alive() else None) for n, w in self._workers.items()}
+
+    def close(self) -> None:
+        """Stop every worker (idempotent)."""
+        if self._finalizer.alive:
+            self._finalizer()

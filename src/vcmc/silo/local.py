@@ -1,0 +1,261 @@
+"""``LocalSilo``: the silo side of the boundary, living where the data are.
+
+It answers the requests of ``vcmc.federation.protocol`` and nothing else: ``handle`` dispatches on the
+request type. Everything row-level (codes, the local partition, membership probabilities, the global
+labels) stays in this object; what it returns is cluster-level and has passed disclosure control
+(``vcmc.silo.disclosure``). The same class runs in-process, inside a worker process of the process pool
+and inside a Flower ClientApp.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from importlib.metadata import PackageNotFoundError, version
+
+import numpy as np
+
+from vcmc.config import PrivacyConfig
+from vcmc.exceptions import ConfigError, NotFittedError
+from vcmc.federation.config_io import config_from_mapping
+from vcmc.federation.protocol import (
+    AssignReply,
+    AssignRequest,
+    CountsReply,
+    CountsRequest,
+    DivergenceReply,
+    DivergenceRequest,
+    HelloReply,
+    HelloRequest,
+    SummarizeRequest,
+)
+from vcmc.messages import Message
+from vcmc.model import log_likelihood_rows
+from vcmc.silo.disclosure import apply_min_cluster_size, effective_privacy, protect_counts
+from vcmc.silo.summary import LocalPosterior, SiloSummary
+
+_STATE_FIELDS = ("partition", "membership", "pi_draws", "profile_draws", "n_occupied", "log_posterior")
+
+
+def _vcmc_version() -> str:
+    try:
+        return version("vcmc")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "unknown"
+
+
+class LocalSilo:
+    """One silo: its data, its operator's disclosure limits and the state of the current run.
+
+    Parameters
+    ----------
+    data : vcmc.data.SiloData
+        The silo's encoded data (name, codes, schema).
+    privacy : PrivacyConfig, optional
+        Disclosure limits set by the silo's operator (default ``PrivacyConfig()``). The server's
+        ``FitConfig.privacy`` can only tighten them (``vcmc.silo.disclosure.effective_privacy``).
+    jobs : int
+        Processes for the silo's chains (passed to the apply step; the result does not depend on it).
+    progress : callable, optional
+        Called with numbers of Gibbs iterations done (progress bars).
+    secure_noise : bool
+        Differential-privacy noise from OpenDP's OS-seeded sampler (default). False draws it from the
+        run's seed instead: reproducible, for simulation studies only, never in a deployment.
+
+    Attributes
+    ----------
+    name : str
+    local : LocalPosterior or None
+        The post-processed, disclosure-controlled local posterior of the last ``summarize``.
+    assignments : ndarray of shape (n_rows,) or None
+        Global cluster of each row after ``assign``; stays in the silo.
+    """
+
+    def __init__(self, data, *, privacy: PrivacyConfig | None = None, jobs: int = 1, progress=None,
+                 secure_noise: bool = True):
+        privacy = PrivacyConfig() if privacy is None else privacy
+        if not isinstance(privacy, PrivacyConfig):
+            raise ConfigError(f"The 'privacy' parameter of LocalSilo must be a PrivacyConfig. Got "
+                              f"{type(privacy).__name__} instead.")
+        self.data = data
+        self.name = str(data.name)
+        self.privacy = privacy
+        self.jobs = int(jobs)
+        self.progress = progress
+        self.secure_noise = secure_noise
+        self.local: LocalPosterior | None = None
+        self.assignments: np.ndarray | None = None
+
+    # -- the one entry point ---------------------------------------------------------------------------
+
+    def handle(self, request: Message) -> Message:
+        """Answer one request (dispatch by type). Exceptions propagate; transports sanitise them."""
+        if isinstance(request, SummarizeRequest):
+            return self.summarize(request)
+        if isinstance(request, DivergenceRequest):
+            return self.membership_divergence(request)
+        if isinstance(request, CountsRequest):
+            return self.counts(request)
+        if isinstance(request, AssignRequest):
+            return self.assign(request)
+        if isinstance(request, HelloRequest):
+            return self.hello(request)
+        raise ConfigError(f"silo {self.name!r} cannot answer a {getattr(request, 'KIND', type(request))!r} "
+                          "message")
+
+    # -- requests ----------------------------------------------------------------------------------------
+
+    @property
+    def codes(self) -> np.ndarray:
+        return self.data.codes
+
+    @property
+    def n_modalities(self) -> tuple[int, ...]:
+        return tuple(int(k) for k in self.data.schema.n_modalities)
+
+    def hello(self, request: HelloRequest | None = None) -> HelloReply:
+        """Name, schema fingerprint and modality counts, vcmc version."""
+        return HelloReply(silo=self.name, schema_fingerprint=self.data.schema.fingerprint(),
+                          n_modalities=self.n_modalities, vcmc_version=_vcmc_version())
+
+    def summarize(self, request: SummarizeRequest) -> SiloSummary:
+        """Apply step, then disclosure control, then the summary (method.md section 4.3).
+
+        Order: the Gibbs sampler and post-processing (``run_apply_step``); the minimum cluster size
+        (``max(privacy.min_cluster_size, postprocess threshold)``); ``build_summary``; then suppression,
+        rounding and DP noise of the counts. Counts are left out when either privacy config forbids them
+        or the strategy is "federated-gradient" (which never needs a fixed table).
+        """
+        from vcmc.silo.apply import run_apply_step
+        from vcmc.silo.build_summary import build_summary
+
+        config = config_from_mapping(json.loads(request.config_json))
+        privacy = effective_privacy(self.privacy, config.privacy)
+        seed = np.random.SeedSequence(int(request.seed_entropy), spawn_key=tuple(int(k) for k in
+                                                                                 request.spawn_key))
+        sampler_seed, noise_seed = seed.spawn(2)
+        local = run_apply_step(self.codes, self.n_modalities, prior=config.prior, sampler=config.sampler,
+                               postprocess=config.postprocess, n_silos=int(request.n_silos), rng=sampler_seed,
+                               jobs=self.jobs, progress=self.progress)
+        local, n_merged = apply_min_cluster_size(local, self.codes, privacy,
+                                                 floor=config.postprocess.threshold(self.data.n_rows))
+        include_counts = privacy.share_counts and config.aggregation.strategy != "federated-gradient"
+        summary = build_summary(local, self.codes, silo=self.name,
+                                schema_fingerprint=self.data.schema.fingerprint(),
+                                n_modalities=self.n_modalities, include_counts=include_counts)
+        n_suppressed = 0
+        counts = summary.counts
+        if counts is not None:
+            counts, n_suppressed = protect_counts(counts, privacy, np.random.default_rng(noise_seed),
+                                                  n_modalities=self.n_modalities, secure=self.secure_noise)
+        self.local = local
+        self.assignments = None
+        return summary.with_changes(counts=counts, n_withheld=int(n_merged), counts_suppressed=n_suppressed)
+
+    def _require_local(self, what: str) -> LocalPosterior:
+        if self.local is None:
+            raise NotFittedError(f"silo {self.name!r} received a {what} request before a summarize request "
+                                 "(or lost its state); run the summarize step first")
+        return self.local
+
+    def _check_assignment(self, assignment, n_global: int, what: str) -> np.ndarray:
+        local = self._require_local(what)
+        a = np.asarray(assignment, dtype=np.int64).ravel()
+        if a.shape != (local.n_clusters,) or (a.size and (a.min() < 0 or a.max() >= int(n_global))):
+            raise ConfigError(f"{what}: the assignment must map the silo's {local.n_clusters} local clusters "
+                              f"to global clusters in [0, {int(n_global)}); got shape {a.shape}")
+        return a
+
+    def membership_divergence(self, request: DivergenceRequest) -> DivergenceReply:
+        """Cost of matching each local cluster to each reference cluster (minimum-divergence matching)."""
+        from vcmc.matching.divergence import divergence_cost
+
+        local = self._require_local("divergence")
+        cost = divergence_cost(self.codes, self.n_modalities, local, np.asarray(request.reference_pi),
+                               np.asarray(request.reference_profiles), rule=request.rule,
+                               penalty_multiplier=float(request.penalty_multiplier))
+        return DivergenceReply(cost=np.asarray(cost, dtype=np.float64))
+
+    def counts(self, request: CountsRequest) -> CountsReply:
+        """Counts at parameters chosen by the server (federated-gradient strategy).
+
+        Soft mode: cluster (M, C), modality (M, C, P), loglik (M,). Hard mode (the local partition
+        propagated through ``assignment``): cluster (C,), modality (C, P), loglik of shape (0,) (not
+        defined without parameters). Soft counts are sums over rows, so they are cluster-level; with
+        ``privacy.dp_epsilon`` the silo adds discrete Laplace noise to hard counts (each round spends
+        budget again); soft counts are real-valued and are not noised (documented limitation).
+        """
+        from vcmc.silo.counts import hard_counts, soft_counts
+
+        if request.mode == "soft":
+            if request.pi is None or request.profiles is None:
+                raise ConfigError("a soft counts request needs pi (M, C) and profiles (M, C, P)")
+            cluster, modality, loglik = soft_counts(self.codes, self.n_modalities, np.asarray(request.pi),
+                                                    np.asarray(request.profiles))
+            return CountsReply(cluster=np.asarray(cluster, dtype=np.float64),
+                               modality=np.asarray(modality, dtype=np.float64),
+                               loglik=np.asarray(loglik, dtype=np.float64))
+        if request.mode != "hard":
+            raise ConfigError(f"counts request mode must be 'soft' or 'hard'; got {request.mode!r}")
+        a = self._check_assignment(request.assignment, request.n_global, "hard counts")
+        labels = a[self._require_local("hard counts").partition]
+        cluster, modality = hard_counts(self.codes, self.n_modalities, labels, int(request.n_global))
+        if self.privacy.dp_epsilon is not None:
+            modality, _ = protect_counts(modality, dataclasses.replace(
+                self.privacy, suppress_cells_below=0, round_to=1), n_modalities=self.n_modalities,
+                secure=self.secure_noise)
+        return CountsReply(cluster=np.asarray(cluster, dtype=np.float64),
+                           modality=np.asarray(modality, dtype=np.float64), loglik=np.zeros(0))
+
+    def assign(self, request: AssignRequest) -> AssignReply:
+        """Give every row a global label (kept in ``self.assignments``); return the members per cluster.
+
+        Without parameters the local partition is propagated through ``assignment``; with ``pi`` and
+        ``profiles`` each row goes to its most probable global cluster under them.
+        """
+        n_global = int(request.n_global)
+        if request.pi is not None and request.profiles is not None:
+            pi = np.asarray(request.pi, dtype=np.float64)
+            profiles = np.asarray(request.profiles, dtype=np.float64)
+            if pi.shape != (n_global,) or profiles.shape[0] != n_global:
+                raise ConfigError(f"assign: pi and profiles must have {n_global} clusters; got shapes "
+                                  f"{pi.shape} and {profiles.shape}")
+            labels = np.argmax(log_likelihood_rows(self.codes, pi, profiles, self.n_modalities), axis=1)
+        else:
+            a = self._check_assignment(request.assignment, n_global, "assign")
+            labels = a[self.local.partition]
+        self.assignments = labels.astype(np.int64)
+        return AssignReply(counts=np.bincount(self.assignments, minlength=n_global).astype(np.int64))
+
+    # -- state that must survive between messages (Flower starts a fresh process per message) -------------
+
+    def export_state(self) -> dict[str, np.ndarray]:
+        """Arrays of the run's state (row-level: they must stay on the silo's host), for ``restore_state``."""
+        out: dict[str, np.ndarray] = {}
+        if self.local is not None:
+            for f in _STATE_FIELDS:
+                out[f"local.{f}"] = np.asarray(getattr(self.local, f))
+            out["local.n_modalities"] = np.asarray(self.local.n_modalities, dtype=np.int64)
+            out["local.meta"] = np.asarray([self.local.n_components, self.local.n_reallocated],
+                                           dtype=np.int64)
+            keys = sorted(self.local.diagnostics)
+            out["local.diag_keys"] = np.asarray(keys, dtype=np.str_)
+            out["local.diag_values"] = np.asarray([self.local.diagnostics[k] for k in keys], dtype=np.float64)
+        if self.assignments is not None:
+            out["assignments"] = self.assignments
+        return out
+
+    def restore_state(self, state) -> None:
+        """Restore what ``export_state`` returned (a mapping of name to array)."""
+        state = dict(state)
+        if "local.partition" in state:
+            meta = np.asarray(state["local.meta"])
+            diag = dict(zip(np.asarray(state["local.diag_keys"]).tolist(),
+                            np.asarray(state["local.diag_values"], dtype=float).tolist(), strict=True))
+            self.local = LocalPosterior(
+                **{f: np.asarray(state[f"local.{f}"]) for f in _STATE_FIELDS},
+                n_modalities=tuple(int(k) for k in np.asarray(state["local.n_modalities"])),
+                n_components=int(meta[0]), n_reallocated=int(meta[1]), diagnostics=diag)
+        else:
+            self.local = None
+        self.assignments = np.asarray(state["assignments"]) if "assignments" in state else None

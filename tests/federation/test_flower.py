@@ -1,0 +1,228 @@
+"""Flower deployment: a real SuperLink and one SuperNode per silo on 127.0.0.1, and the pure adapters."""
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import tomllib
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("flwr")
+
+from vcmc.config import FitConfig  # noqa: E402
+from vcmc.federation.config_io import config_from_mapping  # noqa: E402
+from vcmc.federation.flower import SERVER_KEYS, decode_record, encode_record  # noqa: E402
+from vcmc.federation.protocol import HelloReply, SummarizeRequest  # noqa: E402
+
+APP_DIR = Path(__file__).resolve().parents[2] / "flower_app"
+BIN = Path(sys.executable).parent
+
+
+def test_app_defaults_are_the_library_defaults():
+    """The Flower run config builds the same FitConfig as the CLI and the API when nothing is overridden."""
+    app_config = tomllib.loads((APP_DIR / "pyproject.toml").read_text())["tool"]["flwr"]["app"]["config"]
+    flat = {}
+    for key, value in app_config.items():
+        if isinstance(value, dict):          # Flower flattens nested tables into dotted keys
+            flat.update({f"{key}.{k}": v for k, v in value.items()})
+        else:
+            flat[key] = value
+    assert config_from_mapping(flat, ignore=SERVER_KEYS) == FitConfig()
+    assert set(SERVER_KEYS) <= set(flat)
+
+
+def test_record_encoding_round_trips_big_seeds_and_arrays():
+    req = SummarizeRequest(config_json="{}", n_silos=3, seed_entropy=2**100 + 7, spawn_key=(0, 2))
+    back = decode_record(encode_record(req))
+    assert back == req
+    hello = HelloReply(silo="A", schema_fingerprint="f" * 16, n_modalities=(2, 3), vcmc_version="0.1")
+    assert decode_record(encode_record(hello)) == hello
+
+
+def test_silo_operator_sets_data_and_limits_in_node_config(tmp_path):
+    from vcmc.config import PrivacyConfig
+    from vcmc.exceptions import ConfigError
+    from vcmc.federation.flower import privacy_from_node_config, silo_from_node_config
+    from vcmc.simulate import simulate_design
+
+    sim = simulate_design("homogeneous", "easy", rng=1, n_per_silo=40)
+    sim.silos[0].to_frame().to_csv(tmp_path / "a.csv", index=False)
+    sim.schema.to_json(tmp_path / "schema.json")
+    node = {"data-path": str(tmp_path / "a.csv"), "schema-path": str(tmp_path / "schema.json"),
+            "silo-name": "site_a", "min-cluster-size": 7, "round-to": 5, "dp-epsilon": "none"}
+    silo = silo_from_node_config(node, node_id=3)
+    assert silo.name == "site_a" and silo.privacy == PrivacyConfig(min_cluster_size=7, round_to=5)
+    np.testing.assert_array_equal(silo.codes, sim.silos[0].codes)
+    assert silo.data.schema.fingerprint() == sim.schema.fingerprint()
+    unnamed = {k: v for k, v in node.items() if k != "silo-name"}
+    assert silo_from_node_config(unnamed, node_id=3).name == "node-3"
+    assert privacy_from_node_config({}) == PrivacyConfig()
+    with pytest.raises(ConfigError, match="no 'data-path'"):
+        silo_from_node_config({"silo-name": "x"})
+
+
+# ------------------------------------------------------------------------------------------------------
+# Real deployment on loopback (ecosystem.md section 1.8)
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_http(url, timeout=60):
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=2) as r:
+            if r.status == 200:
+                return
+        time.sleep(0.5)
+    raise TimeoutError(url)
+
+
+def _processes_with(marker: str) -> list[int]:
+    """Live processes whose environment mentions ``marker`` (our temporary FLWR_HOME)."""
+    found = []
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            if marker.encode() in (p / "environ").read_bytes() and \
+                    "zombie" not in (p / "status").read_text().lower():
+                found.append(int(p.name))
+    return found
+
+
+N_SILOS = 3
+OVERRIDES = {"sampler.n-iter": 600, "sampler.burn-in": 300, "aggregation.max-iter": 100,
+             "privacy.min-cluster-size": 5}
+SEED = 5
+
+
+@pytest.fixture
+def federation(tmp_path):
+    from vcmc.simulate import simulate_design
+
+    sim = simulate_design("nested", "easy", rng=8, n_per_silo=150)
+    schema_path = tmp_path / "schema.json"
+    sim.schema.to_json(schema_path)
+    csvs = []
+    for d in sim.silos[:N_SILOS]:
+        path = tmp_path / f"{d.name}.csv"
+        d.to_frame().to_csv(path, index=False)
+        csvs.append((d.name, path))
+
+    home = tmp_path / "flwr"
+    home.mkdir()
+    env = dict(os.environ, FLWR_HOME=str(home), FLWR_TELEMETRY_ENABLED="0", FLWR_DISABLE_UPDATE_CHECK="1",
+               FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION="1", PATH=f"{BIN}:{os.environ['PATH']}")
+    link = _free_port()
+    (home / "config.toml").write_text(f'[superlink]\ndefault = "t"\n[superlink.t]\n'
+                                      f'address = "127.0.0.1:{link}"\ninsecure = true\n')
+    procs = []
+
+    def spawn(*args, log):
+        with open(tmp_path / log, "w") as fh:     # the child keeps its own copy of the descriptor
+            procs.append(subprocess.Popen(args, env=env, cwd=tmp_path, stdout=fh, stderr=subprocess.STDOUT,
+                                          start_new_session=True))
+
+    spawn(str(BIN / "flower-superlink"), "--insecure", "--host", "127.0.0.1", "--port", str(link),
+          log="superlink.log")
+    try:
+        _wait_http(f"http://127.0.0.1:{link}/health")
+        for i, (name, csv) in enumerate(csvs):
+            spawn(str(BIN / "flower-supernode"), "--insecure", "--superlink", f"127.0.0.1:{link}", "--host",
+                  "127.0.0.1", "--port", str(_free_port()), "--node-config",
+                  f'data-path="{csv}" schema-path="{schema_path}" silo-name="{name}" min-cluster-size=5',
+                  log=f"supernode{i}.log")
+        yield env, tmp_path, csvs, schema_path
+    finally:
+        for p in procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(15)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(p.pid, signal.SIGKILL)
+                p.wait(5)
+        deadline = time.monotonic() + 10
+        while _processes_with(str(home)) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        leftovers = _processes_with(str(home))
+        for pid in leftovers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        assert not leftovers, f"processes left behind: {leftovers}"
+
+
+def _flwr(env, *args, timeout=120):
+    return subprocess.run([str(BIN / "flwr"), *args], env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.mark.slow
+@pytest.mark.flower
+def test_flower_run_equals_in_process_run(federation):
+    env, tmp, csvs, schema_path = federation
+    out_dir = tmp / "results"
+    run_config = " ".join([f'out-dir="{out_dir}"', f"seed={SEED}", f"min-nodes={N_SILOS}", "wait-nodes=90",
+                           "round-timeout=300", *(f"{k}={v}" for k, v in OVERRIDES.items())])
+    submitted = _flwr(env, "run", str(APP_DIR), "t", "--format", "json", "--run-config", run_config)
+    assert submitted.returncode == 0, submitted.stdout + submitted.stderr
+    run_id = json.loads(submitted.stdout)["run-id"]
+
+    # `flwr run` exits 0 even when the ServerApp fails: read the run's status (ecosystem.md section 0 item 4).
+    # Each `flwr` call costs seconds, so poll the cheap result file and ask Flower every ~15 s.
+    status, listing, last_list = None, None, 0.0
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 170:
+        done = (out_dir / "result.json").exists()
+        if done or time.monotonic() - last_list > 15:
+            last_list = time.monotonic()
+            listing = _flwr(env, "list", "t", "--run-id", str(run_id), "--format", "json")
+            if listing.returncode == 0:
+                runs = json.loads(listing.stdout).get("runs", [])
+                status = runs[0].get("status") if runs else None
+                if status and status.startswith("finished"):
+                    break
+        time.sleep(1)
+    logs = None if status == "finished:completed" else _flwr(env, "log", str(run_id), "t", "--show",
+                                                              timeout=30)
+    server_log = logs.stdout[-4000:] if logs else ""
+    assert status == "finished:completed", f"status {status}; server log:\n{server_log}"
+
+    flower = json.loads((out_dir / "result.json").read_text())
+
+    # the same run in this process, from the same files, seed and options
+    from vcmc.data import read_csv
+    from vcmc.federation.faults import load_summaries
+    from vcmc.federation.transport import InProcessTransport
+    from vcmc.pipeline import run_vcmc
+    from vcmc.silo.local import LocalSilo
+
+    cfg = config_from_mapping(OVERRIDES)
+    from vcmc.config import PrivacyConfig
+
+    silos = [LocalSilo(read_csv(p, schema=str(schema_path), name=n),
+                       privacy=PrivacyConfig(min_cluster_size=5)) for n, p in sorted(csvs)]
+    with InProcessTransport(silos) as tr:
+        local = run_vcmc(tr, cfg, rng=SEED)
+
+    assert flower["silos"] == list(local.silos)
+    saved = load_summaries(out_dir / "summaries")
+    for s in silos:
+        np.testing.assert_array_equal(saved[s.name].pi_draws, s.local.pi_draws)
+    np.testing.assert_allclose([c["weight"] for c in flower["clusters"]], local.weights, rtol=1e-12)
+    sizes = [[c["size_per_silo"][s] for c in flower["clusters"]] for s in local.silos]
+    np.testing.assert_array_equal(sizes, local.partition_counts)

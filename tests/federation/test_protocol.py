@@ -1,0 +1,122 @@
+"""Every message that crosses the silo boundary: typed, versioned, plain-array encoded, never row-level."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from vcmc.data import SiloData
+from vcmc.exceptions import InconsistentSiloSummaries
+from vcmc.federation.protocol import (
+    MESSAGE_TYPES,
+    AssignRequest,
+    CountsRequest,
+    DivergenceRequest,
+    ErrorReply,
+    HelloReply,
+    HelloRequest,
+    decode_message,
+)
+from vcmc.federation.transport import InProcessTransport
+from vcmc.messages import Message
+from vcmc.silo.local import LocalSilo
+
+N_ROWS = 137
+ID_PREFIX = "patient-"
+
+
+@pytest.fixture(scope="module")
+def exchanged(small_sim, tiny_config, summarize_request):
+    """Every request and reply of a real run on small simulated silos, as they travel (encoded)."""
+    silos = []
+    for s, d in enumerate(small_sim.silos):
+        ids = np.array([f"{ID_PREFIX}{s}-{i:05d}" for i in range(d.n_rows)])
+        silos.append(LocalSilo(SiloData(d.name, d.codes, d.schema, row_ids=ids)))
+    names = [s.name for s in silos]
+    tr = InProcessTransport(silos)
+    log: list[Message] = []
+
+    def call(requests):
+        log.extend(requests.values())
+        replies = tr.call(requests)
+        for r in replies.values():
+            assert not isinstance(r, Exception), r
+            log.append(r)
+        return replies
+
+    call({n: HelloRequest() for n in names})
+    summaries = call({n: summarize_request(tiny_config, i) for i, n in enumerate(names)})
+    ref = summaries[names[0]]
+    call({n: DivergenceRequest(reference_pi=ref.pi_estimate / ref.pi_estimate.sum(),
+                               reference_profiles=ref.profile_estimate, rule="penalised") for n in names})
+    m = 7
+    pi = np.tile(ref.pi_estimate / ref.pi_estimate.sum(), (m, 1))
+    prof = np.tile(ref.profile_estimate, (m, 1, 1))
+    call({n: CountsRequest(mode="soft", pi=pi, profiles=prof, n_global=ref.n_clusters) for n in names})
+    assignment = {n: np.zeros(summaries[n].n_clusters, dtype=int) for n in names}
+    call({n: CountsRequest(mode="hard", assignment=assignment[n], n_global=1) for n in names})
+    call({n: AssignRequest(assignment=assignment[n], n_global=1) for n in names})
+    # an error reply, as a silo sends it
+    log.append(ErrorReply(error_type="NotFittedError", reason="no summarize yet"))
+    return log, silos
+
+
+def test_every_message_type_is_exercised(exchanged):
+    log, _ = exchanged
+    assert {type(m) for m in log} == set(MESSAGE_TYPES)
+
+
+def test_no_message_field_is_row_level(exchanged):
+    log, silos = exchanged
+    assert all(s.data.n_rows == N_ROWS for s in silos)
+    for message in log:
+        arrays = message.to_arrays()
+        assert arrays["__kind__"] == message.KIND and arrays["__version__"] == message.VERSION
+        for key, value in arrays.items():
+            where = f"{message.KIND}.{key}"
+            if isinstance(value, np.ndarray):
+                # plain numeric arrays only (no object arrays, no strings such as identifiers)
+                assert value.dtype.kind in "biuf", where
+                assert N_ROWS not in value.shape, where
+                # 137 is prime: a flattened row-level array would have a size that is a multiple of it
+                assert value.size % N_ROWS != 0 or value.size == 0, where
+            else:
+                assert isinstance(value, bool | int | float | str), where
+                if isinstance(value, str):
+                    assert ID_PREFIX not in value, where
+
+
+def test_replies_carry_no_raw_values(exchanged):
+    """No reply contains a silo's rows: no array equals or contains a column of any silo's codes."""
+    log, silos = exchanged
+    columns = [s.codes[:, q].astype(float) for s in silos for q in range(s.codes.shape[1])]
+    for message in log:
+        for value in message.to_arrays().values():
+            if isinstance(value, np.ndarray) and value.size >= N_ROWS:
+                flat = value.astype(float).ravel()
+                windows = np.lib.stride_tricks.sliding_window_view(flat, N_ROWS)
+                for col in columns:
+                    assert not np.any(np.all(windows == col, axis=1))
+
+
+def test_encoding_round_trips_every_message(exchanged):
+    log, _ = exchanged
+    for message in log:
+        back = decode_message(message.to_arrays())
+        assert type(back) is type(message)
+        for f in dataclasses.fields(message):
+            a, b = getattr(message, f.name), getattr(back, f.name)
+            if isinstance(a, np.ndarray):
+                np.testing.assert_array_equal(a, b)
+            else:
+                assert a == b, f.name
+
+
+def test_decode_reports_unknown_kind_and_wrong_version():
+    arrays = HelloReply(silo="A", schema_fingerprint="f", n_modalities=(2, 3), vcmc_version="0").to_arrays()
+    with pytest.raises(InconsistentSiloSummaries, match="version 7"):
+        decode_message({**arrays, "__version__": 7})
+    with pytest.raises(InconsistentSiloSummaries, match="unknown message kind 'tensor'"):
+        decode_message({**arrays, "__kind__": "tensor"})
+    with pytest.raises(InconsistentSiloSummaries, match="malformed 'hello_reply'"):
+        decode_message({"__kind__": "hello_reply", "__version__": 1, "silo": "A"})
