@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from vcmc._rng import RngLike, as_seed_sequence, root_entropy
 from vcmc.config import FitConfig
 from vcmc.exceptions import ConfigError, SchemaError
+from vcmc.progress import progress_bar
 from vcmc.results import GlobalResult
 
 METHODS = ("vcmc", "consensus", "full-mcmc", "fed-kmodes", "fedmerdel", "discgs")
@@ -32,10 +33,11 @@ def _as_silos(silos) -> list:
     return silos
 
 
-def make_transport(silos, config: FitConfig, *, jobs: int = 1, kind: str = "auto"):
+def make_transport(silos, config: FitConfig, *, jobs: int = 1, kind: str = "auto", progress=None):
     """In-process silos (``kind="inprocess"``) or one worker process per silo (``"process"``).
 
-    ``"auto"`` uses processes when ``jobs > 1`` and there is more than one silo.
+    ``"auto"`` uses processes when ``jobs > 1`` and there is more than one silo. ``progress`` is called
+    with Gibbs iterations done (any silo) while the silos run their chains.
     """
     from vcmc.federation.transport import InProcessTransport, ProcessPoolTransport
     from vcmc.silo.local import LocalSilo
@@ -43,16 +45,17 @@ def make_transport(silos, config: FitConfig, *, jobs: int = 1, kind: str = "auto
     if kind == "auto":
         kind = "process" if jobs > 1 and len(silos) > 1 else "inprocess"
     if kind == "inprocess":
-        return InProcessTransport([LocalSilo(d, privacy=config.privacy) for d in silos])
+        return InProcessTransport([LocalSilo(d, privacy=config.privacy, progress=progress) for d in silos])
     if kind == "process":
-        return ProcessPoolTransport(silos, privacy=config.privacy)
+        return ProcessPoolTransport(silos, privacy=config.privacy,
+                                    progress=None if progress is None else (lambda _silo, n: progress(n)))
     raise ConfigError(f"The 'transport' parameter of vcmc.fit must be one of 'auto', 'inprocess', "
                       f"'process'. Got {kind!r} instead.")
 
 
 def fit(silos, *, config: FitConfig | None = None, method: str = "vcmc", rng: RngLike = None,
         jobs: int = 1, transport: str = "auto", policy=None, save_dir=None,
-        n_clusters: int | None = None) -> GlobalResult:
+        n_clusters: int | None = None, show_progress: bool | None = None) -> GlobalResult:
     """Cluster the silos' rows jointly without pooling them.
 
     Parameters
@@ -75,6 +78,8 @@ def fit(silos, *, config: FitConfig | None = None, method: str = "vcmc", rng: Rn
         Save the silo summaries there as they arrive (server steps can be re-run from them).
     n_clusters : int, optional
         Number of clusters for "fed-kmodes" (required there: K-modes does not infer it).
+    show_progress : bool, optional
+        Progress bar with ETA of the silos' sampling (default: on a terminal, off in CI).
 
     Returns
     -------
@@ -97,13 +102,18 @@ def fit(silos, *, config: FitConfig | None = None, method: str = "vcmc", rng: Rn
     if method in ("vcmc", "consensus"):
         from vcmc.pipeline import run_vcmc
 
-        with make_transport(data, config, jobs=jobs, kind=transport) as tr:
+        total = len(data) * config.sampler.n_iter * config.sampler.n_chains
+        with progress_bar(total, "Gibbs sampling in the silos", enabled=show_progress) as bar, \
+                make_transport(data, config, jobs=jobs, kind=transport, progress=bar.update) as tr:
             return run_vcmc(tr, config, rng=rng, method=method, policy=policy, save_dir=save_dir)
     if method == "full-mcmc":
         from vcmc.baselines.full_mcmc import fit_full_mcmc
 
-        res = fit_full_mcmc(codes, n_mod, prior=config.prior, sampler=config.sampler,
-                            postprocess=config.postprocess, rng=rng, jobs=jobs, silo_names=names)
+        total = config.sampler.n_iter * config.sampler.n_chains
+        with progress_bar(total, "Gibbs sampling (pooled data)", enabled=show_progress) as bar:
+            res = fit_full_mcmc(codes, n_mod, prior=config.prior, sampler=config.sampler,
+                                postprocess=config.postprocess, rng=rng, jobs=jobs, silo_names=names,
+                                progress=bar.update)
     elif method == "fed-kmodes":
         from vcmc.baselines.fed_kmodes import fit_fed_kmodes
 

@@ -24,7 +24,6 @@ from vcmc.federation.faults import FaultPolicy, gather
 from vcmc.federation.protocol import (
     AssignReply,
     AssignRequest,
-    CountsReply,
     CountsRequest,
     DivergenceReply,
     DivergenceRequest,

@@ -30,7 +30,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("files", nargs="+", metavar="FILE", help="silo data files")
     p.add_argument("--out", required=True, metavar="DIR", help="output folder")
     p.add_argument("--silo-column", metavar="COL", help="split one file into silos by this column")
-    p.add_argument("--schema", metavar="JSON", help="shared schema file (default: schema.json beside the files, else inferred from all files)")
+    p.add_argument("--schema", metavar="JSON", help="shared schema file (default: schema.json beside the files, "
+                   "else inferred from all files)")
     p.add_argument("--id-column", metavar="COL", help="a row identifier column to ignore (kept out of the model)")
     p.add_argument("--method", default="vcmc",
                    choices=["vcmc", "full-mcmc", "consensus", "fed-kmodes", "fedmerdel", "discgs"])

@@ -185,9 +185,23 @@ class InProcessTransport(_TransportBase):
 
 
 _ASSIGNMENTS = "__local_assignments__"
+_PROGRESS = "__progress__"
 
 
-def _worker_main(conn, spec, privacy: PrivacyConfig, jobs: int) -> None:
+class _PipeProgress:
+    """Forwards a silo's Gibbs progress (iterations done) to the server's bar over the worker's pipe.
+
+    Only a count crosses, and only inside one machine's process pool (never a boundary message)."""
+
+    def __init__(self, conn):
+        self.conn = conn
+
+    def __call__(self, n: int) -> None:
+        with contextlib.suppress(BrokenPipeError, OSError):
+            self.conn.send((_PROGRESS, int(n)))
+
+
+def _worker_main(conn, spec, privacy: PrivacyConfig, jobs: int, report_progress: bool = False) -> None:
     """Body of one silo's worker process: build the LocalSilo, say hello, answer requests until told to stop.
 
     The loop ends on ``None`` or when the server's end of the pipe closes (EOF), so a worker never
@@ -204,7 +218,8 @@ def _worker_main(conn, spec, privacy: PrivacyConfig, jobs: int) -> None:
         import vcmc.silo.build_summary  # noqa: F401
 
         data = spec() if callable(spec) else spec
-        silo = LocalSilo(data, privacy=privacy, jobs=jobs)
+        silo = LocalSilo(data, privacy=privacy, jobs=jobs,
+                         progress=_PipeProgress(conn) if report_progress else None)
         conn.send(silo.handle(HelloRequest()).to_arrays())
     except Exception as exc:  # noqa: BLE001
         conn.send(sanitise_exception(exc, "startup").to_arrays())
@@ -278,6 +293,8 @@ class ProcessPoolTransport(_TransportBase):
         How workers start (default "spawn": no inherited threads or locks; costs one import per worker).
     startup_timeout : float
         Seconds to wait for every worker to load its data and answer the hello (default 300).
+    progress : callable, optional
+        ``progress(silo_name, iterations_done)`` while silos run their Gibbs chains (progress bars).
 
     Notes
     -----
@@ -289,7 +306,8 @@ class ProcessPoolTransport(_TransportBase):
 
     def __init__(self, silos: Sequence | Mapping[str, Callable], *,
                  privacy: PrivacyConfig | Mapping[str, PrivacyConfig] | None = None,
-                 jobs_per_silo: int = 1, start_method: str = "spawn", startup_timeout: float = 300.0):
+                 jobs_per_silo: int = 1, start_method: str = "spawn", startup_timeout: float = 300.0,
+                 progress: Callable[[str, int], None] | None = None):
         specs = list(silos.items()) if isinstance(silos, Mapping) else [(s.name, s) for s in silos]
         names = [n for n, _ in specs]
         if len(set(names)) != len(names):
@@ -300,13 +318,15 @@ class ProcessPoolTransport(_TransportBase):
         privacy = PrivacyConfig() if privacy is None else privacy
         ctx = mp.get_context(start_method)
         self.silos = tuple(names)
+        self.progress = progress
         self.hello: dict[str, HelloReply] = {}
         self._workers: dict[str, _Worker] = {}
         for name, spec in specs:
             silo_privacy = privacy.get(name, PrivacyConfig()) if isinstance(privacy, Mapping) else privacy
             parent, child = ctx.Pipe(duplex=True)
             # daemon=False: a silo may start its own chain processes (jobs_per_silo > 1); daemons cannot.
-            proc = ctx.Process(target=_worker_main, args=(child, spec, silo_privacy, jobs_per_silo),
+            proc = ctx.Process(target=_worker_main, args=(child, spec, silo_privacy, jobs_per_silo,
+                                                                progress is not None),
                                name=f"vcmc-silo-{name}", daemon=False)
             proc.start()
             child.close()
@@ -391,6 +411,11 @@ class ProcessPoolTransport(_TransportBase):
                     self._retire(w, f"worker process died during {request.KIND} (exit code "
                                     f"{w.process.exitcode})")
                     out[w.name] = SiloFailure(w.name, w.dead_reason)
+                    continue
+                if isinstance(arrays, tuple) and len(arrays) == 2 and arrays[0] == _PROGRESS:
+                    if self.progress is not None:
+                        self.progress(w.name, arrays[1])
+                    pending[conn] = (w, request)  # the reply itself is still to come
                     continue
                 try:
                     out[w.name] = reply_to_result(w.name, decode_message(arrays))
