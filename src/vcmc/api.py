@@ -33,11 +33,13 @@ def _as_silos(silos) -> list:
     return silos
 
 
-def make_transport(silos, config: FitConfig, *, jobs: int = 1, kind: str = "auto", progress=None):
+def make_transport(silos, config: FitConfig, *, jobs: int = 1, kind: str = "auto", progress=None,
+                   state_dir=None):
     """In-process silos (``kind="inprocess"``) or one worker process per silo (``"process"``).
 
     ``"auto"`` uses processes when ``jobs > 1`` and there is more than one silo. ``progress`` is called
-    with Gibbs iterations done (any silo) while the silos run their chains.
+    with Gibbs iterations done (any silo) while the silos run their chains; with ``state_dir`` each silo
+    saves its finished apply step there and an identical later run reuses it.
     """
     from vcmc.federation.transport import InProcessTransport, ProcessPoolTransport
     from vcmc.silo.local import LocalSilo
@@ -45,9 +47,10 @@ def make_transport(silos, config: FitConfig, *, jobs: int = 1, kind: str = "auto
     if kind == "auto":
         kind = "process" if jobs > 1 and len(silos) > 1 else "inprocess"
     if kind == "inprocess":
-        return InProcessTransport([LocalSilo(d, privacy=config.privacy, progress=progress) for d in silos])
+        return InProcessTransport([LocalSilo(d, privacy=config.privacy, progress=progress, state_dir=state_dir)
+                                   for d in silos])
     if kind == "process":
-        return ProcessPoolTransport(silos, privacy=config.privacy,
+        return ProcessPoolTransport(silos, privacy=config.privacy, state_dir=state_dir,
                                     progress=None if progress is None else (lambda _silo, n: progress(n)))
     raise ConfigError(f"The 'transport' parameter of vcmc.fit must be one of 'auto', 'inprocess', "
                       f"'process'. Got {kind!r} instead.")
@@ -55,7 +58,7 @@ def make_transport(silos, config: FitConfig, *, jobs: int = 1, kind: str = "auto
 
 def fit(silos, *, config: FitConfig | None = None, method: str = "vcmc", rng: RngLike = None,
         jobs: int = 1, transport: str = "auto", policy=None, save_dir=None,
-        n_clusters: int | None = None, show_progress: bool | None = None) -> GlobalResult:
+        n_clusters: int | None = None, show_progress: bool | None = None, state_dir=None) -> GlobalResult:
     """Cluster the silos' rows jointly without pooling them.
 
     Parameters
@@ -80,6 +83,9 @@ def fit(silos, *, config: FitConfig | None = None, method: str = "vcmc", rng: Rn
         Number of clusters for "fed-kmodes" (required there: K-modes does not infer it).
     show_progress : bool, optional
         Progress bar with ETA of the silos' sampling (default: on a terminal, off in CI).
+    state_dir : path, optional
+        Each silo saves its finished apply step there (row-level state: on the silos' machine); running
+        the same fit again resumes from it instead of re-running the samplers.
 
     Returns
     -------
@@ -104,7 +110,8 @@ def fit(silos, *, config: FitConfig | None = None, method: str = "vcmc", rng: Rn
 
         total = len(data) * config.sampler.n_iter * config.sampler.n_chains
         with progress_bar(total, "Gibbs sampling in the silos", enabled=show_progress) as bar, \
-                make_transport(data, config, jobs=jobs, kind=transport, progress=bar.update) as tr:
+                make_transport(data, config, jobs=jobs, kind=transport, progress=bar.update,
+                               state_dir=state_dir) as tr:
             return run_vcmc(tr, config, rng=rng, method=method, policy=policy, save_dir=save_dir)
     if method == "full-mcmc":
         from vcmc.baselines.full_mcmc import fit_full_mcmc

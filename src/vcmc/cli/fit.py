@@ -56,6 +56,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--jobs", type=int, default=1, metavar="J", help="worker processes")
     p.add_argument("--save-summaries", action="store_true",
                    help="save silo summaries in DIR/summaries so server steps can be re-run")
+    p.add_argument("--no-resume", action="store_true",
+                   help="do not keep the silos' finished apply steps in DIR/silo-state (by default an "
+                        "interrupted or repeated run with the same data, options and seed reuses them)")
 
 
 def config_from_args(args) -> FitConfig:
@@ -108,7 +111,8 @@ def run(args) -> int:
     result = fit(silos, config=config, method=args.method, rng=args.seed, jobs=args.jobs,
                  policy=FaultPolicy(min_silos=args.min_silos),
                  save_dir=(out / "summaries") if args.save_summaries else None,
-                 n_clusters=args.clusters if args.method == "fed-kmodes" else None)
+                 n_clusters=args.clusters if args.method == "fed-kmodes" else None,
+                 state_dir=None if args.no_resume else out / "silo-state")
     paths = write_outputs(result, out, schema=silos[0].schema)
     print(f"{result.method}: {result.n_clusters} clusters from {len(result.silos)} silos "  # noqa: T201
           f"({int(result.partition_counts.sum())} rows) in {result.timings.get('total', 0):.1f} s")

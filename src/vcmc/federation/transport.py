@@ -201,7 +201,8 @@ class _PipeProgress:
             self.conn.send((_PROGRESS, int(n)))
 
 
-def _worker_main(conn, spec, privacy: PrivacyConfig, jobs: int, report_progress: bool = False) -> None:
+def _worker_main(conn, spec, privacy: PrivacyConfig, jobs: int, report_progress: bool = False,
+                 state_dir=None) -> None:
     """Body of one silo's worker process: build the LocalSilo, say hello, answer requests until told to stop.
 
     The loop ends on ``None`` or when the server's end of the pipe closes (EOF), so a worker never
@@ -219,7 +220,7 @@ def _worker_main(conn, spec, privacy: PrivacyConfig, jobs: int, report_progress:
 
         data = spec() if callable(spec) else spec
         silo = LocalSilo(data, privacy=privacy, jobs=jobs,
-                         progress=_PipeProgress(conn) if report_progress else None)
+                         progress=_PipeProgress(conn) if report_progress else None, state_dir=state_dir)
         conn.send(silo.handle(HelloRequest()).to_arrays())
     except Exception as exc:  # noqa: BLE001
         conn.send(sanitise_exception(exc, "startup").to_arrays())
@@ -295,6 +296,9 @@ class ProcessPoolTransport(_TransportBase):
         Seconds to wait for every worker to load its data and answer the hello (default 300).
     progress : callable, optional
         ``progress(silo_name, iterations_done)`` while silos run their Gibbs chains (progress bars).
+    state_dir : path, optional
+        Passed to each ``LocalSilo``: finished apply steps are saved there and reused by an identical
+        later request (resuming an interrupted run).
 
     Notes
     -----
@@ -307,7 +311,7 @@ class ProcessPoolTransport(_TransportBase):
     def __init__(self, silos: Sequence | Mapping[str, Callable], *,
                  privacy: PrivacyConfig | Mapping[str, PrivacyConfig] | None = None,
                  jobs_per_silo: int = 1, start_method: str = "spawn", startup_timeout: float = 300.0,
-                 progress: Callable[[str, int], None] | None = None):
+                 progress: Callable[[str, int], None] | None = None, state_dir=None):
         specs = list(silos.items()) if isinstance(silos, Mapping) else [(s.name, s) for s in silos]
         names = [n for n, _ in specs]
         if len(set(names)) != len(names):
@@ -326,7 +330,7 @@ class ProcessPoolTransport(_TransportBase):
             parent, child = ctx.Pipe(duplex=True)
             # daemon=False: a silo may start its own chain processes (jobs_per_silo > 1); daemons cannot.
             proc = ctx.Process(target=_worker_main, args=(child, spec, silo_privacy, jobs_per_silo,
-                                                                progress is not None),
+                                                                progress is not None, state_dir),
                                name=f"vcmc-silo-{name}", daemon=False)
             proc.start()
             child.close()

@@ -10,8 +10,11 @@ and inside a Flower ClientApp.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
+import os
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 
 import numpy as np
 
@@ -61,6 +64,11 @@ class LocalSilo:
     secure_noise : bool
         Differential-privacy noise from OpenDP's OS-seeded sampler (default). False draws it from the
         run's seed instead: reproducible, for simulation studies only, never in a deployment.
+    state_dir : path, optional
+        A folder on the silo's own host where each finished apply step is saved (the local posterior and
+        the summary sent), keyed by the request, the data and the disclosure limits. A later identical
+        ``summarize`` request (an interrupted run started again) is answered from it without re-running
+        the sampler. It holds row-level state: keep it with the data.
 
     Attributes
     ----------
@@ -72,7 +80,7 @@ class LocalSilo:
     """
 
     def __init__(self, data, *, privacy: PrivacyConfig | None = None, jobs: int = 1, progress=None,
-                 secure_noise: bool = True):
+                 secure_noise: bool = True, state_dir=None):
         privacy = PrivacyConfig() if privacy is None else privacy
         if not isinstance(privacy, PrivacyConfig):
             raise ConfigError(f"The 'privacy' parameter of LocalSilo must be a PrivacyConfig. Got "
@@ -83,6 +91,7 @@ class LocalSilo:
         self.jobs = int(jobs)
         self.progress = progress
         self.secure_noise = secure_noise
+        self.state_dir = None if state_dir is None else Path(state_dir)
         self.local: LocalPosterior | None = None
         self.assignments: np.ndarray | None = None
 
@@ -126,6 +135,54 @@ class LocalSilo:
         rounding and DP noise of the counts. Counts are left out when either privacy config forbids them
         or the strategy is "federated-gradient" (which never needs a fixed table).
         """
+        cached = self._load_cached(request)
+        if cached is not None:
+            return cached
+        summary = self._summarize(request)
+        self._save_cached(request, summary)
+        return summary
+
+    def _cache_path(self, request: SummarizeRequest) -> Path:
+        # Everything that determines the answer: the request (config, seed, number of silos), the data
+        # and this silo's own disclosure limits; DP noise drawn from the OS is not reproducible, so a
+        # summary with secure noise is cached as sent (re-sending it spends no new privacy budget).
+        h = hashlib.sha256()
+        h.update(json.dumps(request.to_arrays(), sort_keys=True, default=str).encode())
+        h.update(repr(self.privacy).encode())
+        h.update(self.data.schema.fingerprint().encode())
+        h.update(np.ascontiguousarray(self.codes).tobytes())
+        safe = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in self.name)
+        return self.state_dir / f"{safe}-{h.hexdigest()[:20]}.npz"
+
+    def _load_cached(self, request: SummarizeRequest) -> SiloSummary | None:
+        if self.state_dir is None:
+            return None
+        path = self._cache_path(request)
+        if not path.is_file():
+            return None
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                arrays = {k: z[k] for k in z.files}
+            summary = SiloSummary.from_arrays({k[len("summary."):]: v for k, v in arrays.items()
+                                               if k.startswith("summary.")})
+            self.restore_state({k[len("state."):]: v for k, v in arrays.items() if k.startswith("state.")})
+        except Exception:  # noqa: BLE001 - a damaged cache is recomputed, never trusted
+            return None
+        self.assignments = None
+        return summary
+
+    def _save_cached(self, request: SummarizeRequest, summary: SiloSummary) -> None:
+        if self.state_dir is None:
+            return
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        path = self._cache_path(request)
+        arrays = {f"summary.{k}": np.asarray(v) for k, v in summary.to_arrays().items()}
+        arrays.update({f"state.{k}": v for k, v in self.export_state().items() if k != "assignments"})
+        tmp = path.with_name(path.name + ".tmp.npz")
+        np.savez(tmp, **arrays)
+        os.replace(tmp, path)
+
+    def _summarize(self, request: SummarizeRequest) -> SiloSummary:
         from vcmc.silo.apply import run_apply_step
         from vcmc.silo.build_summary import build_summary
 
