@@ -65,3 +65,21 @@ def test_demo_runs_end_to_end(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "Clusters found: 6" in proc.stdout
     assert (tmp_path / "demo" / "result" / "result.json").exists()
+
+
+def test_cli_and_flower_run_config_build_the_same_config():
+    """The CLI and the Flower app build identical FitConfig objects from equivalent options."""
+    from vcmc.cli import build_parser
+    from vcmc.cli.fit import config_from_args
+    from vcmc.config import FitConfig, MatchingConfig
+    from vcmc.federation.config_io import config_from_mapping
+
+    args = build_parser().parse_args(["fit", "a.csv", "--out", "o", "--iterations", "2000", "--matching",
+                                      "min-divergence", "--alpha", "0.05", "--min-cluster-size", "12"])
+    flower_run_config = {"seed": 3, "out-dir": "/abs", "sampler.n-iter": 2000, "sampler.burn-in": 1000,
+                         "matching.method": "min-divergence", "prior.alpha": 0.05,
+                         "privacy.min-cluster-size": 12}
+    from_cli = config_from_args(args)
+    assert from_cli == config_from_mapping(flower_run_config, ignore=("seed", "out-dir"))
+    assert from_cli.matching == MatchingConfig(method="min-divergence")
+    assert from_cli.aggregation == FitConfig().aggregation

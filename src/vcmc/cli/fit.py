@@ -6,15 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from vcmc.config import (
-    AggregationConfig,
-    FitConfig,
-    MatchingConfig,
-    PostprocessConfig,
-    PriorConfig,
-    PrivacyConfig,
-    SamplerConfig,
-)
+from vcmc.config import FitConfig
 from vcmc.exceptions import ConfigError
 
 NAME = "fit"
@@ -61,18 +53,31 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "interrupted or repeated run with the same data, options and seed reuses them)")
 
 
-def config_from_args(args) -> FitConfig:
+def config_mapping_from_args(args) -> dict[str, object]:
+    """The CLI options as the flat dotted mapping a Flower run config uses (one source of truth)."""
     burn_in = args.iterations // 2 if args.burn_in is None else args.burn_in
-    return FitConfig(
-        prior=PriorConfig(n_components=args.clusters if args.method != "fed-kmodes" else 15, alpha=args.alpha,
-                          beta=args.beta, fractionate=not args.no_fractionation),
-        sampler=SamplerConfig(n_iter=args.iterations, burn_in=burn_in, thin=args.thin, n_chains=args.chains),
-        postprocess=PostprocessConfig(min_cluster_fraction=args.min_local_fraction,
-                                      reallocate_small=args.min_local_fraction > 0),
-        privacy=PrivacyConfig(min_cluster_size=args.min_cluster_size),
-        matching=MatchingConfig(method=args.matching),
-        aggregation=AggregationConfig(strategy=args.strategy),
-    )
+    return {
+        "prior.n-components": args.clusters if args.method != "fed-kmodes" else 15,
+        "prior.alpha": args.alpha,
+        "prior.beta": args.beta,
+        "prior.fractionate": not args.no_fractionation,
+        "sampler.n-iter": args.iterations,
+        "sampler.burn-in": burn_in,
+        "sampler.thin": args.thin,
+        "sampler.n-chains": args.chains,
+        "postprocess.min-cluster-fraction": args.min_local_fraction,
+        "postprocess.reallocate-small": args.min_local_fraction > 0,
+        "privacy.min-cluster-size": args.min_cluster_size,
+        "matching.method": args.matching,
+        "aggregation.strategy": args.strategy,
+    }
+
+
+def config_from_args(args) -> FitConfig:
+    """``FitConfig`` from the CLI arguments, through the same builder as the Flower run config."""
+    from vcmc.federation.config_io import config_from_mapping
+
+    return config_from_mapping(config_mapping_from_args(args))
 
 
 def load_silos(files, *, silo_column=None, schema_path=None, id_column=None):
