@@ -185,6 +185,8 @@ class InProcessTransport(_TransportBase):
 
 
 _ASSIGNMENTS = "__local_assignments__"
+_PRELOAD = ["vcmc.silo.local", "vcmc.silo.apply", "vcmc.silo.build_summary", "vcmc.silo.diagnostics",
+            "vcmc.matching.divergence", "vcmc.silo.counts", "arviz"]
 _PROGRESS = "__progress__"
 
 
@@ -290,8 +292,9 @@ class ProcessPoolTransport(_TransportBase):
         Each silo's disclosure limits, as its operator would set them (default ``PrivacyConfig()``).
     jobs_per_silo : int
         Processes each silo may use for its chains (passed to ``LocalSilo``).
-    start_method : {"spawn", "forkserver", "fork"}
-        How workers start (default "spawn": no inherited threads or locks; costs one import per worker).
+    start_method : {"forkserver", "spawn", "fork"}
+        How workers start (default "forkserver": a fresh server process imports the library once and
+        forks each worker from it; "spawn" re-imports everything in every worker).
     startup_timeout : float
         Seconds to wait for every worker to load its data and answer the hello (default 300).
     progress : callable, optional
@@ -310,7 +313,7 @@ class ProcessPoolTransport(_TransportBase):
 
     def __init__(self, silos: Sequence | Mapping[str, Callable], *,
                  privacy: PrivacyConfig | Mapping[str, PrivacyConfig] | None = None,
-                 jobs_per_silo: int = 1, start_method: str = "spawn", startup_timeout: float = 300.0,
+                 jobs_per_silo: int = 1, start_method: str = "forkserver", startup_timeout: float = 300.0,
                  progress: Callable[[str, int], None] | None = None, state_dir=None):
         specs = list(silos.items()) if isinstance(silos, Mapping) else [(s.name, s) for s in silos]
         names = [n for n, _ in specs]
@@ -321,6 +324,12 @@ class ProcessPoolTransport(_TransportBase):
                               f"Got {jobs_per_silo!r} instead.")
         privacy = PrivacyConfig() if privacy is None else privacy
         ctx = mp.get_context(start_method)
+        if start_method == "forkserver":
+            # The fork server imports the heavy modules once (numpy, scipy, numba and its cached kernels,
+            # ArviZ: several seconds of CPU); every silo worker is then a fork of it, instead of each
+            # worker paying the imports again on a machine with fewer cores than silos. The server is a
+            # fresh process (not a fork of this one), so no lock or thread state is inherited from here.
+            ctx.set_forkserver_preload(_PRELOAD)
         self.silos = tuple(names)
         self.progress = progress
         self.hello: dict[str, HelloReply] = {}
