@@ -46,6 +46,30 @@ NAME = "discgs"
 
 
 @njit(cache=True)
+def _draw_log_weights(logw, n, u):
+    """Index drawn from the unnormalised log weights ``logw[:n]`` with the uniform ``u`` (log-sum-exp safe).
+
+    Overwrites ``logw[:n]`` with the unnormalised weights. Returns ``n - 1`` when rounding puts ``u`` at
+    the very top end, which the callers then handle as their last option.
+    """
+    m = logw[0]
+    for i in range(1, n):
+        if logw[i] > m:
+            m = logw[i]
+    total = 0.0
+    for i in range(n):
+        logw[i] = math.exp(logw[i] - m)
+        total += logw[i]
+    target = u * total
+    acc = 0.0
+    for i in range(n):
+        acc += logw[i]
+        if target < acc:
+            return i
+    return n - 1
+
+
+@njit(cache=True)
 def _lg_ratio(a, c):
     """lnΓ(a + c) - lnΓ(a) for a count c >= 0 (log(a) when c = 1, the row case, to skip two lgammas)."""
     if c == 0:
@@ -110,22 +134,7 @@ def _sweep(u, ptr, cols, vals, qtot_u, size_u, labels, counts, qtot, size, act, 
                                                       beta_var, True)
         else:
             logw[n_act] = -np.inf
-        m = logw[0]
-        for i in range(1, n_act + 1):
-            if logw[i] > m:
-                m = logw[i]
-        total = 0.0
-        for i in range(n_act + 1):
-            logw[i] = math.exp(logw[i] - m)
-            total += logw[i]
-        target = u[h] * total
-        choice = n_act
-        acc = 0.0
-        for i in range(n_act + 1):
-            acc += logw[i]
-            if target < acc:
-                choice = i
-                break
+        choice = _draw_log_weights(logw, n_act + 1, u[h])
         if choice >= n_act and w_new <= 0:  # rounding at the top end: stay among occupied clusters
             choice = n_act - 1
         if choice == n_act:
@@ -191,22 +200,7 @@ def _sweep_rows(u, ptr, cols, col_var, labels, counts, qtot, size, act, n_act, p
             logw[n_act] = acc
         else:
             logw[n_act] = -np.inf
-        m = logw[0]
-        for i in range(1, n_act + 1):
-            if logw[i] > m:
-                m = logw[i]
-        total = 0.0
-        for i in range(n_act + 1):
-            logw[i] = math.exp(logw[i] - m)
-            total += logw[i]
-        target = u[h] * total
-        choice = n_act
-        acc = 0.0
-        for i in range(n_act + 1):
-            acc += logw[i]
-            if target < acc:
-                choice = i
-                break
+        choice = _draw_log_weights(logw, n_act + 1, u[h])
         if choice >= n_act and w_new <= 0:
             choice = n_act - 1
         if choice == n_act:
