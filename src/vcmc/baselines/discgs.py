@@ -46,6 +46,17 @@ NAME = "discgs"
 
 
 @njit(cache=True)
+def _deactivate(c, act, pos, free, n_act, n_free):
+    """Remove the emptied cluster ``c`` from the active list (swap with the last) and free its slot."""
+    i = pos[c]
+    last = act[n_act - 1]
+    act[i] = last
+    pos[last] = i
+    free[n_free] = c
+    return n_act - 1, n_free + 1
+
+
+@njit(cache=True)
 def _draw_log_weights(logw, n, u):
     """Index drawn from the unnormalised log weights ``logw[:n]`` with the uniform ``u`` (log-sum-exp safe).
 
@@ -115,13 +126,7 @@ def _sweep(u, ptr, cols, vals, qtot_u, size_u, labels, counts, qtot, size, act, 
         for j in range(ptr[h], ptr[h + 1]):
             counts[c, cols[j]] -= vals[j]
         if size[c] == 0:
-            i = pos[c]
-            last = act[n_act - 1]
-            act[i] = last
-            pos[last] = i
-            n_act -= 1
-            free[n_free] = c
-            n_free += 1
+            n_act, n_free = _deactivate(c, act, pos, free, n_act, n_free)
         # Log weights of the occupied clusters and of a new one.
         for i in range(n_act):
             k = act[i]
@@ -176,13 +181,7 @@ def _sweep_rows(u, ptr, cols, col_var, labels, counts, qtot, size, act, n_act, p
             lp[c, p] = math.log(beta_col[p] + counts[c, p])
             lq[c, q] = math.log(beta_var[q] + qtot[c, q])
         if size[c] == 0:
-            i = pos[c]
-            last = act[n_act - 1]
-            act[i] = last
-            pos[last] = i
-            n_act -= 1
-            free[n_free] = c
-            n_free += 1
+            n_act, n_free = _deactivate(c, act, pos, free, n_act, n_free)
         for i in range(n_act):
             k = act[i]
             w = size[k] + alpha if finite else size[k]
