@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
+from vcmc.closeness import DEFAULT_LEVEL
 from vcmc.exceptions import ConfigError
 
 
@@ -91,24 +92,38 @@ class PostprocessConfig:
 
     Attributes
     ----------
+    merge_unresolved : bool
+        Merge local clusters that the silo's own posterior cannot tell apart (default True): two clusters
+        whose posterior closeness statistic is within the chi-square quantile ``resolution_level``
+        (``vcmc.closeness``) are one cluster as far as the silo's data can tell; the members of the
+        smaller go to their most probable remaining cluster. This is the minimum local cluster size tied
+        to what the silo can resolve: a handful of members kept alive by the fractionated prior has a
+        posterior too wide to be told apart from its neighbour, a small but distinct cluster does not.
+    resolution_level : float
+        Quantile of that test (default 0.999, the default of calibrated matching).
     min_cluster_fraction : float
         Local clusters smaller than ``max(min_cluster_size, min_cluster_fraction * n_s)`` have their
-        members reallocated inside the silo to their most probable remaining cluster (default 0.02).
+        members reallocated inside the silo to their most probable remaining cluster (default 0: off;
+        the first release used 0.02, which removes real small clusters when silos are many or small).
     min_cluster_size : int
         Absolute floor of the same rule (default 0).
     reallocate_small : bool
-        Switch the rule off to get the paper's behaviour (default True).
+        Switch the fixed-size rule off entirely (default True: applied with the values above).
     partition : {"modal", "psm"}
         Modal allocation after relabelling (O(n_s C+) memory, default) or a posterior-similarity
         partition (O(n_s^2) memory, small silos only).
     """
 
-    min_cluster_fraction: float = 0.02
+    merge_unresolved: bool = True
+    resolution_level: float = DEFAULT_LEVEL
+    min_cluster_fraction: float = 0.0
     min_cluster_size: int = 0
     reallocate_small: bool = True
     partition: Literal["modal", "psm"] = "modal"
 
     def __post_init__(self):
+        _check(0.5 <= self.resolution_level < 1, "PostprocessConfig", "resolution_level", "a float in [0.5, 1)",
+               self.resolution_level)
         _check(0 <= self.min_cluster_fraction < 1, "PostprocessConfig", "min_cluster_fraction",
                "a float in [0, 1)", self.min_cluster_fraction)
         _check(self.min_cluster_size >= 0, "PostprocessConfig", "min_cluster_size", "an int >= 0",
@@ -117,7 +132,7 @@ class PostprocessConfig:
                "one of 'modal', 'psm'", self.partition)
 
     def threshold(self, n_rows: int) -> int:
-        """Smallest local cluster kept for a silo of ``n_rows`` rows (0 when the rule is off)."""
+        """Smallest local cluster kept by the fixed-size rule for a silo of ``n_rows`` rows (0 when off)."""
         if not self.reallocate_small:
             return 0
         import math
@@ -167,7 +182,12 @@ class MatchingConfig:
 
     Attributes
     ----------
-    method : {"ball", "hungarian", "min-divergence"}
+    method : {"calibrated", "ball", "hungarian", "min-divergence"}
+        "calibrated" (default): Ball's graph of close clusters with a chi-square closeness test on the
+        local posteriors, never joining two clusters of one silo that its posterior keeps apart
+        (``vcmc.matching.calibrated``); "ball": the paper's Ball matching with its radius.
+    level : float
+        Quantile of the chi-square closeness test of calibrated matching (default 0.999).
     radius : {"overfitted", "finite"} or float
         Ball radius per silo cluster: ``(log n_s / n_s)^(1/4)`` ("overfitted", default),
         ``(log n_s / n_s)^(1/2)`` ("finite") or a user value.
@@ -183,7 +203,8 @@ class MatchingConfig:
         How a global cluster absent from a silo enters aggregation (default structural zero).
     """
 
-    method: Literal["ball", "hungarian", "min-divergence"] = "ball"
+    method: Literal["calibrated", "ball", "hungarian", "min-divergence"] = "calibrated"
+    level: float = DEFAULT_LEVEL
     radius: Literal["overfitted", "finite"] | float = "overfitted"
     reference: str | None = None
     new_cluster_rule: Literal["penalised", "augmented"] = "penalised"
@@ -192,8 +213,9 @@ class MatchingConfig:
     absent: Literal["structural_zero", "placeholder"] = "structural_zero"
 
     def __post_init__(self):
-        _check(self.method in ("ball", "hungarian", "min-divergence"), "MatchingConfig", "method",
-               "one of 'ball', 'hungarian', 'min-divergence'", self.method)
+        _check(self.method in ("calibrated", "ball", "hungarian", "min-divergence"), "MatchingConfig",
+               "method", "one of 'calibrated', 'ball', 'hungarian', 'min-divergence'", self.method)
+        _check(0.5 <= self.level < 1, "MatchingConfig", "level", "a float in [0.5, 1)", self.level)
         _check(self.radius in ("overfitted", "finite") or (isinstance(self.radius, float | int)
                and not isinstance(self.radius, bool) and self.radius > 0), "MatchingConfig", "radius",
                "'overfitted', 'finite' or a positive float", self.radius)

@@ -25,7 +25,7 @@ class FederatedLatentClassModel:
         Dirichlet concentrations of the weights and of the profiles.
     n_iter, burn_in, thin : int, default 50,000, 25,000 and 5
         Gibbs sampler run in each silo.
-    matching : {"ball", "hungarian", "min-divergence"}, default "ball"
+    matching : {"calibrated", "ball", "hungarian", "min-divergence"}, default "calibrated"
     strategy : {"contingency", "federated-gradient", "design"}, default "contingency"
     method : str, default "vcmc"
         Any method of ``vcmc.fit``.
@@ -43,7 +43,7 @@ class FederatedLatentClassModel:
     """
 
     def __init__(self, *, n_components: int = 15, alpha: float = 0.01, beta: float = 0.5,
-                 n_iter: int = 50_000, burn_in: int = 25_000, thin: int = 5, matching: str = "ball",
+                 n_iter: int = 50_000, burn_in: int = 25_000, thin: int = 5, matching: str = "calibrated",
                  strategy: str = "contingency", method: str = "vcmc", rng=None, jobs: int = 1):
         self.n_components = n_components
         self.alpha = alpha

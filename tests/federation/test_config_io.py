@@ -46,7 +46,7 @@ def test_unknown_key_names_it_and_lists_valid_options():
 def test_bad_value_type_and_range_errors_name_the_option():
     with pytest.raises(ConfigError, match=r"'sampler.n-iter' option \(SamplerConfig.n_iter\) must be an int"):
         config_from_mapping({"sampler.n-iter": "many"})
-    with pytest.raises(ConfigError, match="one of 'ball', 'hungarian', 'min-divergence'"):
+    with pytest.raises(ConfigError, match="one of 'calibrated', 'ball', 'hungarian', 'min-divergence'"):
         config_from_mapping({"matching.method": "kmeans"})
     with pytest.raises(ConfigError, match="'burn_in' parameter of SamplerConfig"):
         config_from_mapping({"sampler.n-iter": 10, "sampler.burn-in": 20})

@@ -34,9 +34,9 @@ def test_recovers_the_six_clusters_of_silo_one_under_fractionation(nested_easy, 
     assert adjusted_rand_score(truth, local.partition) >= 0.9
     assert local.n_clusters == n_true
     assert local.cluster_sizes.sum() == codes.shape[0]
-    # Fractionation keeps a few tiny components alive (method.md "Decisions"): the posterior mode of the
-    # number of components with at least the minimum cluster size is the number of clusters present.
-    assert local.diagnostics["k_hat_min_size"] == n_true
+    # Fractionation keeps a few tiny components alive (method.md "Decisions"): the chain's own count of
+    # occupied components exceeds the truth, and the resolution rule merges them into real clusters.
+    assert local.diagnostics["k_hat"] > n_true
     np.testing.assert_allclose(local.pi_draws.sum(axis=1), 1.0)
 
 

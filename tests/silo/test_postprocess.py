@@ -48,7 +48,7 @@ def test_local_clusters_are_the_components_owning_rows_sorted_by_size():
     ch = _chain(counts, pi)
     codes = np.zeros((n, 3), dtype=np.int64)
     local = build_local_posterior([ch], codes, N_MOD, n_components=c,
-                                  postprocess=PostprocessConfig(reallocate_small=False))
+                                  postprocess=PostprocessConfig(reallocate_small=False, merge_unresolved=False))
     assert local.n_clusters == 2
     np.testing.assert_array_equal(local.cluster_sizes, [120, 80])
     np.testing.assert_array_equal(local.partition, np.r_[np.zeros(120), np.ones(80)])
@@ -122,7 +122,7 @@ def test_reallocation_refuses_codes_of_another_silo():
         reallocate_small_clusters(local, codes[:10], threshold=10)
 
 
-def test_default_minimum_size_is_applied_by_build_local_posterior():
+def test_fixed_minimum_size_is_applied_by_build_local_posterior():
     n, c, t = 500, 4, 40
     counts = np.zeros((n, c), dtype=np.int64)
     counts[:300, 0] = t
@@ -131,12 +131,13 @@ def test_default_minimum_size_is_applied_by_build_local_posterior():
     counts[495:, 1] = 10          # ... that sometimes sit in component 1
     ch = _chain(counts, [0.6, 0.38, 0.015, 0.005], n_occupied=np.full(t, 3))
     codes = np.zeros((n, 3), dtype=np.int64)
-    local = build_local_posterior([ch], codes, N_MOD, n_components=c, postprocess=PostprocessConfig())
+    fixed = PostprocessConfig(min_cluster_fraction=0.02, merge_unresolved=False)
+    local = build_local_posterior([ch], codes, N_MOD, n_components=c, postprocess=fixed)
     assert local.n_clusters == 2
     np.testing.assert_array_equal(local.cluster_sizes, [300, 200])
     assert local.n_reallocated == 5
     off = build_local_posterior([ch], codes, N_MOD, n_components=c,
-                                postprocess=PostprocessConfig(reallocate_small=False))
+                                postprocess=PostprocessConfig(reallocate_small=False, merge_unresolved=False))
     assert off.n_clusters == 3
 
 
@@ -161,7 +162,7 @@ def test_build_local_posterior_psm_path_uses_the_similarity():
     psm = (truth[:, None] == truth[None, :]).astype(np.float32) * t
     ch = _chain(counts, [0.05, 0.05, 0.3, 0.05, 0.55], psm=psm)
     local = build_local_posterior([ch], np.zeros((n, 3), dtype=np.int64), N_MOD, n_components=c,
-                                  postprocess=PostprocessConfig(partition="psm"))
+                                  postprocess=PostprocessConfig(partition="psm", merge_unresolved=False))
     np.testing.assert_array_equal(local.partition, truth)
     np.testing.assert_allclose(local.pi_draws[0], [0.55 / 0.85, 0.3 / 0.85])
 
@@ -171,3 +172,48 @@ def test_profile_blocks_of_kept_draws_sum_to_one():
     out = reallocate_small_clusters(local, codes, threshold=10)
     sums = np.add.reduceat(out.profile_draws, profile_offsets(N_MOD)[:-1], axis=2)
     np.testing.assert_allclose(sums, 1.0)
+
+
+# ------------------------------------------------------------------ clusters the silo cannot resolve
+def _conjugate_local(sizes, profiles, n_mod, seed, n_draws=400):
+    """Exact conjugate posterior (given the partition) of clusters of the given sizes and true profiles."""
+    from vcmc.config import PriorConfig
+    from vcmc.silo.oracle import oracle_local_posterior
+    from vcmc.simulate import simulate
+
+    weights = np.asarray(sizes, dtype=float) / np.sum(sizes)
+    data = simulate(n_per_silo=int(np.sum(sizes)), weights=weights[None, :], n_modalities=n_mod,
+                    profiles=profiles, rng=seed, exact=True)
+    codes, labels = data.silos[0].codes, data.labels[0]
+    return oracle_local_posterior(codes, n_mod, labels, prior=PriorConfig(), n_silos=4, n_draws=n_draws,
+                                  rng=seed), codes, labels
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_handful_of_rows_split_off_a_cluster_is_unresolved_a_small_distinct_cluster_is_not(seed):
+    from vcmc.silo.postprocess import unresolved_clusters
+
+    rng = np.random.default_rng(seed)
+    n_mod = (3,) * 20
+    prof = np.concatenate([rng.dirichlet([0.5] * 3, size=3) for _ in n_mod], axis=1)
+    # clusters 0 and 1 distinct and large; 2 = six more rows of cluster 0's profile (a ghost component);
+    # 3 = 25 rows of a third, distinct profile
+    profiles = np.stack([prof[0], prof[1], prof[0], prof[2]])
+    local, codes, _ = _conjugate_local([300, 200, 6, 25], profiles, n_mod, seed)
+    flagged = unresolved_clusters(local)
+    ghost = int(np.flatnonzero(local.cluster_sizes == 6)[0])
+    assert flagged.tolist() == [k == ghost for k in range(local.n_clusters)]
+
+
+def test_build_local_posterior_merges_unresolved_components_by_default():
+    n, c, t = 200, 3, 50
+    counts = np.zeros((n, c), dtype=np.int64)
+    counts[:150, 0] = t
+    counts[150:, 1] = t
+    ch = _chain(counts, [0.7, 0.28, 0.02])
+    # identical profiles in every draw: the two components cannot be told apart
+    local = build_local_posterior([ch], np.zeros((n, 3), dtype=np.int64), N_MOD, n_components=c)
+    assert local.n_clusters == 1 and local.cluster_sizes.tolist() == [200]
+    kept = build_local_posterior([ch], np.zeros((n, 3), dtype=np.int64), N_MOD, n_components=c,
+                                 postprocess=PostprocessConfig(merge_unresolved=False))
+    assert kept.n_clusters == 2

@@ -9,17 +9,17 @@ from vcmc.exceptions import ConfigError
 from vcmc.study.profiles import StudyProfile
 from vcmc.study.registry import Registry, StudyMethod, default_registry, oracle_matching
 
-NAMES = ["vcmc-ball", "vcmc-hungarian", "vcmc-min-divergence", "consensus", "full-mcmc", "fed-kmodes",
-         "fedmerdel", "discgs"]
+NAMES = ["vcmc-calibrated", "vcmc-ball", "vcmc-hungarian", "vcmc-min-divergence", "consensus", "full-mcmc",
+         "fed-kmodes", "fedmerdel", "discgs"]
 
 
 def test_default_registry_names_and_groups():
     reg = default_registry()
     assert reg.names() == NAMES
-    vcmc = [reg.get(n) for n in NAMES[:4]]
+    vcmc = [reg.get(n) for n in NAMES[:5]]
     assert {m.group for m in vcmc} == {"vcmc-apply"}
-    assert [m.matching for m in vcmc] == ["ball", "hungarian", "min-divergence", None]
-    assert all(reg.get(n).group is None for n in NAMES[4:])
+    assert [m.matching for m in vcmc] == ["calibrated", "ball", "hungarian", "min-divergence", None]
+    assert all(reg.get(n).group is None for n in NAMES[5:])
     with pytest.raises(ConfigError, match="vcmc-ball"):
         reg.get("vcmc")
 

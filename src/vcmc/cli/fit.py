@@ -27,7 +27,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--id-column", metavar="COL", help="a row identifier column to ignore (kept out of the model)")
     p.add_argument("--method", default="vcmc",
                    choices=["vcmc", "full-mcmc", "consensus", "fed-kmodes", "fedmerdel", "discgs"])
-    p.add_argument("--matching", default="ball", choices=["ball", "hungarian", "min-divergence"])
+    p.add_argument("--matching", default="calibrated", choices=["calibrated", "ball", "hungarian", "min-divergence"],
+                   help="calibrated (default): Ball matching with a chi-square closeness test on the local "
+                        "posteriors; ball: the paper's Ball radius")
     p.add_argument("--strategy", default="contingency", choices=["contingency", "federated-gradient", "design"])
     p.add_argument("--iterations", type=int, default=50_000, metavar="N", help="Gibbs iterations per chain")
     p.add_argument("--burn-in", type=int, default=None, metavar="N", help="default: half of --iterations")
@@ -38,8 +40,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--alpha", type=float, default=0.01, metavar="A", help="Dirichlet prior of the weights")
     p.add_argument("--beta", type=float, default=0.5, metavar="B", help="Dirichlet prior of the profiles")
     p.add_argument("--no-fractionation", action="store_true", help="do not fractionate the prior over silos")
-    p.add_argument("--min-local-fraction", type=float, default=0.02, metavar="F",
-                   help="reallocate members of local clusters smaller than F x silo size (0: off)")
+    p.add_argument("--min-local-fraction", type=float, default=0.0, metavar="F",
+                   help="reallocate members of local clusters smaller than F x silo size (default 0: off; "
+                        "local clusters the silo cannot resolve are merged whatever their size)")
     p.add_argument("--min-cluster-size", type=int, default=10, metavar="N",
                    help="disclosure control: no local cluster under N people leaves a silo")
     p.add_argument("--min-silos", type=int, default=None, metavar="N",
@@ -66,7 +69,6 @@ def config_mapping_from_args(args) -> dict[str, object]:
         "sampler.thin": args.thin,
         "sampler.n-chains": args.chains,
         "postprocess.min-cluster-fraction": args.min_local_fraction,
-        "postprocess.reallocate-small": args.min_local_fraction > 0,
         "privacy.min-cluster-size": args.min_cluster_size,
         "matching.method": args.matching,
         "aggregation.strategy": args.strategy,

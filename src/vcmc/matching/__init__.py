@@ -1,4 +1,5 @@
-"""Cluster matching across silos (method.md section 5): Ball (default), Hungarian, minimum divergence.
+"""Cluster matching across silos (method.md section 5): calibrated Ball (default), the paper's Ball,
+Hungarian, minimum divergence.
 
 ``match`` dispatches on ``MatchingConfig.method``. Every algorithm returns a ``Matching`` whose global
 clusters are numbered canonically (decreasing total size), so the result does not depend on the order in
@@ -13,6 +14,7 @@ from vcmc.config import MatchingConfig, PriorConfig
 from vcmc.exceptions import ConfigError
 from vcmc.federation.protocol import DivergenceReply, DivergenceRequest
 from vcmc.matching.ball import ball_radius, match_ball
+from vcmc.matching.calibrated import match_calibrated
 from vcmc.matching.coordinates import coordinates
 from vcmc.matching.divergence import divergence_cost, in_process_divergence, match_min_divergence
 from vcmc.matching.hungarian import match_hungarian
@@ -20,7 +22,7 @@ from vcmc.matching.placeholder import build_matched_draws_with_placeholders
 from vcmc.matching.types import MatchedDraws, Matching, build_matched_draws
 from vcmc.silo.summary import SiloSummary
 
-__all__ = ["match", "match_ball", "match_hungarian", "match_min_divergence", "divergence_cost",
+__all__ = ["match", "match_calibrated", "match_ball", "match_hungarian", "match_min_divergence", "divergence_cost",
            "in_process_divergence", "ball_radius", "coordinates", "Matching", "MatchedDraws",
            "build_matched_draws", "build_matched_draws_with_placeholders", "matched_draws"]
 
@@ -35,7 +37,7 @@ def match(summaries: Sequence[SiloSummary], config: MatchingConfig | None = None
     summaries : sequence of SiloSummary
         One per silo, in any order.
     config : MatchingConfig, optional
-        Method and its options (default ``MatchingConfig()``: Ball, over-fitted radius).
+        Method and its options (default ``MatchingConfig()``: calibrated Ball, level 0.999).
     divergence : callable (silo_index, DivergenceRequest) -> DivergenceReply, optional
         Needed by ``method="min-divergence"`` only: routes a request to a silo, in process
         (``in_process_divergence``) or remote, and returns its reply.
@@ -47,6 +49,8 @@ def match(summaries: Sequence[SiloSummary], config: MatchingConfig | None = None
     Matching
     """
     config = MatchingConfig() if config is None else config
+    if config.method == "calibrated":
+        return match_calibrated(summaries, level=config.level)
     if config.method == "ball":
         return match_ball(summaries, radius=config.radius)
     if config.method == "hungarian":
@@ -59,8 +63,8 @@ def match(summaries: Sequence[SiloSummary], config: MatchingConfig | None = None
         return match_min_divergence(summaries, divergence, rule=config.new_cluster_rule,
                                     penalty_multiplier=config.penalty_multiplier, n_starts=config.n_starts,
                                     reference=config.reference, rng=rng)
-    raise ConfigError(f"The 'method' parameter of MatchingConfig must be one of 'ball', 'hungarian', "
-                      f"'min-divergence'. Got {config.method!r} instead.")
+    raise ConfigError(f"The 'method' parameter of MatchingConfig must be one of 'calibrated', 'ball', "
+                      f"'hungarian', 'min-divergence'. Got {config.method!r} instead.")
 
 
 def matched_draws(summaries: Sequence[SiloSummary], matching: Matching, config: MatchingConfig | None = None,

@@ -141,9 +141,11 @@ def run_apply_step(codes: np.ndarray, n_modalities, *, prior: PriorConfig | None
     diagnostics["seconds_sampler"] = float(sum(ch.seconds for ch in chains))
     diagnostics["seconds_apply"] = float(time.perf_counter() - t0)
     diagnostics["k_hat"] = float(posterior_mode(local.n_occupied))
-    # Under fractionation, components with a handful of members stay occupied (method.md "Decisions"):
-    # the number of components reaching the minimum cluster size is the more useful count.
-    min_size = max(1, postprocess.threshold(codes.shape[0]))
-    large = np.concatenate([(ch.sizes >= min_size).sum(axis=1) for ch in chains])
-    diagnostics["k_hat_min_size"] = float(posterior_mode(large))
+    # Under fractionation, components with a handful of members stay occupied (method.md "Decisions"), so
+    # k_hat over-counts; with the fixed-size rule on, the number of components reaching its threshold is the
+    # more useful count (with the default resolution rule, the local number of clusters is that count).
+    min_size = postprocess.threshold(codes.shape[0])
+    if min_size > 1:
+        large = np.concatenate([(ch.sizes >= min_size).sum(axis=1) for ch in chains])
+        diagnostics["k_hat_min_size"] = float(posterior_mode(large))
     return dataclasses.replace(local, diagnostics=diagnostics)

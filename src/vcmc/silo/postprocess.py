@@ -7,8 +7,12 @@ From the relabelled chains (``vcmc.silo.relabel``) this builds the ``LocalPoster
   silos, average linkage on ``1 - PSM`` cut at ``K_s`` (``partition="psm"``);
 * the local clusters = components that own rows, renumbered ``0..K-1`` by decreasing size;
 * label-consistent draws of (pi, p) of those clusters = the relabelled component draws;
-* the minimum local cluster size: members of clusters below ``PostprocessConfig.threshold(n)`` are
-  reallocated to their most probable remaining cluster (``reallocate_small_clusters``).
+* unresolved clusters: a local cluster that the silo's own posterior cannot tell apart from a larger one
+  (the closeness test of ``vcmc.closeness``) is merged into it (``unresolved_clusters``); this is the
+  minimum local cluster size tied to what the silo's data can resolve;
+* optionally a fixed minimum local cluster size: members of clusters below
+  ``PostprocessConfig.threshold(n)`` are reallocated to their most probable remaining cluster
+  (``reallocate_small_clusters``; off by default).
 
 Weights of components that are not kept (they own no row under the partition, or were reallocated) are
 handed to the kept clusters that received their members, in proportion to where those members went, and
@@ -27,6 +31,13 @@ import dataclasses
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
+from vcmc.closeness import (
+    DEFAULT_LEVEL,
+    closeness_statistic,
+    closeness_threshold,
+    constrained_groups,
+    posterior_moments,
+)
 from vcmc.config import PostprocessConfig
 from vcmc.exceptions import DataError
 from vcmc.model import log_likelihood_rows
@@ -102,24 +113,22 @@ def _renumber_by_size(local: LocalPosterior) -> LocalPosterior:
                                profile_draws=local.profile_draws[:, order])
 
 
-def reallocate_small_clusters(local: LocalPosterior, codes: np.ndarray, threshold: int) -> LocalPosterior:
-    """Move the members of local clusters smaller than ``threshold`` to their most probable remaining one.
+def remove_clusters(local: LocalPosterior, codes: np.ndarray, remove: np.ndarray) -> LocalPosterior:
+    """Remove the local clusters flagged in ``remove``; their members go to their most probable remaining one.
 
     A row's most probable remaining cluster is the largest share of kept iterations among the remaining
     clusters (``local.membership``); rows with no such share fall back to the likelihood under the
     posterior-mean parameters of the remaining clusters. The weights of removed clusters go to the clusters
     that received their members (in proportion to the members received) and are renormalised; remaining
-    clusters are renumbered by decreasing size. When every cluster is below the threshold, the largest one
-    is kept (a silo always has at least one cluster). Used both for the local minimum cluster size
-    (method.md "Decisions") and, with its own threshold, by disclosure control.
+    clusters are renumbered by decreasing size. When every cluster is flagged, the largest one is kept (a
+    silo always has at least one cluster).
 
     Parameters
     ----------
     local : LocalPosterior
     codes : ndarray of shape (n, Q), int
         The silo's codes (row order of ``local.partition``); only used for the likelihood fallback.
-    threshold : int
-        Smallest cluster size kept (0 or 1: nothing changes).
+    remove : ndarray of shape (K,), bool
 
     Returns
     -------
@@ -132,7 +141,9 @@ def reallocate_small_clusters(local: LocalPosterior, codes: np.ndarray, threshol
                         f"(the rows of the local partition); got shape {codes.shape}")
     k = local.n_clusters
     sizes = np.bincount(local.partition, minlength=k)
-    small = sizes < threshold
+    small = np.array(remove, dtype=bool, copy=True)
+    if small.shape != (k,):
+        raise DataError(f"remove must flag each of the {k} local clusters; got shape {small.shape}")
     if not small.any():
         return _renumber_by_size(local)
     if small.all():
@@ -169,6 +180,43 @@ def reallocate_small_clusters(local: LocalPosterior, codes: np.ndarray, threshol
         # The weight diagnostics describe the clusters; refresh them for the remaining ones.
         out = dataclasses.replace(out, diagnostics={**local.diagnostics, **local_diagnostics(out)})
     return _renumber_by_size(out)
+
+
+def reallocate_small_clusters(local: LocalPosterior, codes: np.ndarray, threshold: int) -> LocalPosterior:
+    """Move the members of local clusters smaller than ``threshold`` to their most probable remaining one.
+
+    ``remove_clusters`` with the clusters under the threshold (0 or 1: nothing changes). Used both for the
+    fixed minimum local cluster size and, with its own threshold, by disclosure control.
+    """
+    sizes = np.bincount(local.partition, minlength=local.n_clusters)
+    return remove_clusters(local, codes, sizes < threshold)
+
+
+def unresolved_clusters(local: LocalPosterior, level: float = DEFAULT_LEVEL) -> np.ndarray:
+    """Local clusters that the silo's posterior cannot tell apart from a larger one of the same silo.
+
+    Clusters are grouped by the closeness test of ``vcmc.closeness`` (chi-square quantile ``level``) with
+    the constraint that every two clusters of a group are close to each other; in each group all but the
+    largest are flagged.
+
+    Returns
+    -------
+    ndarray of shape (K,), bool
+    """
+    k = local.n_clusters
+    flagged = np.zeros(k, dtype=bool)
+    if k < 2 or local.profile_draws.shape[0] < 2:
+        return flagged
+    mean, var = posterior_moments(local.profile_draws, local.n_modalities)
+    group = constrained_groups(closeness_statistic(mean, var), closeness_threshold(mean.shape[1], level),
+                               np.zeros(k, dtype=np.int64))
+    sizes = local.cluster_sizes
+    for g in np.unique(group):
+        members = np.flatnonzero(group == g)
+        if members.size > 1:
+            flagged[members] = True
+            flagged[members[np.argmax(sizes[members])]] = False
+    return flagged
 
 
 def build_local_posterior(chains: list[RelabelledChain], codes: np.ndarray, n_modalities, *,
@@ -250,6 +298,8 @@ def build_local_posterior(chains: list[RelabelledChain], codes: np.ndarray, n_mo
                            n_components=int(n_components))
     threshold = postprocess.threshold(n)
     if threshold > 1:
-        return reallocate_small_clusters(local, codes, threshold)
+        local = reallocate_small_clusters(local, codes, threshold)
+    if postprocess.merge_unresolved:
+        local = remove_clusters(local, codes, unresolved_clusters(local, postprocess.resolution_level))
     return _renumber_by_size(local)
 

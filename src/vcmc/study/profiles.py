@@ -21,7 +21,8 @@ SCENARIOS: tuple[str, ...] = (
 )
 
 #: Methods run by default (the committed-results requirement: VCMC with each matching and full MCMC).
-DEFAULT_METHODS: tuple[str, ...] = ("vcmc-ball", "vcmc-hungarian", "vcmc-min-divergence", "full-mcmc")
+DEFAULT_METHODS: tuple[str, ...] = ("vcmc-calibrated", "vcmc-ball", "vcmc-hungarian", "vcmc-min-divergence",
+                                    "full-mcmc")
 
 
 def normalise_scenario(name: str) -> str:
@@ -135,7 +136,7 @@ class StudyProfile:
         return d
 
     # ------------------------------------------------------------------------------------------------
-    def fit_config(self, *, matching: str = "ball", fractionate: bool = True) -> FitConfig:
+    def fit_config(self, *, matching: str = MatchingConfig().method, fractionate: bool = True) -> FitConfig:
         """The library ``FitConfig`` of this profile; everything not fixed by the paper keeps the
         library default (method.md "Decisions"), which the study records in its manifest."""
         prior = PriorConfig(n_components=self.n_components, fractionate=fractionate)

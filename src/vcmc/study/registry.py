@@ -267,12 +267,13 @@ def default_registry() -> Registry:
     """The study's methods: VCMC with each matching, consensus, full-data MCMC and the comparators."""
     reg = Registry()
     reg.add_group(StudyGroup("vcmc-apply", _vcmc_prepare))
-    for matching, name, label in (("ball", "vcmc-ball", "VCMC (Ball)"),
+    for matching, name, label in (("calibrated", "vcmc-calibrated", "VCMC (calibrated, default)"),
+                                  ("ball", "vcmc-ball", "VCMC (Ball, paper radius)"),
                                   ("hungarian", "vcmc-hungarian", "VCMC (Hungarian)"),
                                   ("min-divergence", "vcmc-min-divergence", "VCMC (min-divergence)")):
         reg.add(StudyMethod(name=name, label=label, run=_server(matching, "vcmc"), group="vcmc-apply",
                             matching=matching, modules=_VCMC_MODULES))
-    reg.add(StudyMethod(name="consensus", label="Consensus MC (Ball)", run=_server("ball", "consensus"),
+    reg.add(StudyMethod(name="consensus", label="Consensus MC", run=_server("calibrated", "consensus"),
                         group="vcmc-apply", modules=_VCMC_MODULES))
     reg.add(StudyMethod(name="full-mcmc", label="Full MCMC", run=_full_mcmc,
                         modules=("vcmc.baselines.full_mcmc:fit_full_mcmc", *_EVAL)))

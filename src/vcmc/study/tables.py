@@ -40,8 +40,8 @@ def scenario_label(scenario: str) -> str:
 
 
 def _method_order(methods) -> list[str]:
-    pref = ["fed-kmodes", "fedmerdel", "vcmc-ball", "vcmc-hungarian", "vcmc-min-divergence", "consensus",
-            "discgs", "full-mcmc"]
+    pref = ["fed-kmodes", "fedmerdel", "vcmc-calibrated", "vcmc-ball", "vcmc-hungarian", "vcmc-min-divergence",
+            "consensus", "discgs", "full-mcmc"]
     return sorted(set(methods), key=lambda m: (pref.index(m) if m in pref else len(pref), m))
 
 
@@ -113,7 +113,7 @@ def _prop_se(p: float, n: int) -> float:
 def table2(df: pd.DataFrame) -> pd.DataFrame:
     """Correct matching (%) and mean ARI per matching method, estimated and true local partitions."""
     rows = []
-    sub = df[df["method"].isin(["vcmc-ball", "vcmc-hungarian", "vcmc-min-divergence"])]
+    sub = df[df["method"].isin(["vcmc-calibrated", "vcmc-ball", "vcmc-hungarian", "vcmc-min-divergence"])]
     for (sc, meth), g in sub.groupby(["scenario", "method"], sort=False):
         n = int(g["correct_est"].notna().sum())
         pc = float(g["correct_est"].mean()) if n else float("nan")
