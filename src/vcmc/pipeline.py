@@ -166,7 +166,11 @@ def server_steps(summaries: list[SiloSummary], transport, config: FitConfig, *, 
         if got is not None and all(n in got for n in names):
             assignments = tuple(got[n] for n in names)
 
+    from vcmc.matching.checks import matching_checks, summarise_checks
+
     warn = [f"silo {f.silo!r} left out: {f.reason}" for f in (failures or [])]
+    checks = matching_checks(summaries, matching, level=config.matching.level)
+    artefacts = summarise_checks(checks, matching.method)
     diagnostics = {
         "elbo": float(agg.elbo) if np.isfinite(agg.elbo) else None,
         "elbo_trace": np.asarray(agg.elbo_trace).tolist(),
@@ -181,10 +185,13 @@ def server_steps(summaries: list[SiloSummary], transport, config: FitConfig, *, 
                      "total_cost": matching.total_cost},
         "local": {s.silo: {"n_clusters": s.n_clusters, "n_withheld": s.n_withheld,
                            "counts_suppressed": s.counts_suppressed, **s.diagnostics} for s in summaries},
-        "warnings": warn,
+        "matching_checks": checks,
+        "warnings": warn + artefacts,
     }
     for w in warn:
         warnings.warn(w, stacklevel=2)
+    for w in artefacts:   # a property of the result, reported in it and by the CLI; not a Python warning
+        log.warning("%s", w)
     return GlobalResult.from_draws(
         pi_draws=agg.pi_draws, profile_draws=agg.profile_draws, method=method,
         n_modalities=summaries[0].n_modalities, silos=names, partition_counts=partition_counts,

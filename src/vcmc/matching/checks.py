@@ -1,0 +1,149 @@
+"""Checks of a matching that flag global clusters which may be matching artefacts.
+
+A matching can fail without any error: with the paper's Ball radius on wide data, every silo finds its
+clusters correctly but almost nothing is linked across silos, and the result reports dozens of global
+clusters that are single-silo copies of one another. These checks look at the silos' summaries and the
+matching for the two signatures of that failure and say, in the result, which clusters are doubtful, what
+the evidence is and what to try:
+
+``single-silo-close``
+    A global cluster present in one silo only while a local cluster of another silo is close to it by the
+    closeness test of ``vcmc.closeness`` (``T <= chi2_D.ppf(level)``): it may be a piece of that other
+    cluster which the matching left apart (for calibrated matching, because the silo's own posterior keeps
+    it apart from the cluster it would join).
+``similar-silos-disjoint``
+    Two silos whose overall distributions of every variable are indistinguishable (the same test on the
+    silos' marginal modality frequencies) but which share fewer than half of their global clusters.
+
+Only summaries are used (no row-level data): the checks run on the server for every matching method.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from vcmc.closeness import DEFAULT_LEVEL, closeness_statistic, closeness_threshold, coordinate_columns
+from vcmc.matching.calibrated import cluster_closeness
+from vcmc.matching.types import Matching
+from vcmc.silo.summary import SiloSummary
+
+__all__ = ["matching_checks", "describe_check", "summarise_checks"]
+
+#: Silos sharing fewer than this fraction of their global clusters (Jaccard index) are "disjoint".
+SHARED_FRACTION = 0.5
+_MAX_PAIRS_REPORTED = 5
+
+
+def _advice(method: str) -> str:
+    if method == "calibrated":
+        return ("a longer chain (--iterations) gives the silos sharper posteriors; compare with "
+                "--matching min-divergence")
+    return "try the default --matching calibrated (or min-divergence)"
+
+
+def _single_silo_close(summaries, matching, close, threshold) -> list[dict]:
+    stat, silo_index, local_index = close["statistic"], close["silo_index"], close["local_index"]
+    glob = np.concatenate([np.asarray(a) for a in matching.assignment])
+    presence = matching.presence()
+    out = []
+    for c in np.flatnonzero(presence.sum(axis=0) == 1):
+        s = int(np.flatnonzero(presence[:, c])[0])
+        rows = np.flatnonzero(glob == c)
+        others = np.flatnonzero(silo_index != s)
+        if others.size == 0:
+            continue
+        sub = stat[np.ix_(rows, others)]
+        i, j = np.unravel_index(int(np.argmin(sub)), sub.shape)
+        t = float(sub[i, j])
+        if t > threshold:
+            continue
+        near = int(others[j])
+        size = int(sum(summaries[s].cluster_sizes[local_index[r]] for r in rows))
+        out.append({"kind": "single-silo-close", "cluster": int(c) + 1, "silo": summaries[s].silo,
+                    "size": size, "close_silo": summaries[int(silo_index[near])].silo,
+                    "close_cluster": int(glob[near]) + 1, "statistic": t, "threshold": float(threshold)})
+    return out
+
+
+def _marginal_moments(summ: SiloSummary, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Posterior mean of the silo's overall modality frequencies and their sampling variance."""
+    freq = np.einsum("tk,tkp->p", summ.pi_draws, summ.profile_draws) / summ.n_draws
+    mean = freq[keep]
+    return mean, mean * (1.0 - mean) / max(summ.n_rows, 1)
+
+
+def _similar_silos_disjoint(summaries, matching, level) -> list[dict]:
+    if len(summaries) < 2:
+        return []
+    keep = coordinate_columns(summaries[0].n_modalities)
+    moments = [_marginal_moments(s, keep) for s in summaries]
+    mean = np.stack([m for m, _ in moments])
+    var = np.stack([v for _, v in moments])
+    stat = closeness_statistic(mean, var)
+    threshold = closeness_threshold(int(keep.sum()), level)
+    presence = matching.presence()
+    out = []
+    for a in range(len(summaries)):
+        for b in range(a + 1, len(summaries)):
+            if stat[a, b] > threshold:
+                continue
+            union = int(np.sum(presence[a] | presence[b]))
+            shared = int(np.sum(presence[a] & presence[b]))
+            if union and shared / union < SHARED_FRACTION:
+                out.append({"kind": "similar-silos-disjoint", "silos": [summaries[a].silo, summaries[b].silo],
+                            "shared": shared, "union": union, "statistic": float(stat[a, b]),
+                            "threshold": float(threshold)})
+    return out
+
+
+def matching_checks(summaries: Sequence[SiloSummary], matching: Matching, *,
+                    level: float = DEFAULT_LEVEL) -> list[dict]:
+    """Evidence that some global clusters may be matching artefacts (module docstring).
+
+    Parameters
+    ----------
+    summaries : sequence of SiloSummary
+        In the order of ``matching.silos``.
+    matching : Matching
+    level : float
+        Quantile of the closeness test (the calibrated matching's level).
+
+    Returns
+    -------
+    list of dict
+        One record per finding, with ``kind``, the clusters or silos concerned and the statistic behind it.
+    """
+    if len(summaries) < 2 or any(s.n_draws < 2 for s in summaries):
+        return []
+    close = cluster_closeness(summaries)
+    threshold = closeness_threshold(close["n_coordinates"], level)
+    return _single_silo_close(summaries, matching, close, threshold) + \
+        _similar_silos_disjoint(summaries, matching, level)
+
+
+def describe_check(finding: dict, method: str) -> str:
+    """One line for the result's warnings and the CLI."""
+    if finding["kind"] == "single-silo-close":
+        return (f"global cluster {finding['cluster']} ({finding['size']} people) is found in silo "
+                f"{finding['silo']!r} only, yet a cluster of silo {finding['close_silo']!r} (part of global "
+                f"cluster {finding['close_cluster']}) is statistically close to it (closeness "
+                f"{finding['statistic']:.1f} <= {finding['threshold']:.1f}): it may be a piece of cluster "
+                f"{finding['close_cluster']} left apart by the matching; {_advice(method)}")
+    a, b = finding["silos"]
+    return (f"silos {a!r} and {b!r} have the same overall distribution of every variable (closeness "
+            f"{finding['statistic']:.1f} <= {finding['threshold']:.1f}) but share only {finding['shared']} "
+            f"of their {finding['union']} global clusters: some of those may be matching artefacts; "
+            f"{_advice(method)}")
+
+
+def summarise_checks(findings: list[dict], method: str) -> list[str]:
+    """Warning lines: every single-silo finding, and at most a few silo pairs (with their total)."""
+    single = [describe_check(f, method) for f in findings if f["kind"] == "single-silo-close"]
+    pairs = [f for f in findings if f["kind"] == "similar-silos-disjoint"]
+    lines = single + [describe_check(f, method) for f in pairs[:_MAX_PAIRS_REPORTED]]
+    if len(pairs) > _MAX_PAIRS_REPORTED:
+        lines.append(f"{len(pairs) - _MAX_PAIRS_REPORTED} more pairs of alike silos share few global clusters "
+                     "(all listed in diagnostics.matching_checks of result.json)")
+    return lines

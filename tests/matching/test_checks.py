@@ -1,0 +1,67 @@
+"""Checks that flag matching artefacts: they fire where the paper's Ball fragments wide data, stay quiet
+where the matching is right, and reach result.json and the CLI output."""
+
+import json
+
+import numpy as np
+import pytest
+
+from vcmc.config import MatchingConfig
+from vcmc.matching import match
+from vcmc.matching.checks import matching_checks, summarise_checks
+from vcmc.matching.evaluate import appendix_a_silos
+from vcmc.simulate import simulate
+
+
+def _wide(seed, n_draws=300):
+    """8 silos x 500, 20 variables x 4 modalities; 6 clusters everywhere and 2 each in one silo only."""
+    w = np.zeros((8, 8))
+    w[:, :6] = 1
+    w[0, 6] = w[1, 7] = 1
+    w /= w.sum(axis=1, keepdims=True)
+    data = simulate(n_per_silo=500, weights=w, n_modalities=(4,) * 20, concentration=0.5, rng=seed)
+    summaries, _, _ = appendix_a_silos([s.codes for s in data.silos], list(data.labels), data.n_modalities,
+                                       n_draws=n_draws, rng=seed)
+    return data, summaries
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_single_silo_copies_left_by_the_papers_ball_are_flagged(seed):
+    _, summaries = _wide(seed)
+    ball = match(summaries, MatchingConfig(method="ball"))
+    findings = matching_checks(summaries, ball)
+    single = [f for f in findings if f["kind"] == "single-silo-close"]
+    presence = ball.presence()
+    n_single = int(np.sum(presence.sum(axis=0) == 1))
+    # every single-silo copy of a cluster found in other silos is flagged; the two true single-silo
+    # clusters (7 and 8 in silos 1 and 2) have no close cluster elsewhere and are not
+    assert n_single - 2 <= len(single) <= n_single
+    assert all(f["statistic"] <= f["threshold"] for f in single)
+    alike = [f for f in findings if f["kind"] == "similar-silos-disjoint"]
+    assert alike, "silos drawn from one distribution that share few clusters must be flagged"
+    lines = summarise_checks(findings, "ball")
+    assert any("--matching calibrated" in line for line in lines)
+
+
+def test_a_right_matching_raises_no_flag():
+    _, summaries = _wide(3)
+    calibrated = match(summaries, MatchingConfig())
+    assert calibrated.n_global == 8
+    assert matching_checks(summaries, calibrated) == []
+
+
+def test_the_flags_reach_result_json_and_the_cli(tmp_path, capsys):
+    from vcmc.cli import main
+
+    data, _ = _wide(4)
+    data.write(tmp_path / "data")
+    files = sorted(str(p) for p in (tmp_path / "data").glob("silo_*.csv"))
+    out = tmp_path / "fit"
+    assert main(["fit", *files, "--out", str(out), "--iterations", "1200", "--seed", "1", "--matching",
+                 "ball"]) == 0
+    err = capsys.readouterr().err
+    result = json.loads((out / "result.json").read_text())
+    checks = result["diagnostics"]["matching_checks"]
+    assert any(c["kind"] == "single-silo-close" for c in checks)
+    flagged = [w for w in result["diagnostics"]["warnings"] if "found in silo" in w]
+    assert flagged and all(f"warning: {w}" in err for w in flagged)
