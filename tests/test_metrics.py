@@ -123,3 +123,24 @@ def test_p_value_bins():
     vals = [0.0, 9.99e-5, 1e-4, 0.0999, 0.1, 0.49, 0.5, 0.9, 0.99989, 0.9999, 1.0]
     np.testing.assert_array_equal(p_value_bins(vals), [0, 0, 1, 1, 2, 2, 3, 4, 4, 5, 5])
     assert len(P_BIN_LABELS) == 6
+
+
+def test_best_f1_scores_each_true_cluster_against_its_best_estimate():
+    from vcmc.metrics import best_f1
+
+    true = np.array([0, 0, 0, 0, 1, 1, 1, 2, 2])
+    est = np.array([0, 0, 1, 1, 2, 2, 2, 2, 3])
+    # true 0 split in two halves: 2*2/(4+2); true 1 inside est 2 (4 members): 2*3/(3+4); true 2: est 3 alone
+    np.testing.assert_allclose(best_f1(est, true), [2 / 3, 6 / 7, 2 / 3])
+    np.testing.assert_allclose(best_f1(true, true), [1.0, 1.0, 1.0])
+    # a true cluster with no member scores 0
+    np.testing.assert_allclose(best_f1(est, true, n_true=4)[3], 0.0)
+
+
+def test_majority_pieces_counts_fragments():
+    from vcmc.metrics import majority_pieces
+
+    true = np.repeat([0, 1], [60, 40])
+    est = np.concatenate([np.repeat([0, 1, 2], 20), np.repeat(3, 40)])   # true 0 cut into three pieces
+    assert majority_pieces(est, true).tolist() == [3, 1]
+    assert majority_pieces(np.zeros(100, dtype=int), true).tolist() == [1, 0]

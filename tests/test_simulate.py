@@ -244,3 +244,20 @@ def test_write_files(tmp_path):
     np.testing.assert_allclose(info["global_weights"], d.global_weights)
     assert info["profiles"]["cluster_2"]["V5"]["3"] == pytest.approx(d.profiles[1, 8 + 2])
     np.testing.assert_allclose(info["profiles_flat"], d.profiles)
+
+
+def test_sparse_binary_profiles_are_rare_except_where_characteristic():
+    from vcmc.simulate import sparse_binary_profiles
+
+    prof = sparse_binary_profiles(6, 40, rng=3, prevalence=(0.01, 0.3), n_high=(2, 5), high=(0.35, 0.7))
+    assert prof.shape == (6, 80)
+    np.testing.assert_allclose(prof[:, 0::2] + prof[:, 1::2], 1.0)
+    present = prof[:, 1::2]
+    base = present[0]
+    assert base.min() >= 0.01 and base.max() <= 0.3
+    for c in range(1, 6):
+        raised = np.flatnonzero(present[c] > base + 1e-12)
+        assert 2 <= raised.size <= 5 and np.all((present[c, raised] >= 0.35) & (present[c, raised] <= 0.7))
+    np.testing.assert_array_equal(prof, sparse_binary_profiles(6, 40, rng=3))
+    with pytest.raises(ConfigError, match="do not fit"):
+        sparse_binary_profiles(3, 4, n_high=(2, 5))

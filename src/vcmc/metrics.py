@@ -16,8 +16,9 @@ from sklearn.metrics import adjusted_rand_score, mutual_info_score
 
 from vcmc.exceptions import ConfigError, DataError
 
-__all__ = ["P_BIN_EDGES", "P_BIN_LABELS", "adjusted_rand_index", "align_clusters", "confusion_matrix",
-           "correct_matching", "coverage", "p_value_bins", "relative_bias", "variation_of_information"]
+__all__ = ["P_BIN_EDGES", "P_BIN_LABELS", "adjusted_rand_index", "align_clusters", "best_f1", "confusion_matrix",
+           "correct_matching", "coverage", "majority_pieces", "p_value_bins", "relative_bias",
+           "variation_of_information"]
 
 #: Table 5 bins of the true value of p^q_{k,c}: <1e-4, [1e-4,.1), [.1,.5), [.5,.9), [.9,.9999), >=.9999.
 P_BIN_EDGES: tuple[float, ...] = (1e-4, 0.1, 0.5, 0.9, 0.9999)
@@ -149,6 +150,40 @@ def confusion_matrix(estimated_labels, true_labels, n_estimated=None, n_true=Non
     if tru.size and tru.max() >= nt:
         raise DataError(f"confusion_matrix: true labels reach {tru.max()}; expected < n_true={nt}.")
     return np.bincount(tru * ne + est, minlength=nt * ne).reshape(nt, ne)
+
+
+def best_f1(estimated_labels, true_labels, n_estimated=None, n_true=None) -> np.ndarray:
+    """Recovery of every true cluster: the best F1 score of its members against any estimated cluster.
+
+    ``F1(t, g) = 2 |t & g| / (|t| + |g|)``; a true cluster is usually called recovered when its best F1 is
+    at least 0.8. Unlike the ARI, which large clusters dominate, this scores each cluster on its own.
+
+    Returns
+    -------
+    ndarray of shape (n_true,)
+        0 for a true cluster without members.
+    """
+    m = confusion_matrix(estimated_labels, true_labels, n_estimated, n_true).T.astype(np.float64)  # (E, T)
+    size_est = m.sum(axis=1)[:, None]
+    size_true = m.sum(axis=0)[None, :]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        f1 = np.where(size_est + size_true > 0, 2.0 * m / (size_est + size_true), 0.0)
+    return f1.max(axis=0) if f1.shape[0] else np.zeros(m.shape[1])
+
+
+def majority_pieces(estimated_labels, true_labels, n_estimated=None, n_true=None) -> np.ndarray:
+    """For every true cluster, the number of estimated clusters whose members are mostly from it.
+
+    More than one means the true cluster is cut into pieces (fragments); ties go to the smaller true label.
+
+    Returns
+    -------
+    ndarray of shape (n_true,), int
+    """
+    m = confusion_matrix(estimated_labels, true_labels, n_estimated, n_true).T                    # (E, T)
+    nonempty = m.sum(axis=1) > 0
+    majority = np.argmax(m[nonempty], axis=1)
+    return np.bincount(majority, minlength=m.shape[1]).astype(np.int64)
 
 
 def align_clusters(estimated_labels, true_labels, n_estimated=None, n_true=None) -> np.ndarray:

@@ -191,7 +191,7 @@ def server_steps(summaries: list[SiloSummary], transport, config: FitConfig, *, 
     for w in warn:
         warnings.warn(w, stacklevel=2)
     for w in artefacts:   # a property of the result, reported in it and by the CLI; not a Python warning
-        log.warning("%s", w)
+        log.info("%s", w)
     return GlobalResult.from_draws(
         pi_draws=agg.pi_draws, profile_draws=agg.profile_draws, method=method,
         n_modalities=summaries[0].n_modalities, silos=names, partition_counts=partition_counts,

@@ -27,7 +27,7 @@ from vcmc.exceptions import ConfigError
 from vcmc.model import MISSING, profile_offsets
 
 __all__ = ["DESIGNS", "PAPER_N_MODALITIES", "SEPARABILITIES", "SimulatedData", "design_weights", "simulate",
-           "simulate_design"]
+           "simulate_design", "sparse_binary_profiles"]
 
 DESIGNS: tuple[str, ...] = ("homogeneous", "nested", "non-nested")
 
@@ -337,6 +337,53 @@ def simulate(*, n_per_silo, weights, n_modalities, concentration=1.0, profiles=N
     return SimulatedData(silos=tuple(silos), labels=tuple(labels), weights=w, global_weights=global_w,
                          profiles=prof, n_modalities=tuple(int(x) for x in k), schema=schema, design=design,
                          separability=separability, seed=root_entropy(rng), missing_rate=float(missing_rate))
+
+
+def sparse_binary_profiles(n_clusters: int, n_conditions: int, *, rng: RngLike = None,
+                           prevalence: tuple[float, float] = (0.01, 0.30), n_high: tuple[int, int] = (2, 5),
+                           high: tuple[float, float] = (0.35, 0.70), n_low: tuple[int, int] = (0, 2),
+                           low_factor: float = 5.0) -> np.ndarray:
+    """Profiles of binary conditions as in health records: rare everywhere, characteristic in some clusters.
+
+    Every condition has a baseline prevalence drawn log-uniformly in ``prevalence``; cluster 1 keeps the
+    baseline everywhere (a large "no specific condition" class); every other cluster raises between
+    ``n_high[0]`` and ``n_high[1]`` conditions (chosen at random) to a prevalence uniform in ``high`` and
+    divides between ``n_low[0]`` and ``n_low[1]`` others by ``low_factor``.
+
+    Parameters
+    ----------
+    n_clusters, n_conditions : int
+    rng : int, Generator, SeedSequence or None
+    prevalence, n_high, high, n_low, low_factor
+        See above; weaker ``high`` values give poorer separability.
+
+    Returns
+    -------
+    ndarray of shape (n_clusters, 2 * n_conditions)
+        Flat profiles, modalities ordered (absent, present) for every condition.
+    """
+    if n_clusters < 1 or n_conditions < 1:
+        raise ConfigError(f"sparse_binary_profiles needs n_clusters >= 1 and n_conditions >= 1; got "
+                          f"{n_clusters} and {n_conditions}.")
+    if not (0 < prevalence[0] <= prevalence[1] < 1 and 0 < high[0] <= high[1] < 1 and low_factor >= 1):
+        raise ConfigError("sparse_binary_profiles needs 0 < prevalence[0] <= prevalence[1] < 1, "
+                          "0 < high[0] <= high[1] < 1 and low_factor >= 1.")
+    if n_high[1] + n_low[1] > n_conditions:
+        raise ConfigError(f"sparse_binary_profiles: {n_high[1]} raised + {n_low[1]} lowered conditions do not "
+                          f"fit in {n_conditions} conditions.")
+    gen = np.random.default_rng(as_seed_sequence(rng))
+    base = np.exp(gen.uniform(np.log(prevalence[0]), np.log(prevalence[1]), n_conditions))
+    prev = np.tile(base, (n_clusters, 1))
+    for c in range(1, n_clusters):
+        k_hi = int(gen.integers(n_high[0], n_high[1] + 1))
+        k_lo = int(gen.integers(n_low[0], n_low[1] + 1))
+        idx = gen.choice(n_conditions, k_hi + k_lo, replace=False)
+        prev[c, idx[:k_hi]] = gen.uniform(high[0], high[1], k_hi)
+        prev[c, idx[k_hi:]] = base[idx[k_hi:]] / low_factor
+    flat = np.empty((n_clusters, 2 * n_conditions))
+    flat[:, 0::2] = 1.0 - prev
+    flat[:, 1::2] = prev
+    return flat
 
 
 def simulate_design(design: str, separability: str, *, rng: RngLike = None, n_per_silo=1000,

@@ -9,12 +9,16 @@ import sys
 from pathlib import Path
 
 NAME = "study"
-HELP = "run the paper's simulation study (section 5) and write Tables 2-5 beside the paper's values"
+HELP = ("run the paper's simulation study (section 5) or the generalisation suite, resumable, and write their "
+        "tables")
 DESCRIPTION = (
-    "Runs scenarios (3 shard designs x 2 separabilities) x replicates x methods in parallel processes, "
-    "saving every finished replicate at once: an interrupted study resumes where it stopped. Every "
-    "replicate has its own seed, so one cell can be re-run alone (--scenario nested/easy --replicate 7). "
-    "Writes tables/table{2,3,4,5}.{csv,md} (ours beside the paper's values) and figures/*.png.")
+    "Runs scenarios x replicates x methods in parallel processes, saving every finished replicate at once: "
+    "an interrupted study resumes where it stopped. Every replicate has its own seed, so one cell can be "
+    "re-run alone (--scenario nested/easy --replicate 7). Profiles paper and quick run the paper's six "
+    "scenarios (3 shard designs x 2 separabilities) and write tables/table{2,3,4,5}.{csv,md} beside the "
+    "paper's values; profiles generalisation and generalisation-quick run the designs of other shapes "
+    "(2-30 silos, 10-80 variables, sparse binary conditions, 3-27 clusters) and write "
+    "tables/generalisation.{csv,md}. Figures go to figures/*.png.")
 
 
 def _csv_list(text: str) -> list[str]:
@@ -33,9 +37,12 @@ def _int_list(text: str) -> list[int]:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--profile", choices=("paper", "quick"), default="quick",
+    p.add_argument("--profile", choices=("paper", "quick", "generalisation", "generalisation-quick"),
+                   default="quick",
                    help="paper: the paper's protocol (50,000 iterations, 25,000 burn-in, thinning 5, "
-                        "C+ = 15, 100 replicates); quick: short chains and 2 replicates (for CI)")
+                        "C+ = 15, 100 replicates); quick: short chains and 2 replicates (for CI); "
+                        "generalisation: 12 designs of other shapes x 5 replicates, 10,000 iterations; "
+                        "generalisation-quick: 3 small designs, short chains (for tests)")
     p.add_argument("--out", default=None, metavar="DIR", help="study folder; None means study-<profile>")
     p.add_argument("--seed", type=int, default=2026, metavar="S", help="root seed of the whole study")
     p.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), metavar="J",
@@ -43,7 +50,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--methods", type=_csv_list, default=None, metavar="M,M",
                    help="comma-separated registry names (see --list-methods); None means the profile's")
     p.add_argument("--scenarios", "--scenario", dest="scenarios", type=_csv_list, default=None,
-                   metavar="D/S,D/S", help="e.g. nested/easy,non-nested/poor; None means all six")
+                   metavar="D/S,D/S", help="e.g. nested/easy,non-nested/poor or wide-20x4/easy; None means "
+                                           "the profile's")
     p.add_argument("--replicates", type=int, default=None, metavar="R", help="replicates per scenario")
     p.add_argument("--replicate", type=_int_list, default=None, metavar="I",
                    help="run only these replicate indices (0-based; '7', '0,3' or '0-9')")
@@ -57,6 +65,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="do not run anything: rebuild tables and figures from the saved cells")
     p.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
     p.add_argument("--list-methods", action="store_true", help="list the registered methods and exit")
+
+
+def _is_suite(out: Path) -> bool:
+    """Whether the study folder holds a generalisation-suite run (its manifest's profile says so)."""
+    import json
+
+    profile = json.loads((out / "study.json").read_text(encoding="utf-8")).get("profile", {})
+    return str(profile.get("name", "")).startswith("generalisation")
 
 
 def run(args) -> int:
@@ -102,6 +118,12 @@ def run(args) -> int:
                   + ", ".join(f"{s} #{r} {m}" for s, r, m in res.errors[:10]))
     elif not (out / "study.json").exists():
         raise ConfigError(f"--tables-only needs an existing study folder; {str(out)!r} has no study.json.")
+    if _is_suite(out):
+        from vcmc.study.generalisation import write_suite_tables
+
+        paths = write_suite_tables(out, figures=not args.no_figures)
+        print(f"Tables: {paths['markdown']} (and generalisation*.csv beside it)")  # noqa: T201
+        return 0
     paths = write_tables(out)
     print(f"Tables: {paths['markdown']} (and table2..5 .csv/.md beside it)")  # noqa: T201
     if not args.no_figures:

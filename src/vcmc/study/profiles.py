@@ -28,13 +28,18 @@ DEFAULT_METHODS: tuple[str, ...] = ("vcmc-calibrated", "vcmc-ball", "vcmc-hungar
 def normalise_scenario(name: str) -> str:
     """Canonical scenario name (``design/separability``) from user spellings.
 
-    Accepts ``non-nested`` or ``non_nested``, ``hom`` for homogeneous, and ``hard`` for ``poor``.
+    A scenario is one of the paper's six (``non-nested`` or ``non_nested``, ``hom`` for homogeneous and
+    ``hard`` for ``poor`` are accepted) or a design of the generalisation suite (``vcmc.study.designs``).
 
     Raises
     ------
     ConfigError
-        If the name is not one of the six scenarios.
+        If the name is neither.
     """
+    from vcmc.study.designs import GENERALISATION_DESIGNS, is_design
+
+    if is_design(str(name).strip()):
+        return str(name).strip()
     raw = str(name).strip().lower().replace("-", "_").replace(":", "/")
     if "/" not in raw:
         raise ConfigError(f"The scenario {name!r} must be written design/separability, one of "
@@ -45,7 +50,8 @@ def normalise_scenario(name: str) -> str:
     sep = {"hard": "poor"}.get(sep, sep)
     out = f"{design}/{sep}"
     if out not in SCENARIOS:
-        raise ConfigError(f"The scenario {name!r} must be one of {', '.join(SCENARIOS)}. Got {name!r} "
+        raise ConfigError(f"The scenario {name!r} must be one of the paper's {', '.join(SCENARIOS)} or a design "
+                          f"of the generalisation suite ({', '.join(GENERALISATION_DESIGNS)}). Got {name!r} "
                           "instead.")
     return out
 
@@ -72,6 +78,9 @@ class StudyProfile:
         Scenario names (see ``SCENARIOS``).
     oracle_draws : int
         Draws of each oracle (true local partition) summary for Table 2's Appendix-A column.
+    design_scale : float
+        Multiplier of the silo sizes of the generalisation designs (1: as designed; the quick profile
+        shrinks them).
     """
 
     name: str
@@ -84,6 +93,7 @@ class StudyProfile:
     methods: tuple[str, ...] = DEFAULT_METHODS
     scenarios: tuple[str, ...] = SCENARIOS
     oracle_draws: int = 500
+    design_scale: float = 1.0
     fit_overrides: dict = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self):
@@ -110,7 +120,7 @@ class StudyProfile:
         changes = {k: v for k, v in changes.items() if v is not None}
         if not changes:
             return self
-        numeric = {"n_iter", "burn_in", "thin", "n_components", "n_per_silo", "oracle_draws"}
+        numeric = {"n_iter", "burn_in", "thin", "n_components", "n_per_silo", "oracle_draws", "design_scale"}
         name = self.name if not (numeric & set(changes)) else f"{self.name}+custom"
         if "methods" in changes:
             changes["methods"] = tuple(changes["methods"])
@@ -126,8 +136,18 @@ class StudyProfile:
         """
         return {"n_iter": self.n_iter, "burn_in": self.burn_in, "thin": self.thin,
                 "n_components": self.n_components, "n_per_silo": self.n_per_silo,
-                "oracle_draws": self.oracle_draws, "fit_overrides": self.fit_overrides,
-                "fit_config": self.fit_config().to_dict()}
+                "oracle_draws": self.oracle_draws, "design_scale": self.design_scale,
+                "fit_overrides": self.fit_overrides, "fit_config": self.fit_config().to_dict()}
+
+    def for_scenario(self, scenario: str) -> StudyProfile:
+        """The profile one cell runs with: a generalisation design brings its own C+ (at least the
+        profile's); the paper's scenarios use the profile as it is."""
+        from vcmc.study.designs import get_design, is_design
+
+        if not is_design(scenario):
+            return self
+        c_plus = max(self.n_components, get_design(scenario).n_components)
+        return self if c_plus == self.n_components else dataclasses.replace(self, n_components=c_plus)
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
@@ -170,11 +190,37 @@ def quick_profile() -> StudyProfile:
                         n_per_silo=1000, oracle_draws=200)
 
 
-PROFILES = {"paper": paper_profile, "quick": quick_profile}
+#: Methods of the generalisation suite: VCMC with each matching (the default first) and full-data MCMC.
+GENERALISATION_METHODS: tuple[str, ...] = ("vcmc-calibrated", "vcmc-ball", "vcmc-hungarian",
+                                           "vcmc-min-divergence", "full-mcmc")
+
+
+def generalisation_profile() -> StudyProfile:
+    """The generalisation suite (``vcmc.study.designs``): 12 designs x 5 replicates, 10,000 iterations of
+    which 5,000 burn-in, thinning 5 (the chain length a user tries first; the paper's 50,000 would take
+    about 10 hours for the suite on 2 cores), each design with its own C+ (15 or more)."""
+    from vcmc.study.designs import GENERALISATION_DESIGNS
+
+    return StudyProfile(name="generalisation", n_iter=10_000, burn_in=5_000, thin=5, n_components=15,
+                        n_replicates=5, methods=GENERALISATION_METHODS,
+                        scenarios=tuple(GENERALISATION_DESIGNS), oracle_draws=300)
+
+
+def generalisation_quick_profile() -> StudyProfile:
+    """Three small designs at a third of their size, 1,500 iterations, 1 replicate: for tests."""
+    from vcmc.study.designs import QUICK_DESIGNS
+
+    return StudyProfile(name="generalisation-quick", n_iter=1500, burn_in=500, thin=5, n_components=15,
+                        n_replicates=1, methods=GENERALISATION_METHODS, scenarios=QUICK_DESIGNS,
+                        oracle_draws=100, design_scale=1 / 3)
+
+
+PROFILES = {"paper": paper_profile, "quick": quick_profile, "generalisation": generalisation_profile,
+            "generalisation-quick": generalisation_quick_profile}
 
 
 def get_profile(name: str) -> StudyProfile:
-    """A named profile (``"paper"`` or ``"quick"``)."""
+    """A named profile (``"paper"``, ``"quick"``, ``"generalisation"`` or ``"generalisation-quick"``)."""
     if name not in PROFILES:
         raise ConfigError(f"The 'profile' parameter of vcmc study must be one of {', '.join(PROFILES)}. "
                           f"Got {name!r} instead.")

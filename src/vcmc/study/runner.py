@@ -59,8 +59,13 @@ def _stable_hash(name: str) -> int:
 
 
 def cell_seed(root_seed: int, scenario: str, replicate: int) -> np.random.SeedSequence:
-    """The seed sequence owning replicate ``replicate`` of ``scenario``."""
-    k = SCENARIOS.index(normalise_scenario(scenario))
+    """The seed sequence owning replicate ``replicate`` of ``scenario``.
+
+    The paper's scenarios are keyed by their index in ``SCENARIOS``; a generalisation design by
+    ``2**32 + crc32(name)``, so adding a design never changes the seeds of another.
+    """
+    name = normalise_scenario(scenario)
+    k = SCENARIOS.index(name) if name in SCENARIOS else 2**32 + _stable_hash(name)
     return np.random.SeedSequence(int(root_seed), spawn_key=(k, int(replicate)))
 
 
@@ -97,6 +102,11 @@ def cell_path(out: Path, scenario: str, replicate: int) -> Path:
     """Path of the file of one (scenario, replicate)."""
     design, sep = normalise_scenario(scenario).split("/")
     return Path(out) / "cells" / f"{design}-{sep}" / f"rep-{int(replicate):04d}.json"
+
+
+def scenario_truth_silos(dataset) -> np.ndarray:
+    """Number of silos in which each true cluster has a positive probability (its spread)."""
+    return (np.asarray(dataset.weights) > 0).sum(axis=0).astype(np.int64)
 
 
 def _to_jsonable(x):
@@ -174,7 +184,13 @@ def evaluate_result(result, dataset) -> dict:
     of the pooled rows (method.md 9.2); a true cluster left unmatched gets missing estimates and is
     counted in ``n_unmatched_true``. VI uses the natural logarithm.
     """
-    from vcmc.metrics import adjusted_rand_index, align_clusters, variation_of_information
+    from vcmc.metrics import (
+        adjusted_rand_index,
+        align_clusters,
+        best_f1,
+        majority_pieces,
+        variation_of_information,
+    )
 
     true = np.concatenate([np.asarray(t) for t in dataset.labels])
     n_true = int(np.asarray(dataset.global_weights).shape[0])
@@ -200,10 +216,14 @@ def evaluate_result(result, dataset) -> dict:
             p_ci[ok] = np.asarray(result.profiles_ci)[idx]
         rec["aligned"] = aligned.tolist()
         rec["n_unmatched_true"] = int(np.count_nonzero(~ok))
+        n_est = int(np.asarray(result.weights).shape[0])
+        rec["f1"] = best_f1(est, true, n_estimated=n_est, n_true=n_true).tolist()
+        rec["pieces"] = majority_pieces(est, true, n_estimated=n_est, n_true=n_true).tolist()
     else:
         rec["ari"] = rec["vi"] = None
         rec["aligned"] = None
         rec["n_unmatched_true"] = n_true
+        rec["f1"] = rec["pieces"] = None
     rec["pi"] = {"est": est_pi, "lo": pi_ci[:, 0], "hi": pi_ci[:, 1]}
     rec["p"] = {"est": est_p, "lo": p_ci[..., 0], "hi": p_ci[..., 1]}
     rec["has_ci"] = bool(result.weights_ci is not None)
@@ -227,16 +247,21 @@ def evaluate_result(result, dataset) -> dict:
 def simulate_cell(scenario: str, replicate: int, *, profile: StudyProfile, root_seed: int):
     """The dataset of one cell (regenerated identically from the seeds)."""
     from vcmc.simulate import simulate_design
+    from vcmc.study.designs import get_design, is_design
 
-    design, sep = normalise_scenario(scenario).split("/")
-    return simulate_design(design, sep, rng=data_seed(root_seed, scenario, replicate),
-                           n_per_silo=profile.n_per_silo)
+    name = normalise_scenario(scenario)
+    seed = data_seed(root_seed, name, replicate)
+    if is_design(name):
+        return get_design(name).simulate(seed, scale=profile.design_scale)
+    design, sep = name.split("/")
+    return simulate_design(design, sep, rng=seed, n_per_silo=profile.n_per_silo)
 
 
 def _truth(dataset) -> dict:
     return {"weights": np.asarray(dataset.global_weights), "profiles": np.asarray(dataset.profiles),
             "n_modalities": list(dataset.n_modalities),
-            "sizes": np.bincount(np.concatenate(dataset.labels), minlength=len(dataset.global_weights))}
+            "sizes": np.bincount(np.concatenate(dataset.labels), minlength=len(dataset.global_weights)),
+            "n_silos": scenario_truth_silos(dataset), "silo_sizes": list(dataset.n_per_silo)}
 
 
 def run_cell(scenario: str, replicate: int, *, profile: StudyProfile, methods, root_seed: int, out: Path,
@@ -269,6 +294,7 @@ def run_cell(scenario: str, replicate: int, *, profile: StudyProfile, methods, r
     scenario = normalise_scenario(scenario)
     path = cell_path(out, scenario, replicate)
     fp = _to_jsonable(profile.fingerprint())
+    profile = profile.for_scenario(scenario)
     rec = None if force else read_cell(path)
     if rec is not None and (rec.get("fingerprint") != fp or rec.get("root_seed") != int(root_seed)):
         rec = None
@@ -311,6 +337,8 @@ def run_cell(scenario: str, replicate: int, *, profile: StudyProfile, methods, r
             mrec["seed"] = seed
             if method.matching is not None:
                 mrec["matching_estimated"] = _evaluate_estimated_matching(result, shared, dataset)
+                if method.matching == "calibrated":
+                    mrec["matching_levels"] = _matching_at_levels(shared, dataset)
                 mrec["matching_true"] = oracle_matching(
                     dataset, method.matching, seed=_extra_seed(root_seed, scenario, replicate, name),
                     profile=profile)
@@ -339,6 +367,28 @@ def _evaluate_estimated_matching(result, shared, dataset) -> dict | None:
     idx = [by_name[n] for n in names]
     ev = evaluate_matching(result.matching, [local[i] for i in idx], [dataset.labels[i] for i in idx])
     return {"correct": bool(ev["correct"]), "ari": float(ev["ari"]), "n_global": int(ev["n_global"])}
+
+
+#: Other levels of the calibrated closeness test scored on the same summaries (the default's sensitivity).
+SENSITIVITY_LEVELS: tuple[float, ...] = (0.99, 0.9999, 0.999999)
+
+
+def _matching_at_levels(shared, dataset) -> dict | None:
+    """Correct matching, ARI and C of calibrated matching at other levels (pure matching, no aggregation)."""
+    from vcmc.matching import match_calibrated
+    from vcmc.matching.evaluate import evaluate_matching
+
+    local = shared.local_partitions() if shared is not None else None
+    if local is None:
+        return None
+    by_name = {s.name: i for i, s in enumerate(dataset.silos)}
+    idx = [by_name[s.silo] for s in shared.summaries]
+    out = {}
+    for level in SENSITIVITY_LEVELS:
+        m = match_calibrated(shared.summaries, level=level)
+        ev = evaluate_matching(m, [local[i] for i in idx], [dataset.labels[i] for i in idx])
+        out[str(level)] = {"correct": bool(ev["correct"]), "ari": float(ev["ari"]), "n_global": int(ev["n_global"])}
+    return out
 
 
 _WARMED: set = set()
