@@ -100,7 +100,7 @@ class PostprocessConfig:
         to what the silo can resolve: a handful of members kept alive by the fractionated prior has a
         posterior too wide to be told apart from its neighbour, a small but distinct cluster does not.
     resolution_level : float
-        Quantile of that test (default 0.999, the default of calibrated matching).
+        Quantile of that test (default 0.999999, the default of calibrated matching).
     min_cluster_fraction : float
         Local clusters smaller than ``max(min_cluster_size, min_cluster_fraction * n_s)`` have their
         members reallocated inside the silo to their most probable remaining cluster (default 0: off;
@@ -187,7 +187,7 @@ class MatchingConfig:
         local posteriors, never joining two clusters of one silo that its posterior keeps apart
         (``vcmc.matching.calibrated``); "ball": the paper's Ball matching with its radius.
     level : float
-        Quantile of the chi-square closeness test of calibrated matching (default 0.999).
+        Quantile of the chi-square closeness test of calibrated matching (default 0.999999).
     radius : {"overfitted", "finite"} or float
         Ball radius per silo cluster: ``(log n_s / n_s)^(1/4)`` ("overfitted", default),
         ``(log n_s / n_s)^(1/2)`` ("finite") or a user value.

@@ -37,7 +37,7 @@ def match(summaries: Sequence[SiloSummary], config: MatchingConfig | None = None
     summaries : sequence of SiloSummary
         One per silo, in any order.
     config : MatchingConfig, optional
-        Method and its options (default ``MatchingConfig()``: calibrated Ball, level 0.999).
+        Method and its options (default ``MatchingConfig()``: calibrated Ball, level 0.999999).
     divergence : callable (silo_index, DivergenceRequest) -> DivergenceReply, optional
         Needed by ``method="min-divergence"`` only: routes a request to a silo, in process
         (``in_process_divergence``) or remote, and returns its reply.

@@ -78,9 +78,9 @@ def match_calibrated(summaries: Sequence[SiloSummary], *, level: float = DEFAULT
     ----------
     summaries : sequence of SiloSummary
         One per silo (at least 2 draws each, for the posterior variances).
-    level : float, default 0.999
+    level : float, default 0.999999
         Quantile of the chi-square test: two clusters are close when ``T <= chi2_D.ppf(level)``. Higher
-        links more (fewer global clusters).
+        links more (fewer global clusters); see ``vcmc.closeness.DEFAULT_LEVEL`` for the choice.
 
     Returns
     -------

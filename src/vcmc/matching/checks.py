@@ -7,10 +7,11 @@ matching for the two signatures of that failure and say, in the result, which cl
 the evidence is and what to try:
 
 ``single-silo-close``
-    A global cluster present in one silo only while a local cluster of another silo is close to it by the
-    closeness test of ``vcmc.closeness`` (``T <= chi2_D.ppf(level)``): it may be a piece of that other
-    cluster which the matching left apart (for calibrated matching, because the silo's own posterior keeps
-    it apart from the cluster it would join).
+    A global cluster present in one silo only while a local cluster of another silo is nearly close to it
+    by the closeness test of ``vcmc.closeness`` (``T <= chi2_D.ppf(doubt_level)``, a looser quantile than
+    the matching's): it may be a piece of that other cluster which the matching left apart (for calibrated
+    matching, because the silo's own posterior keeps it apart from the cluster it would join, or because
+    the two estimates differ by slightly more than their posteriors allow).
 ``similar-silos-disjoint``
     Two silos whose overall distributions of every variable are indistinguishable (the same test on the
     silos' marginal modality frequencies) but which share fewer than half of their global clusters.
@@ -33,6 +34,8 @@ __all__ = ["matching_checks", "describe_check", "summarise_checks"]
 
 #: Silos sharing fewer than this fraction of their global clusters (Jaccard index) are "disjoint".
 SHARED_FRACTION = 0.5
+#: A doubt is raised a thousand times further into the tail than the matching's own level.
+DOUBT_FACTOR = 1e-3
 _MAX_PAIRS_REPORTED = 5
 
 
@@ -108,7 +111,8 @@ def matching_checks(summaries: Sequence[SiloSummary], matching: Matching, *,
         In the order of ``matching.silos``.
     matching : Matching
     level : float
-        Quantile of the closeness test (the calibrated matching's level).
+        Quantile of the closeness test (the calibrated matching's level); single-silo clusters are
+        flagged up to the quantile ``1 - (1 - level) * DOUBT_FACTOR``.
 
     Returns
     -------
@@ -118,7 +122,8 @@ def matching_checks(summaries: Sequence[SiloSummary], matching: Matching, *,
     if len(summaries) < 2 or any(s.n_draws < 2 for s in summaries):
         return []
     close = cluster_closeness(summaries)
-    threshold = closeness_threshold(close["n_coordinates"], level)
+    doubt_level = 1.0 - (1.0 - level) * DOUBT_FACTOR
+    threshold = closeness_threshold(close["n_coordinates"], doubt_level)
     return _single_silo_close(summaries, matching, close, threshold) + \
         _similar_silos_disjoint(summaries, matching, level)
 
@@ -128,7 +133,7 @@ def describe_check(finding: dict, method: str) -> str:
     if finding["kind"] == "single-silo-close":
         return (f"global cluster {finding['cluster']} ({finding['size']} people) is found in silo "
                 f"{finding['silo']!r} only, yet a cluster of silo {finding['close_silo']!r} (part of global "
-                f"cluster {finding['close_cluster']}) is statistically close to it (closeness "
+                f"cluster {finding['close_cluster']}) is nearly indistinguishable from it (closeness "
                 f"{finding['statistic']:.1f} <= {finding['threshold']:.1f}): it may be a piece of cluster "
                 f"{finding['close_cluster']} left apart by the matching; {_advice(method)}")
     a, b = finding["silos"]

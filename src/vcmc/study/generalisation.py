@@ -113,7 +113,9 @@ def sensitivity_table(df: pd.DataFrame) -> pd.DataFrame:
     """Calibrated matching at other levels on the same summaries: pre-aggregation ARI and K."""
     g = df[df["method"] == DEFAULT_METHOD]
     rows = []
-    levels = [("0.999 (default)", "ari_match", "k_match")] + [
+    from vcmc.closeness import DEFAULT_LEVEL
+
+    levels = [(f"{DEFAULT_LEVEL} (default)", "ari_match", "k_match")] + [
         (str(lv), f"ari_at_{lv}", f"k_at_{lv}") for lv in SENSITIVITY_LEVELS]
     for d, sub in g.groupby("design", sort=False):
         for label, ari, k in levels:

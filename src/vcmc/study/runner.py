@@ -370,7 +370,7 @@ def _evaluate_estimated_matching(result, shared, dataset) -> dict | None:
 
 
 #: Other levels of the calibrated closeness test scored on the same summaries (the default's sensitivity).
-SENSITIVITY_LEVELS: tuple[float, ...] = (0.99, 0.9999, 0.999999)
+SENSITIVITY_LEVELS: tuple[float, ...] = (0.99, 0.999, 0.9999, 1 - 1e-8)
 
 
 def _matching_at_levels(shared, dataset) -> dict | None:
