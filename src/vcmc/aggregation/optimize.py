@@ -35,7 +35,7 @@ import numpy as np
 from scipy.optimize import minimize
 
 from vcmc._rng import as_generator
-from vcmc.aggregation.elbo import Evaluation, Objective, Tuples, evaluation_tuples
+from vcmc.aggregation.elbo import BlockCurvature, Evaluation, Objective, Tuples, evaluation_tuples
 from vcmc.aggregation.weights import project_simplex
 from vcmc.config import AggregationConfig
 from vcmc.exceptions import ConfigError
@@ -70,25 +70,27 @@ class RunOutput:
     converged: np.ndarray
 
 
-def newton_direction(objective: Objective, blocks: np.ndarray, grad: np.ndarray, curv: np.ndarray):
+def newton_direction(objective: Objective, blocks: np.ndarray, grad: np.ndarray, curv: BlockCurvature):
     """Tangent-space Newton direction per block: argmax ``g.d - d.B.d/2`` subject to ``sum_s d_s = 0``.
 
-    Solved in closed form with one batched linear solve over all blocks and starts:
-    ``d = B^-1 (g - lambda e)``, ``lambda = e.B^-1 g / e.B^-1 e`` where e marks the block's silos
-    (silos outside a block get an identity row and a zero gradient, hence d = 0 there).
+    Solved in closed form on each block's present silos, with one batched linear solve per group of
+    blocks of equal size: ``d = B^-1 (g - lambda e)``, ``lambda = e.B^-1 g / e.B^-1 e`` (silos outside a
+    block keep d = 0).
     """
-    lay = objective.layout
-    s = lay.n_silos
-    both = lay.mask[:, :, None] & lay.mask[:, None, :]
-    bm = np.where(both[None], curv, np.eye(s)[None, None])
-    # a tiny ridge keeps blocks with a flat direction solvable (e.g. one cluster: every silo's pi is 1 and
-    # the pi block has neither curvature nor gradient along the tangent space)
-    diag = np.trace(bm, axis1=-2, axis2=-1) / s
-    bm = bm + (1e-10 * diag + 1e-300)[..., None, None] * np.eye(s)
-    e = np.broadcast_to(lay.mask.astype(np.float64), grad.shape)
-    sol = np.linalg.solve(bm, np.stack([grad, e], axis=-1))                 # (R, nb, S, 2)
-    lam = np.sum(e * sol[..., 0], axis=-1) / np.sum(e * sol[..., 1], axis=-1)
-    d = (sol[..., 0] - lam[..., None] * sol[..., 1]) * lay.mask
+    s = objective.layout.n_silos
+    d = np.zeros_like(grad)
+    for blk, silos, mat in curv.groups:             # a loop over the distinct block sizes
+        k = silos.shape[1]
+        eye = np.eye(k)
+        # a tiny ridge keeps blocks with a flat direction solvable (e.g. one cluster: every silo's pi is 1
+        # and the pi block has neither curvature nor gradient along the tangent space); its scale is the
+        # mean diagonal of the S x S system where the silos outside the block have unit rows
+        diag = (np.trace(mat, axis1=-2, axis2=-1) + (s - k)) / s
+        bm = mat + (1e-10 * diag + 1e-300)[..., None, None] * eye
+        g = grad[:, blk[:, None], silos]                                    # (R, B, k)
+        sol = np.linalg.solve(bm, np.stack([g, np.ones_like(g)], axis=-1))  # (R, B, k, 2)
+        lam = np.sum(sol[..., 0], axis=-1) / np.sum(sol[..., 1], axis=-1)
+        d[:, blk[:, None], silos] = sol[..., 0] - lam[..., None] * sol[..., 1]
     # fraction to the boundary: no weight may lose more than 90% of itself in one step
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(d < 0, -_TO_BOUNDARY * blocks / d, np.inf)
@@ -214,7 +216,7 @@ def run_starts(objective: Objective, init: np.ndarray, config: AggregationConfig
 
 def _subset(ev, keep):
     return Evaluation(value=ev.value[keep], grad=None if ev.grad is None else ev.grad[keep],
-                      curv=None if ev.curv is None else ev.curv[keep])
+                      curv=None if ev.curv is None else ev.curv.subset(keep))
 
 
 def _softmax_blocks(z: np.ndarray, mask: np.ndarray, floor: float) -> tuple[np.ndarray, np.ndarray]:

@@ -28,7 +28,7 @@ from vcmc.aggregation.optimize import run_starts
 from vcmc.aggregation.weights import AggregationWeights, BlockLayout, count_blocks, project_simplex
 from vcmc.config import AggregationConfig, PriorConfig
 from vcmc.exceptions import ConfigError
-from vcmc.matching.types import MatchedDraws
+from vcmc.matching.types import MatchedDraws, take_profiles
 
 
 @dataclass(frozen=True)
@@ -82,6 +82,8 @@ class AggregationResult:
 
 
 _DEFAULT_CONFIG = AggregationConfig()
+# draws gathered per silo at a time by the push-forward (bounds its work memory)
+_PUSH_ROWS = 512
 _DEFAULT_PRIOR = PriorConfig()
 
 _SHARES = {
@@ -121,7 +123,11 @@ def pair_draws(matched: MatchedDraws, rng=None, n_out: int | None = None) -> np.
 
 
 def push_forward(matched: MatchedDraws, weights: AggregationWeights, idx: np.ndarray):
-    """Aggregated draws ``sum_s omega^s theta^s`` of paired draws ``idx`` (S, T) (method.md section 8)."""
+    """Aggregated draws ``sum_s omega^s theta^s`` of paired draws ``idx`` (S, T) (method.md section 8).
+
+    Only each silo's present clusters are gathered, ``_PUSH_ROWS`` draws at a time, so the work memory
+    does not grow with the number of draws (the silos are added in order, as a plain loop would).
+    """
     var_col = BlockLayout(matched.present, matched.n_modalities).var_of_col
     t = idx.shape[1]
     c = matched.n_global
@@ -129,9 +135,11 @@ def push_forward(matched: MatchedDraws, weights: AggregationWeights, idx: np.nda
     prof_out = np.zeros((t, c, var_col.size))
     for s in range(matched.n_silos):             # a loop over silos only
         pi_out += weights.pi[s] * matched.pi[s][idx[s]]
-        wcol = weights.profiles[s][:, var_col]                           # (C, P)
-        present = matched.present[s]
-        prof_out[:, present, :] += wcol[present] * matched.profiles[s][idx[s]][:, present, :]
+        present = np.flatnonzero(matched.present[s])
+        wcol = weights.profiles[s][present][:, var_col]                  # (C_s, P)
+        for t0 in range(0, t, _PUSH_ROWS):
+            rows = idx[s, t0:t0 + _PUSH_ROWS]
+            prof_out[t0:t0 + _PUSH_ROWS, present, :] += wcol * take_profiles(matched.profiles[s], rows, present)
     return pi_out, prof_out
 
 
