@@ -75,11 +75,14 @@ class Evaluation:
         Positive semi-definite curvature ``-Hessian`` of each block with the count tables held fixed:
         exact for objective (a) (clipping negative table entries at 0), the complete-data (EM) curvature
         for (b), which bounds the observed-data curvature from above.
+    per_tuple : ndarray of shape (R, M) or None
+        The relaxed ELBO of each tuple (data term of that tuple plus the entropy); ``value`` is its mean.
     """
 
     value: np.ndarray
     grad: np.ndarray | None = None
     curv: BlockCurvature | None = None
+    per_tuple: np.ndarray | None = None
 
 
 class BlockCurvature:
@@ -324,7 +327,8 @@ class Objective:
             out.append(Evaluation(
                 value=np.concatenate([e.value for e in evs]),
                 grad=None if evs[0].grad is None else np.concatenate([e.grad for e in evs]),
-                curv=None if evs[0].curv is None else BlockCurvature.concatenate([e.curv for e in evs])))
+                curv=None if evs[0].curv is None else BlockCurvature.concatenate([e.curv for e in evs]),
+                per_tuple=np.concatenate([e.per_tuple for e in evs])))
         return out
 
     def _evaluate_chunk(self, blocks, requests, soft, offsets, r0) -> list[Evaluation]:
@@ -341,23 +345,25 @@ class Objective:
             if soft is None:
                 a_tab = self.tables[0][None, None, :]
                 b_tab = self.tables[1][None, None, :, :]
-                data = (lpi @ self.tables[0]).mean(axis=1) + (
-                    lph.reshape(r, m, -1) @ self.tables[1].ravel()).mean(axis=1)
+                terms = (lpi @ self.tables[0], lph.reshape(r, m, -1) @ self.tables[1].ravel())
+                data = terms[0].mean(axis=1) + terms[1].mean(axis=1)
             else:
                 # soft counts are ordered by request, then start, then tuple
                 sl = slice(offsets[k] + r0 * m, offsets[k] + (r0 + r) * m)
                 a_tab = soft[0][sl].reshape(r, m, c) + self.alpha - 1.0
                 b_tab = soft[1][sl].reshape(r, m, c, p) + self.beta_col - 1.0
                 ll = soft[2][sl].reshape(r, m)
-                data = (ll + (self.alpha - 1.0) * lpi.sum(axis=2)
-                        + (lph @ (self.beta_col - 1.0)).sum(axis=2)).mean(axis=1)
+                terms = (ll + (self.alpha - 1.0) * lpi.sum(axis=2) + (lph @ (self.beta_col - 1.0)).sum(axis=2),)
+                data = terms[0].mean(axis=1)
             del lph
             value = data + entropy
+            # per-tuple values (their mean is ``value``): the noise scale of the "plateau" stopping rule
+            per_tuple = sum(terms) + entropy[:, None]
             if not want_grad:
-                out.append(Evaluation(value=value))
+                out.append(Evaluation(value=value, per_tuple=per_tuple))
                 continue
             grad, curv = self._grad_curv(blocks, tup, pihat, phat, a_tab, b_tab, want_grad >= 2)
-            out.append(Evaluation(value=value, grad=grad, curv=curv))
+            out.append(Evaluation(value=value, grad=grad, curv=curv, per_tuple=per_tuple))
         return out
 
     def _pair_sums(self, per_cluster: np.ndarray, tup: Tuples) -> np.ndarray:

@@ -55,6 +55,8 @@ class AggregationResult:
     n_starts : int
     starts : dict
         Diagnostics of the starting points (ELBO per kind of start, number of starts).
+    timings : dict
+        Seconds spent in ``setup`` (objective and evaluation tuples), ``optimise`` and ``push_forward``.
     """
 
     weights: AggregationWeights
@@ -71,6 +73,7 @@ class AggregationResult:
     seconds: float
     n_starts: int
     starts: dict = field(default_factory=dict)
+    timings: dict = field(default_factory=dict)
 
     def summary(self) -> dict:
         """JSON-ready summary (weights, ELBO, rounds, what was shared)."""
@@ -245,6 +248,7 @@ def aggregate(matched: MatchedDraws, *, config: AggregationConfig = _DEFAULT_CON
         shares = (_SHARES[base] + f"; {config.n_starts} space-filling starts x {config.design_iter} "
                   "iterations, all starts batched in each round, best relaxed ELBO kept")
     eval_tup = obj.tuples(evaluation_tuples(matched, config.n_eval, ss_eval))
+    t1 = time.perf_counter()
     starts: dict = {}
     if strategy == "design":
         count0 = count_blocks(layout, matched.n_rows, matched.sizes)[None]
@@ -267,10 +271,12 @@ def aggregate(matched: MatchedDraws, *, config: AggregationConfig = _DEFAULT_CON
                   "init_elbo": float(out.trace[0][0]) if out.trace[0].size else None}
         n_starts = 1
     weights = layout.to_weights(out.blocks[best])
+    t2 = time.perf_counter()
     pi_d, prof_d = push_forward(matched, weights, pair_draws(matched, ss_out, n_out))
+    t3 = time.perf_counter()
     return AggregationResult(weights=weights, pi_draws=pi_d, profile_draws=prof_d,
                              elbo=float(out.value[best]), elbo_trace=out.trace[best],
                              n_iter=int(out.n_iter[best]), converged=bool(out.converged[best]),
                              n_rounds=int(obj.n_rounds), strategy=strategy, objective=objective,
-                             shares=shares, seconds=time.perf_counter() - t0, n_starts=n_starts,
-                             starts=starts)
+                             shares=shares, seconds=t3 - t0, n_starts=n_starts, starts=starts,
+                             timings={"setup": t1 - t0, "optimise": t2 - t1, "push_forward": t3 - t2})
