@@ -24,10 +24,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from vcmc._rng import as_generator
+from vcmc.aggregation._kernels import aggregate_pairs, gather_pairs, gram_rows, gram_sym, pair_sums
 from vcmc.aggregation.weights import AggregationWeights, BlockLayout
 from vcmc.config import PriorConfig
 from vcmc.exceptions import ConfigError, InconsistentSiloSummaries
-from vcmc.matching.types import MatchedDraws, take_profiles
+from vcmc.matching.types import MatchedDraws, MatchedProfiles, take_profiles
 from vcmc.model import beta_per_column, profile_offsets
 
 CountsFn = Callable[[np.ndarray | None, np.ndarray | None], tuple[np.ndarray, np.ndarray, np.ndarray]]
@@ -223,6 +224,7 @@ class Objective:
         self.pair_cluster, self.pair_silo = np.nonzero(matched.present.T)
         self.n_pairs = int(self.pair_cluster.size)
         self.seg = np.searchsorted(self.pair_cluster, np.arange(c))
+        self.seg_end = np.append(self.seg[1:], self.n_pairs)
         self.pairs_of_silo = [np.flatnonzero(self.pair_silo == s) for s in range(matched.n_silos)]
         # curvature: pairs grouped by the number of silos of their cluster (a batched Gram per group)
         # and columns grouped by the number of modalities of their variable
@@ -259,16 +261,29 @@ class Objective:
             raise ConfigError("the observed-data objective needs counts_fn (silo-side soft counts)")
 
     # -----------------------------------------------------------------------------------------------
-    def tuples(self, idx: np.ndarray) -> Tuples:
-        """Gather the draws of tuples ``idx`` (S, M): weights (S, M, C), profiles in pair layout (M, N, P)."""
+    def tuples(self, idx: np.ndarray, out: np.ndarray | None = None) -> Tuples:
+        """Gather the draws of tuples ``idx`` (S, M): weights (S, M, C), profiles in pair layout (M, N, P).
+
+        ``out`` (M, N, P) of ``draw_dtype``, optional: a buffer to gather the profiles into (the optimiser
+        reuses one for its minibatches instead of allocating tens of MB per iteration).
+        """
         idx = np.asarray(idx, dtype=np.int64)
         pi = np.stack([p[i] for p, i in zip(self._pi, idx, strict=True)])
-        prof = np.empty((idx.shape[1], self.n_pairs, self.beta_col.size), dtype=self.draw_dtype)
+        shape = (idx.shape[1], self.n_pairs, self.beta_col.size)
+        if out is None or out.shape != shape or out.dtype != self.draw_dtype:
+            out = np.empty(shape, dtype=self.draw_dtype)
         for s, pairs in enumerate(self.pairs_of_silo):     # a loop over silos, one gather each
-            if pairs.size:
-                prof[:, pairs] = take_profiles(self.matched.profiles[s], idx[s], self.pair_cluster[pairs],
-                                               self.draw_dtype)
-        return Tuples(idx=idx, pi=pi, profiles=prof)
+            if not pairs.size:
+                continue
+            prof = self.matched.profiles[s]
+            clusters = self.pair_cluster[pairs]
+            direct = prof.direct_local(clusters) if isinstance(prof, MatchedProfiles) else None
+            if direct is not None:
+                src, local = direct
+                gather_pairs(src, idx[s], local, pairs, out)
+            else:
+                out[:, pairs] = take_profiles(prof, idx[s], clusters, self.draw_dtype)
+        return Tuples(idx=idx, pi=pi, profiles=out)
 
     def _pair_columns(self, blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """pi weights (R, S) and the profile weight of every pair and column (R, N, P)."""
@@ -280,13 +295,9 @@ class Objective:
         """Aggregated draws for R weight sets: pihat (R, M, C), phat (R, M, C, P)."""
         w0, wcol = self._pair_columns(blocks)
         pihat = np.einsum("rs,smc->rmc", w0, tup.pi, optimize=True)
-        r, (m, n, p) = blocks.shape[0], tup.profiles.shape
+        r, (m, _, p) = blocks.shape[0], tup.profiles.shape
         phat = np.empty((r, m, self.matched.n_global, p))
-        # chunks of tuples keep the (R, chunk, N, P) product near _CHUNK_ELEMENTS numbers
-        step = max(1, int(_CHUNK_ELEMENTS // max(r * n * p, 1)))
-        for m0 in range(0, m, step):
-            prod = wcol[:, None] * tup.profiles[None, m0:m0 + step]
-            phat[:, m0:m0 + step] = np.add.reduceat(prod, self.seg, axis=2)
+        aggregate_pairs(np.ascontiguousarray(wcol), tup.profiles, self.seg, self.seg_end, phat)
         return pihat, phat
 
     def evaluate(self, blocks: np.ndarray, requests) -> list[Evaluation]:
@@ -345,7 +356,9 @@ class Objective:
             if soft is None:
                 a_tab = self.tables[0][None, None, :]
                 b_tab = self.tables[1][None, None, :, :]
-                terms = (lpi @ self.tables[0], lph.reshape(r, m, -1) @ self.tables[1].ravel())
+                # 2-D products: one BLAS call each (a stacked 3-D @ 1-D product does not use BLAS)
+                terms = ((lpi.reshape(r * m, -1) @ self.tables[0]).reshape(r, m),
+                         (lph.reshape(r * m, -1) @ self.tables[1].ravel()).reshape(r, m))
                 data = terms[0].mean(axis=1) + terms[1].mean(axis=1)
             else:
                 # soft counts are ordered by request, then start, then tuple
@@ -367,18 +380,10 @@ class Objective:
         return out
 
     def _pair_sums(self, per_cluster: np.ndarray, tup: Tuples) -> np.ndarray:
-        """``sum_m per_cluster[r, m, c_k, j] x[m, k, j]`` for every pair k: (R, M, C, P) -> (R, N, P).
-
-        Chunked over tuples so the gathered (R, chunk, N, P) product stays near _CHUNK_ELEMENTS numbers.
-        """
-        r, (m, n, p) = per_cluster.shape[0], tup.profiles.shape
-        step = max(1, int(_CHUNK_ELEMENTS // max(r * n * p, 1)))
-        acc = None
-        for m0 in range(0, m, step):
-            part = (per_cluster[:, m0:m0 + step][:, :, self.pair_cluster]
-                    * tup.profiles[None, m0:m0 + step]).sum(axis=1)
-            acc = part if acc is None else acc + part
-        return acc
+        """``sum_m per_cluster[r, m, c_k, j] x[m, k, j]`` for every pair k: (R, M, C, P) -> (R, N, P)."""
+        out = np.zeros((per_cluster.shape[0], self.n_pairs, tup.profiles.shape[2]))
+        pair_sums(np.ascontiguousarray(per_cluster), tup.profiles, self.pair_cluster, out)
+        return out
 
     def _grad_curv(self, blocks, tup, pihat, phat, a_tab, b_tab, want_curv):
         lay = self.layout
@@ -408,18 +413,17 @@ class Objective:
                    (z0 @ z0.transpose(0, 2, 1))[:, None] / m)]
         del z0
         sb = np.sqrt(np.maximum(np.broadcast_to(b_tab, phh.shape), 0.0)) / phh      # (R, M, C, P)
-        y = tup.profiles[None] * sb[:, :, pc]                                       # (R, M, N, P)
-        del sb
         q_all = lay.n_vars
         for n, clusters in self._size_groups:       # a loop over the distinct numbers of silos per cluster
             pairs = self.seg[clusters][:, None] + np.arange(n)[None, :]             # (G, n)
             g = clusters.size
             mats = np.empty((r, g, q_all, n, n))
             for kk, qs in self._mod_groups:         # and over the distinct numbers of modalities
-                cols = self._mod_cols[kk]                                           # (V, kk)
-                yy = y[:, :, pairs[:, :, None, None], cols[None, None]]             # (R, M, G, n, V, kk)
-                yy = yy.transpose(0, 2, 4, 3, 1, 5).reshape(r, g, qs.size, n, m * kk)
-                mats[:, :, qs] = yy @ yy.swapaxes(-1, -2) / m
+                rows = np.empty((r, g, qs.size, n, m * kk))
+                gram_rows(tup.profiles, sb, clusters, self.seg, self._mod_cols[kk], rows)
+                gram = np.empty((r, g, qs.size, n, n))
+                gram_sym(rows, gram)
+                mats[:, :, qs] = gram / m
             silos = ps[pairs]                                                        # (G, n)
             if lay.tie == "per_block":
                 blk = (1 + clusters[:, None] * q_all + np.arange(q_all)[None, :]).ravel()

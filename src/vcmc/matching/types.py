@@ -133,6 +133,12 @@ class MatchedProfiles:
             out[:, j] = merged
         return out
 
+    def direct_local(self, clusters):
+        """``(local draws (T, K, P), local index of each cluster)`` when every cluster in ``clusters`` is fed
+        by exactly one local cluster (its draws are then the local ones, gathered as they are); else None."""
+        loc = self._local_of[np.asarray(clusters, dtype=np.int64)]
+        return (self._prof, loc) if np.all(loc >= 0) else None
+
     def __getitem__(self, key):
         key = key if isinstance(key, tuple) else (key,)
         rows = np.arange(self.shape[0])[key[0]]
