@@ -8,7 +8,6 @@ tuples in order), so the results are the same numbers; the innermost loops run o
 
 from __future__ import annotations
 
-import numpy as np
 from numba import njit
 
 
@@ -98,29 +97,3 @@ def gather_pairs(src, rows, local, dest, out):  # pragma: no cover - compiled
             for j in range(n_p):
                 out[m, k, j] = src[t, l, j]
 
-
-@njit(cache=True)
-def profile_log_terms(wcol, x, seg_start, seg_end, table, tiny, out):  # pragma: no cover - compiled
-    """``out[r, m] = sum_{c, j} table[c, j] log(max(phat[r, m, c, j], tiny))`` without storing phat.
-
-    ``phat`` is summed as in ``aggregate_pairs``; the value-only evaluations (the fixed evaluation tuples
-    of every iteration) need nothing else, and C P logs per tuple are the bulk of their work.
-    """
-    n_r = wcol.shape[0]
-    n_m = x.shape[0]
-    n_c = seg_start.size
-    n_p = x.shape[2]
-    acc = np.empty(n_p)
-    for r in range(n_r):
-        for m in range(n_m):
-            total = 0.0
-            for c in range(n_c):
-                k0 = seg_start[c]
-                for j in range(n_p):
-                    acc[j] = wcol[r, k0, j] * x[m, k0, j]
-                for k in range(k0 + 1, seg_end[c]):
-                    for j in range(n_p):
-                        acc[j] += wcol[r, k, j] * x[m, k, j]
-                for j in range(n_p):
-                    total += table[c, j] * np.log(max(acc[j], tiny))
-            out[r, m] = total

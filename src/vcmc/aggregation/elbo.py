@@ -30,7 +30,6 @@ from vcmc.aggregation._kernels import (
     gram_rows,
     gram_sym,
     pair_sums,
-    profile_log_terms,
 )
 from vcmc.aggregation.weights import AggregationWeights, BlockLayout
 from vcmc.config import PriorConfig
@@ -357,9 +356,6 @@ class Objective:
         out = []
         for k, (tup, want_grad) in enumerate(requests):
             m = tup.size
-            if soft is None and not want_grad:
-                out.append(self._value_only(blocks, tup, entropy))
-                continue
             pihat, phat = self.aggregate(blocks, tup)
             lpi = np.log(np.maximum(pihat, _TINY))
             lph = np.log(np.maximum(phat, _TINY))
@@ -388,19 +384,6 @@ class Objective:
             grad, curv = self._grad_curv(blocks, tup, pihat, phat, a_tab, b_tab, want_grad >= 2)
             out.append(Evaluation(value=value, grad=grad, curv=curv, per_tuple=per_tuple))
         return out
-
-    def _value_only(self, blocks, tup, entropy) -> Evaluation:
-        """Objective (a) on ``tup`` without storing the aggregated profiles (one compiled pass)."""
-        r, m = blocks.shape[0], tup.size
-        w0, wcol = self._pair_columns(blocks)
-        pihat = np.einsum("rs,smc->rmc", w0, tup.pi, optimize=True)
-        lpi = np.log(np.maximum(pihat, _TINY))
-        prof_terms = np.empty((r, m))
-        profile_log_terms(np.ascontiguousarray(wcol), tup.profiles, self.seg, self.seg_end, self.tables[1],
-                          _TINY, prof_terms)
-        terms = ((lpi.reshape(r * m, -1) @ self.tables[0]).reshape(r, m), prof_terms)
-        value = terms[0].mean(axis=1) + terms[1].mean(axis=1) + entropy
-        return Evaluation(value=value, per_tuple=terms[0] + terms[1] + entropy[:, None])
 
     def _pair_sums(self, per_cluster: np.ndarray, tup: Tuples) -> np.ndarray:
         """``sum_m per_cluster[r, m, c_k, j] x[m, k, j]`` for every pair k: (R, M, C, P) -> (R, N, P)."""

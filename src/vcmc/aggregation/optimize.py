@@ -40,13 +40,14 @@ Every run also stops after ``max_iter`` iterations; the best evaluated iterate i
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import minimize
 
 # a dependency of scikit-learn, hence always installed with vcmc
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 from vcmc._rng import as_generator
 from vcmc.aggregation.elbo import BlockCurvature, Evaluation, Objective, Tuples, evaluation_tuples
@@ -186,11 +187,17 @@ def run_starts(objective: Objective, init: np.ndarray, config: AggregationConfig
     # the BLAS calls of an iteration are tiny (products of a few thousand numbers, 30 x 30 solves): with
     # several BLAS threads on a busy machine each call waits for threads to wake (measured: a 200 x 4,160
     # matrix-vector product 0.1 ms on one thread, 16 ms with two threads on a loaded 2-core machine)
-    with threadpool_limits(limits=1, user_api="blas"):
+    with _blas_controller().limit(limits=1, user_api="blas"):
         if config.optimizer == "softmax-lbfgs":
             return _run_lbfgs(objective, init, config, eval_tuples=eval_tuples, n_iter=n_iter)
         return _run_projected(objective, init, config, rng, eval_tuples=eval_tuples, n_iter=n_iter,
                               evaluate_each=evaluate_each)
+
+
+@functools.cache
+def _blas_controller() -> ThreadpoolController:
+    """One scan of the loaded BLAS libraries per process (a scan takes milliseconds)."""
+    return ThreadpoolController()
 
 
 def _run_projected(objective: Objective, init: np.ndarray, config: AggregationConfig, rng, *,
