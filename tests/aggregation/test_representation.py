@@ -219,3 +219,20 @@ def test_profile_offsets_cover_the_pair_layout_columns(make, nested):
     obj = Objective(pr.matched, BlockLayout.from_matched(pr.matched), "complete", PriorConfig())
     cols = np.sort(np.concatenate([c.ravel() for c in obj._mod_cols.values()]))
     np.testing.assert_array_equal(cols, np.arange(profile_offsets(pr.matched.n_modalities)[-1]))
+
+
+def test_lazy_and_dense_matched_profiles_aggregate_alike():
+    # the same matched draws as views on the local draws and as dense arrays: the compiled gathers (single
+    # local cluster) and the merging fallback must give what the dense arrays give
+    import dataclasses
+
+    summaries, matching = _merged_problem()
+    lazy = build_matched_draws(summaries, matching)
+    dense = dataclasses.replace(lazy, profiles=tuple(np.asarray(p) for p in lazy.profiles))
+    cfg = AggregationConfig(max_iter=15)
+    a, b = (aggregate(md, config=cfg, rng=7, n_out=30) for md in (lazy, dense))
+    assert a.n_iter == b.n_iter
+    np.testing.assert_allclose(a.weights.profiles, b.weights.profiles, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(a.profile_draws, b.profile_draws, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(a.pi_draws, b.pi_draws, rtol=1e-12, atol=1e-14)
+    assert a.elbo == pytest.approx(b.elbo, rel=1e-12)

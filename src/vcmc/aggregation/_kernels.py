@@ -97,3 +97,16 @@ def gather_pairs(src, rows, local, dest, out):  # pragma: no cover - compiled
             for j in range(n_p):
                 out[m, k, j] = src[t, l, j]
 
+
+
+@njit(cache=True)
+def push_pairs(src, rows, local, clusters, wcol, out):  # pragma: no cover - compiled
+    """``out[t, clusters[i], :] += wcol[i, :] * src[rows[t], local[i], :]``: one silo's push-forward term."""
+    n_p = src.shape[2]
+    for t in range(rows.size):
+        r = rows[t]
+        for i in range(local.size):
+            l = local[i]
+            c = clusters[i]
+            for j in range(n_p):
+                out[t, c, j] += wcol[i, j] * src[r, l, j]

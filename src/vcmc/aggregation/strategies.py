@@ -22,13 +22,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from vcmc._rng import as_generator, as_seed_sequence
+from vcmc.aggregation._kernels import push_pairs
 from vcmc.aggregation.designs import latin_hypercube_blocks
 from vcmc.aggregation.elbo import CountsFn, Objective, check_matched, evaluation_tuples
 from vcmc.aggregation.optimize import run_starts
 from vcmc.aggregation.weights import AggregationWeights, BlockLayout, count_blocks, project_simplex
 from vcmc.config import AggregationConfig, PriorConfig
 from vcmc.exceptions import ConfigError
-from vcmc.matching.types import MatchedDraws, take_profiles
+from vcmc.matching.types import MatchedDraws, MatchedProfiles, take_profiles
 
 
 @dataclass(frozen=True)
@@ -140,9 +141,14 @@ def push_forward(matched: MatchedDraws, weights: AggregationWeights, idx: np.nda
         pi_out += weights.pi[s] * matched.pi[s][idx[s]]
         present = np.flatnonzero(matched.present[s])
         wcol = weights.profiles[s][present][:, var_col]                  # (C_s, P)
+        prof = matched.profiles[s]
+        direct = prof.direct_local(present) if isinstance(prof, MatchedProfiles) else None
+        if direct is not None:                   # straight from the local draws, no gathered copy
+            push_pairs(direct[0], np.ascontiguousarray(idx[s]), direct[1], present, wcol, prof_out)
+            continue
         for t0 in range(0, t, _PUSH_ROWS):
             rows = idx[s, t0:t0 + _PUSH_ROWS]
-            prof_out[t0:t0 + _PUSH_ROWS, present, :] += wcol * take_profiles(matched.profiles[s], rows, present)
+            prof_out[t0:t0 + _PUSH_ROWS, present, :] += wcol * take_profiles(prof, rows, present)
     return pi_out, prof_out
 
 
