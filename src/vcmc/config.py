@@ -240,9 +240,14 @@ class AggregationConfig:
         One weight per silo for each (variable, cluster) block, or one per (silo, cluster).
     optimizer : {"projected-adaptive", "projected-sgd", "softmax-lbfgs", "exponentiated"}
     max_iter : int
-        Iterations per start (default 1000); stop when the ELBO changes by less than ``tol``.
+        Iterations per start (default 1000); stop earlier by the ``stop`` rule.
     tol : float
         ELBO tolerance of the stopping rule (default 0.1, the paper's).
+    stop : {"absolute", "plateau"}
+        "absolute" (default, the paper's): stop when the ELBO on the evaluation tuples changes by less
+        than ``tol`` between two iterations. "plateau" (scale-aware): stop when its gain over the last 10
+        iterations is below ``tol`` or below 2 standard errors of the per-tuple gains, so the rule scales
+        with the number of rows (see ``vcmc.aggregation.optimize``).
     n_draws_batch : int
         Draw tuples per gradient step (M, default 50).
     n_eval : int
@@ -265,6 +270,7 @@ class AggregationConfig:
         "projected-adaptive")
     max_iter: int = 1000
     tol: float = 0.1
+    stop: Literal["absolute", "plateau"] = "absolute"
     n_draws_batch: int = 50
     n_eval: int = 200
     n_starts: int = 300
@@ -281,6 +287,8 @@ class AggregationConfig:
                "one of 'per_block', 'per_cluster'", self.tie)
         _check(self.max_iter >= 1, "AggregationConfig", "max_iter", "an int >= 1", self.max_iter)
         _check(self.tol > 0, "AggregationConfig", "tol", "a float in (0, inf)", self.tol)
+        _check(self.stop in ("absolute", "plateau"), "AggregationConfig", "stop", "one of 'absolute', "
+               "'plateau'", self.stop)
         _check(self.n_draws_batch >= 1, "AggregationConfig", "n_draws_batch", "an int >= 1",
                self.n_draws_batch)
         _check(self.n_eval >= 1, "AggregationConfig", "n_eval", "an int >= 1", self.n_eval)

@@ -50,7 +50,7 @@ def test_curvature_is_the_hessian_of_the_complete_objective(make):
             dn[0, b, t] -= h
             g_up = obj.evaluate(up, [(tup, 1)])[0].grad[0, b]
             g_dn = obj.evaluate(dn, [(tup, 1)])[0].grad[0, b]
-            np.testing.assert_allclose(-(g_up - g_dn) / (2 * h), ev.curv[0, b, :, t], rtol=1e-4, atol=1e-3)
+            np.testing.assert_allclose(-(g_up - g_dn) / (2 * h), ev.curv.dense()[0, b, :, t], rtol=1e-4, atol=1e-3)
 
 
 def test_entropy_term_and_public_relaxed_elbo(make):

@@ -22,13 +22,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from vcmc._rng import as_generator, as_seed_sequence
+from vcmc.aggregation._kernels import push_pairs
 from vcmc.aggregation.designs import latin_hypercube_blocks
 from vcmc.aggregation.elbo import CountsFn, Objective, check_matched, evaluation_tuples
 from vcmc.aggregation.optimize import run_starts
 from vcmc.aggregation.weights import AggregationWeights, BlockLayout, count_blocks, project_simplex
 from vcmc.config import AggregationConfig, PriorConfig
 from vcmc.exceptions import ConfigError
-from vcmc.matching.types import MatchedDraws
+from vcmc.matching.types import MatchedDraws, MatchedProfiles, take_profiles
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,8 @@ class AggregationResult:
     n_starts : int
     starts : dict
         Diagnostics of the starting points (ELBO per kind of start, number of starts).
+    timings : dict
+        Seconds spent in ``setup`` (objective and evaluation tuples), ``optimise`` and ``push_forward``.
     """
 
     weights: AggregationWeights
@@ -71,6 +74,7 @@ class AggregationResult:
     seconds: float
     n_starts: int
     starts: dict = field(default_factory=dict)
+    timings: dict = field(default_factory=dict)
 
     def summary(self) -> dict:
         """JSON-ready summary (weights, ELBO, rounds, what was shared)."""
@@ -82,6 +86,8 @@ class AggregationResult:
 
 
 _DEFAULT_CONFIG = AggregationConfig()
+# draws gathered per silo at a time by the push-forward (bounds its work memory)
+_PUSH_ROWS = 512
 _DEFAULT_PRIOR = PriorConfig()
 
 _SHARES = {
@@ -121,7 +127,11 @@ def pair_draws(matched: MatchedDraws, rng=None, n_out: int | None = None) -> np.
 
 
 def push_forward(matched: MatchedDraws, weights: AggregationWeights, idx: np.ndarray):
-    """Aggregated draws ``sum_s omega^s theta^s`` of paired draws ``idx`` (S, T) (method.md section 8)."""
+    """Aggregated draws ``sum_s omega^s theta^s`` of paired draws ``idx`` (S, T) (method.md section 8).
+
+    Only each silo's present clusters are gathered, ``_PUSH_ROWS`` draws at a time, so the work memory
+    does not grow with the number of draws (the silos are added in order, as a plain loop would).
+    """
     var_col = BlockLayout(matched.present, matched.n_modalities).var_of_col
     t = idx.shape[1]
     c = matched.n_global
@@ -129,9 +139,16 @@ def push_forward(matched: MatchedDraws, weights: AggregationWeights, idx: np.nda
     prof_out = np.zeros((t, c, var_col.size))
     for s in range(matched.n_silos):             # a loop over silos only
         pi_out += weights.pi[s] * matched.pi[s][idx[s]]
-        wcol = weights.profiles[s][:, var_col]                           # (C, P)
-        present = matched.present[s]
-        prof_out[:, present, :] += wcol[present] * matched.profiles[s][idx[s]][:, present, :]
+        present = np.flatnonzero(matched.present[s])
+        wcol = weights.profiles[s][present][:, var_col]                  # (C_s, P)
+        prof = matched.profiles[s]
+        direct = prof.direct_local(present) if isinstance(prof, MatchedProfiles) else None
+        if direct is not None:                   # straight from the local draws, no gathered copy
+            push_pairs(direct[0], np.ascontiguousarray(idx[s]), direct[1], present, wcol, prof_out)
+            continue
+        for t0 in range(0, t, _PUSH_ROWS):
+            rows = idx[s, t0:t0 + _PUSH_ROWS]
+            prof_out[t0:t0 + _PUSH_ROWS, present, :] += wcol * take_profiles(prof, rows, present)
     return pi_out, prof_out
 
 
@@ -237,6 +254,7 @@ def aggregate(matched: MatchedDraws, *, config: AggregationConfig = _DEFAULT_CON
         shares = (_SHARES[base] + f"; {config.n_starts} space-filling starts x {config.design_iter} "
                   "iterations, all starts batched in each round, best relaxed ELBO kept")
     eval_tup = obj.tuples(evaluation_tuples(matched, config.n_eval, ss_eval))
+    t1 = time.perf_counter()
     starts: dict = {}
     if strategy == "design":
         count0 = count_blocks(layout, matched.n_rows, matched.sizes)[None]
@@ -259,10 +277,12 @@ def aggregate(matched: MatchedDraws, *, config: AggregationConfig = _DEFAULT_CON
                   "init_elbo": float(out.trace[0][0]) if out.trace[0].size else None}
         n_starts = 1
     weights = layout.to_weights(out.blocks[best])
+    t2 = time.perf_counter()
     pi_d, prof_d = push_forward(matched, weights, pair_draws(matched, ss_out, n_out))
+    t3 = time.perf_counter()
     return AggregationResult(weights=weights, pi_draws=pi_d, profile_draws=prof_d,
                              elbo=float(out.value[best]), elbo_trace=out.trace[best],
                              n_iter=int(out.n_iter[best]), converged=bool(out.converged[best]),
                              n_rounds=int(obj.n_rounds), strategy=strategy, objective=objective,
-                             shares=shares, seconds=time.perf_counter() - t0, n_starts=n_starts,
-                             starts=starts)
+                             shares=shares, seconds=t3 - t0, n_starts=n_starts, starts=starts,
+                             timings={"setup": t1 - t0, "optimise": t2 - t1, "push_forward": t3 - t2})

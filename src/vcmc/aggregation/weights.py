@@ -19,7 +19,7 @@ import numpy as np
 
 from vcmc._rng import as_generator
 from vcmc.exceptions import ConfigError
-from vcmc.matching.types import MatchedDraws
+from vcmc.matching.types import MatchedDraws, take_profiles
 from vcmc.model import profile_offsets, variable_of_column
 
 
@@ -263,8 +263,10 @@ def inverse_variance_weights(matched: MatchedDraws) -> AggregationWeights:
     starts = layout.offsets[:-1]
     for i, prof in enumerate(matched.profiles):        # a loop over silos only
         if prof.shape[0] > 1:
-            v = np.var(prof, axis=0, ddof=1)                                   # (C, P)
-            var_prof[i] = np.add.reduceat(v, starts, axis=1)
+            # only the present clusters: absent ones are outside every block's mask
+            present = np.flatnonzero(layout.present[i])
+            v = np.var(take_profiles(prof, np.arange(prof.shape[0]), present), axis=0, ddof=1)   # (C_s, P)
+            var_prof[i, present] = np.add.reduceat(v, starts, axis=1)
     traces = np.vstack([var_pi[None, :], var_prof.transpose(1, 2, 0).reshape(c * layout.n_vars, s)])
     with np.errstate(divide="ignore"):
         inv = np.where(layout.mask & (traces > 0), 1.0 / traces, 0.0)
