@@ -230,3 +230,20 @@ def test_simulated_files_read_back_exactly(tmp_path):
     for got, want in zip(silos, d.silos, strict=True):
         np.testing.assert_array_equal(got.codes, want.codes)
         assert got.schema == d.schema
+
+
+def test_csv_cells_are_read_verbatim_as_text(tmp_path):
+    # "01", "1" and "1.0" are three modalities; "None" and " yes" (leading space) are labels, not missing;
+    # only the NA strings are missing, and identifiers keep their leading zeros.
+    p = _write(tmp_path, "t.csv", "id,code,answer\n007,01,None\n008,1, yes\n009,1.0,NA\n010,01,yes\n")
+    silo = read_csv(p, id_column="id")
+    assert silo.schema["code"].modalities == ("01", "1", "1.0")  # equal as numbers: ties sorted as text
+    assert set(silo.schema["answer"].modalities) == {"None", " yes", "yes"}
+    assert silo.row_ids.tolist() == ["007", "008", "009", "010"]
+    assert all(type(i) is str for i in silo.row_ids)
+    answer = silo.schema["answer"].modalities
+    np.testing.assert_array_equal(silo.codes[:, 1], [answer.index("None"), answer.index(" yes"), MISSING,
+                                                     answer.index("yes")])
+    code = silo.schema["code"].modalities
+    np.testing.assert_array_equal(silo.codes[:, 0], [code.index("01"), code.index("1"), code.index("1.0"),
+                                                     code.index("01")])
