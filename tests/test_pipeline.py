@@ -61,3 +61,26 @@ def test_matchings_share_one_apply_step(nested_easy, short_config):
     for m, r in res.items():
         assert adjusted_rand_index(np.concatenate(r.assignments), truth) > 0.85, m
     np.testing.assert_allclose(again.pi_draws, res["ball"].pi_draws)
+
+
+def test_rows_are_labelled_by_the_global_posterior_and_the_classification_is_reported():
+    """A small silo's rows are classified better with profiles estimated from every silo than with its own;
+    each silo keeps its rows' memberships and sends only cluster-level sums."""
+    from vcmc.config import AggregationConfig, FitConfig, SamplerConfig
+    from vcmc.simulate import simulate
+
+    w = [[0.4, 0.3, 0.3], [0.4, 0.3, 0.3]]
+    data = simulate(n_per_silo=[150, 3000], weights=w, n_modalities=(3,) * 8, concentration=1.0, rng=4)
+    base = FitConfig(sampler=SamplerConfig(n_iter=2000, burn_in=1000, thin=5))
+    results = {}
+    for mode in ("posterior", "local"):
+        cfg = dataclasses.replace(base, aggregation=AggregationConfig(assign=mode))
+        with make_transport(data.silos, cfg, kind="inprocess") as tr:
+            results[mode] = run_vcmc(tr, cfg, rng=2)
+    small = {m: adjusted_rand_index(data.labels[0], r.assignments[0]) for m, r in results.items()}
+    assert small["posterior"] > small["local"] + 0.02
+    post = results["posterior"]
+    cls = post.diagnostics["classification"]
+    assert 0.0 < cls["relative_entropy"] <= 1.0
+    assert set(cls["relative_entropy_per_silo"]) == {"silo_1", "silo_2"}
+    assert all(0.3 < p <= 1.0 for p in cls["average_probability"] if p is not None)

@@ -261,6 +261,16 @@ class AggregationConfig:
     step_size : float
         Base step in weight units of "projected-sgd" (scaled by 1/(n sqrt(t))) and "exponentiated";
         the default "projected-adaptive" (a Newton step in each block's tangent space) needs none.
+    assign : {"posterior", "local"}
+        How each silo labels its rows once the global posterior is known. "posterior" (default): a row's
+        membership of each global cluster is its allocation probability under the global profile draws
+        and the silo's own weights of the global clusters, averaged over ``assign_draws`` draws, and its
+        label the most probable cluster (profiles estimated from all silos classify borderline rows
+        better than a silo's own; the silo's own weights keep a cluster that is common in this silo and
+        rare elsewhere from losing its members). "local": the silo's local posterior propagated through
+        the matching (the paper's).
+    assign_draws : int
+        Posterior draws sent to each silo for its memberships (default 100, evenly spaced).
     """
 
     strategy: Literal["contingency", "federated-gradient", "design"] = "contingency"
@@ -277,6 +287,8 @@ class AggregationConfig:
     design_iter: int = 10
     floor: float = 1e-6
     step_size: float = 0.02
+    assign: Literal["posterior", "local"] = "posterior"
+    assign_draws: int = 100
 
     def __post_init__(self):
         _check(self.strategy in ("contingency", "federated-gradient", "design"), "AggregationConfig",
@@ -296,6 +308,9 @@ class AggregationConfig:
         _check(0 < self.floor < 0.01, "AggregationConfig", "floor", "a float in (0, 0.01)", self.floor)
         _check(self.step_size > 0, "AggregationConfig", "step_size", "a float in (0, inf)",
                self.step_size)
+        _check(self.assign in ("posterior", "local"), "AggregationConfig", "assign",
+               "one of 'posterior', 'local'", self.assign)
+        _check(self.assign_draws >= 1, "AggregationConfig", "assign_draws", "an int >= 1", self.assign_draws)
 
     @property
     def resolved_objective(self) -> str:

@@ -22,7 +22,6 @@ from vcmc.config import FitConfig
 from vcmc.exceptions import SiloFailure
 from vcmc.federation.faults import FaultPolicy, gather
 from vcmc.federation.protocol import (
-    AssignReply,
     AssignRequest,
     CountsRequest,
     DivergenceReply,
@@ -112,6 +111,49 @@ def _counts_fn(transport, names, matching: Matching, policy: FaultPolicy):
     return counts
 
 
+def _even(n_total: int, n_take: int) -> np.ndarray:
+    return np.unique(np.linspace(0, n_total - 1, min(n_total, n_take)).round().astype(np.int64))
+
+
+def _assign_requests(names, matching: Matching, matched, agg, config) -> dict[str, AssignRequest]:
+    """One request per silo: the global profile draws with that silo's own weights of the global clusters
+    (``AggregationConfig.assign == "posterior"``), or the matching alone (``"local"``)."""
+    if config.assign == "local":
+        return {n: AssignRequest(assignment=matching.assignment[s], n_global=matching.n_global)
+                for s, n in enumerate(names)}
+    idx = _even(agg.profile_draws.shape[0], config.assign_draws)
+    profiles = np.asarray(agg.profile_draws[idx], dtype=np.float64)
+    reqs = {}
+    for s, n in enumerate(names):
+        pi_s = np.asarray(matched.pi[s], dtype=np.float64)
+        pi_s = pi_s[_even(pi_s.shape[0], idx.size)]
+        if pi_s.shape[0] != idx.size:          # a silo with fewer draws than asked: repeat them in turn
+            pi_s = pi_s[np.arange(idx.size) % pi_s.shape[0]]
+        reqs[n] = AssignRequest(assignment=matching.assignment[s], n_global=matching.n_global, pi=pi_s,
+                                profiles=profiles)
+    return reqs
+
+
+def classification_quality(replies, names) -> dict:
+    """Relative entropy ``1 - E / (n log K)`` overall and per silo (as Mplus and StepMix report it: 1 when
+    every row is certain, 0 when memberships are uniform) and the average posterior probability of
+    assignment per global cluster, from the silos' cluster-level sums."""
+    def relative(entropy, n, k):
+        return float(1.0 - entropy / (n * np.log(k))) if k > 1 and n > 0 else 1.0
+
+    k = int(np.asarray(replies[0].counts).shape[0])
+    counts = np.sum([np.asarray(r.counts, dtype=np.float64) for r in replies], axis=0)
+    prob = np.sum([np.asarray(r.probability if r.probability is not None else r.counts, dtype=np.float64)
+                   for r in replies], axis=0)
+    per_silo = {n: relative(float(r.entropy), float(np.sum(r.counts)), k) for n, r in zip(names, replies,
+                                                                                         strict=True)}
+    with np.errstate(invalid="ignore", divide="ignore"):
+        avg = np.where(counts > 0, prob / counts, np.nan)
+    return {"relative_entropy": relative(float(sum(r.entropy for r in replies)), float(counts.sum()), k),
+            "relative_entropy_per_silo": per_silo,
+            "average_probability": [None if not np.isfinite(v) else float(v) for v in avg]}
+
+
 def server_steps(summaries: list[SiloSummary], transport, config: FitConfig, *, rng: RngLike = None,
                  method: str = "vcmc", policy: FaultPolicy | None = None,
                  timings: dict[str, float] | None = None, failures: list[SiloFailure] | None = None
@@ -149,13 +191,10 @@ def server_steps(summaries: list[SiloSummary], transport, config: FitConfig, *, 
     timings["aggregation"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    partition_counts = np.zeros((len(names), matching.n_global), dtype=np.int64)
-    reqs = {n: AssignRequest(assignment=matching.assignment[s], n_global=matching.n_global)
-            for s, n in enumerate(names)}
+    reqs = _assign_requests(names, matching, matched, agg, config.aggregation)
     replies, _ = gather(transport, reqs, FaultPolicy(min_silos=None, timeout=policy.timeout), stage="assign")
-    for s, n in enumerate(names):
-        reply: AssignReply = replies[n]
-        partition_counts[s] = reply.counts
+    partition_counts = np.stack([np.asarray(replies[n].counts, dtype=np.int64) for n in names])
+    classification = classification_quality([replies[n] for n in names], names)
     timings["partition"] = time.perf_counter() - t0
     timings["total"] = sum(v for k, v in timings.items() if k != "total")
 
@@ -186,6 +225,7 @@ def server_steps(summaries: list[SiloSummary], transport, config: FitConfig, *, 
         "local": {s.silo: {"n_clusters": s.n_clusters, "n_withheld": s.n_withheld,
                            "counts_suppressed": s.counts_suppressed, **s.diagnostics} for s in summaries},
         "matching_checks": checks,
+        "classification": classification,
         "warnings": warn + artefacts,
     }
     for w in warn:

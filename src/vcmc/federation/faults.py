@@ -114,11 +114,17 @@ def validate_reply(silo: str, request: Message, reply: Message) -> None:
                 bad(f"shapes {reply.cluster.shape}, {reply.modality.shape}, {reply.loglik.shape}; expected "
                     f"({m}, {c}), ({m}, {c}, {p}), ({m},)")
     elif isinstance(reply, AssignReply):
-        counts = np.asarray(reply.counts)
-        if counts.ndim != 1 or not np.all(np.isfinite(counts)) or np.any(counts < 0):
-            bad("counts must be a 1-d array of non-negative numbers")
-        if isinstance(request, AssignRequest) and counts.shape[0] != int(request.n_global):
-            bad(f"counts has {counts.shape[0]} entries, expected n_global = {request.n_global}")
+        for name in ("counts", "expected", "probability"):
+            arr = getattr(reply, name)
+            if arr is None:
+                continue
+            arr = np.asarray(arr)
+            if arr.ndim != 1 or not np.all(np.isfinite(arr)) or np.any(arr < 0):
+                bad(f"{name} must be a 1-d array of non-negative numbers")
+            if isinstance(request, AssignRequest) and arr.shape[0] != int(request.n_global):
+                bad(f"{name} has {arr.shape[0]} entries, expected n_global = {request.n_global}")
+        if not (np.isfinite(reply.entropy) and reply.entropy >= 0):
+            bad("entropy must be a finite number >= 0")
 
 
 def _schema_outliers(replies: Mapping[str, Message]) -> dict[str, str]:

@@ -99,29 +99,41 @@ class CountsReply(Message):
 
 @dataclass(frozen=True)
 class AssignRequest(Message):
-    """Relabel the silo's rows with global clusters; the silo keeps the labels and returns counts.
+    """Give the silo's rows their memberships of the global clusters; the silo keeps them (row-level).
 
-    Without parameters the local partition is propagated through ``assignment``; with ``pi`` and
-    ``profiles`` each row is reallocated to its most probable global cluster under them.
+    Without parameters the local posterior is propagated through ``assignment`` (a row's membership of a
+    global cluster is its share of kept iterations in the local clusters mapped to it). With ``pi`` and
+    ``profiles`` (draws of this silo's weights of the global clusters and of the global profiles) a row's
+    membership is its allocation probability averaged over the draws. The label of a row is its most
+    probable global cluster.
     """
 
     KIND = "assign_request"
-    VERSION = 1
+    VERSION = 2
 
     assignment: np.ndarray             # (K_s,)
     n_global: int
-    pi: np.ndarray | None = None       # (C,)
-    profiles: np.ndarray | None = None  # (C, P)
+    pi: np.ndarray | None = None       # (T, C) or (C,)
+    profiles: np.ndarray | None = None  # (T, C, P) or (C, P)
 
 
 @dataclass(frozen=True)
 class AssignReply(Message):
-    """Members of each global cluster in the silo, shape (C,)."""
+    """Cluster-level summaries of the silo's memberships (sums over its rows; nothing row-level).
+
+    ``counts`` (C,): rows labelled with each cluster; ``expected`` (C,): the sum of the memberships (the
+    expected cluster sizes); ``probability`` (C,): the sum, over the rows labelled with each cluster, of
+    their membership of it (divided by ``counts`` it is the average posterior probability of assignment);
+    ``entropy``: the sum over rows of the entropy of their memberships (nats).
+    """
 
     KIND = "assign_reply"
-    VERSION = 1
+    VERSION = 2
 
     counts: np.ndarray
+    expected: np.ndarray | None = None
+    probability: np.ndarray | None = None
+    entropy: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,6 @@ from vcmc.federation.protocol import (
     SummarizeRequest,
 )
 from vcmc.messages import Message
-from vcmc.model import log_likelihood_rows
 from vcmc.silo.disclosure import apply_min_cluster_size, effective_privacy, protect_counts
 from vcmc.silo.summary import LocalPosterior, SiloSummary
 
@@ -77,6 +76,9 @@ class LocalSilo:
         The post-processed, disclosure-controlled local posterior of the last ``summarize``.
     assignments : ndarray of shape (n_rows,) or None
         Global cluster of each row after ``assign``; stays in the silo.
+    memberships : ndarray of shape (n_rows, C) or None
+        Posterior probability of each row belonging to each global cluster after ``assign``; stays in
+        the silo.
     """
 
     def __init__(self, data, *, privacy: PrivacyConfig | None = None, jobs: int = 1, progress=None,
@@ -94,6 +96,7 @@ class LocalSilo:
         self.state_dir = None if state_dir is None else Path(state_dir)
         self.local: LocalPosterior | None = None
         self.assignments: np.ndarray | None = None
+        self.memberships: np.ndarray | None = None
 
     # -- the one entry point ---------------------------------------------------------------------------
 
@@ -168,7 +171,7 @@ class LocalSilo:
             self.restore_state({k[len("state."):]: v for k, v in arrays.items() if k.startswith("state.")})
         except Exception:  # noqa: BLE001 - a damaged cache is recomputed, never trusted
             return None
-        self.assignments = None
+        self.assignments = self.memberships = None
         return summary
 
     def _save_cached(self, request: SummarizeRequest, summary: SiloSummary) -> None:
@@ -177,7 +180,8 @@ class LocalSilo:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         path = self._cache_path(request)
         arrays = {f"summary.{k}": np.asarray(v) for k, v in summary.to_arrays().items()}
-        arrays.update({f"state.{k}": v for k, v in self.export_state().items() if k != "assignments"})
+        arrays.update({f"state.{k}": v for k, v in self.export_state().items()
+                       if k not in ("assignments", "memberships")})
         tmp = path.with_name(path.name + ".tmp.npz")
         np.savez(tmp, **arrays)
         os.replace(tmp, path)
@@ -206,7 +210,7 @@ class LocalSilo:
             counts, n_suppressed = protect_counts(counts, privacy, np.random.default_rng(noise_seed),
                                                   n_modalities=self.n_modalities, secure=self.secure_noise)
         self.local = local
-        self.assignments = None
+        self.assignments = self.memberships = None
         return summary.with_changes(counts=counts, n_withheld=int(n_merged), counts_suppressed=n_suppressed)
 
     def _require_local(self, what: str) -> LocalPosterior:
@@ -265,24 +269,41 @@ class LocalSilo:
                            modality=np.asarray(modality, dtype=np.float64), loglik=np.zeros(0))
 
     def assign(self, request: AssignRequest) -> AssignReply:
-        """Give every row a global label (kept in ``self.assignments``); return the members per cluster.
+        """Memberships of every row in the global clusters and its label (both kept in the silo).
 
-        Without parameters the local partition is propagated through ``assignment``; with ``pi`` and
-        ``profiles`` each row goes to its most probable global cluster under them.
+        Without parameters the local posterior is propagated through ``assignment``: a row's membership of
+        a global cluster is its share of kept iterations in the local clusters mapped to it. With ``pi`` and
+        ``profiles`` (draws) it is the allocation probability averaged over the draws
+        (``vcmc.silo.memberships``). The label is the most probable cluster; only cluster-level sums leave.
         """
+        from vcmc.silo.memberships import membership_summary, posterior_memberships
+
         n_global = int(request.n_global)
         if request.pi is not None and request.profiles is not None:
-            pi = np.asarray(request.pi, dtype=np.float64)
+            pi = np.atleast_2d(np.asarray(request.pi, dtype=np.float64))
             profiles = np.asarray(request.profiles, dtype=np.float64)
-            if pi.shape != (n_global,) or profiles.shape[0] != n_global:
-                raise ConfigError(f"assign: pi and profiles must have {n_global} clusters; got shapes "
-                                  f"{pi.shape} and {profiles.shape}")
-            labels = np.argmax(log_likelihood_rows(self.codes, pi, profiles, self.n_modalities), axis=1)
+            if profiles.ndim == 2:
+                profiles = profiles[None]
+            p = int(np.sum(self.n_modalities))
+            if pi.shape[1] != n_global or profiles.shape[1:] != (n_global, p) or pi.shape[0] != profiles.shape[0]:
+                raise ConfigError(f"assign: pi and profiles must be draws of {n_global} clusters over {p} "
+                                  f"modality columns; got shapes {pi.shape} and {profiles.shape}")
+            memberships = posterior_memberships(self.codes, self.n_modalities, pi, profiles)
+            labels = np.argmax(memberships, axis=1)
         else:
             a = self._check_assignment(request.assignment, n_global, "assign")
+            onehot = np.zeros((a.size, n_global))
+            onehot[np.arange(a.size), a] = 1.0
+            memberships = self.local.membership @ onehot
+            # the propagated local partition, unless another global cluster is strictly more probable
+            # (several local clusters mapped to one); a tie keeps the local label
             labels = a[self.local.partition]
+            best = np.argmax(memberships, axis=1)
+            rows = np.arange(labels.size)
+            labels = np.where(memberships[rows, best] > memberships[rows, labels] + 1e-12, best, labels)
         self.assignments = labels.astype(np.int64)
-        return AssignReply(counts=np.bincount(self.assignments, minlength=n_global).astype(np.int64))
+        self.memberships = memberships
+        return AssignReply(**membership_summary(memberships, self.assignments))
 
     # -- state that must survive between messages (Flower starts a fresh process per message) -------------
 
@@ -300,6 +321,8 @@ class LocalSilo:
             out["local.diag_values"] = np.asarray([self.local.diagnostics[k] for k in keys], dtype=np.float64)
         if self.assignments is not None:
             out["assignments"] = self.assignments
+        if self.memberships is not None:
+            out["memberships"] = self.memberships
         return out
 
     def restore_state(self, state) -> None:
@@ -316,3 +339,4 @@ class LocalSilo:
         else:
             self.local = None
         self.assignments = np.asarray(state["assignments"]) if "assignments" in state else None
+        self.memberships = np.asarray(state["memberships"]) if "memberships" in state else None
