@@ -35,9 +35,10 @@ def _as_silos(silos) -> list:
 
 def make_transport(silos, config: FitConfig, *, jobs: int = 1, kind: str = "auto", progress=None,
                    state_dir=None):
-    """In-process silos (``kind="inprocess"``) or one worker process per silo (``"process"``).
+    """In-process silos (``kind="inprocess"``) or ``jobs`` worker processes hosting the silos (``"process"``).
 
-    ``"auto"`` uses processes when ``jobs > 1`` and there is more than one silo. ``progress`` is called
+    ``"auto"`` uses processes when ``jobs > 1`` and there is more than one silo; never more than ``jobs``
+    processes, whatever the number of silos. ``progress`` is called
     with Gibbs iterations done (any silo) while the silos run their chains; with ``state_dir`` each silo
     saves its finished apply step there and an identical later run reuses it.
     """
@@ -50,7 +51,7 @@ def make_transport(silos, config: FitConfig, *, jobs: int = 1, kind: str = "auto
         return InProcessTransport([LocalSilo(d, privacy=config.privacy, progress=progress, state_dir=state_dir)
                                    for d in silos])
     if kind == "process":
-        return ProcessPoolTransport(silos, privacy=config.privacy, state_dir=state_dir,
+        return ProcessPoolTransport(silos, privacy=config.privacy, state_dir=state_dir, max_workers=jobs,
                                     progress=None if progress is None else (lambda _silo, n: progress(n)))
     raise ConfigError(f"The 'transport' parameter of vcmc.fit must be one of 'auto', 'inprocess', "
                       f"'process'. Got {kind!r} instead.")

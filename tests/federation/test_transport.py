@@ -96,3 +96,32 @@ def test_pool_timeout_and_killed_worker_are_reported_by_name(small_sim, tiny_con
         assert isinstance(out[a], SiloFailure) and isinstance(out[b], SiloFailure)
         assert out[b].silo == b and "died" in out[b].reason
     assert os.getpid()  # the pool closed cleanly after failures
+
+
+def test_pool_with_fewer_workers_than_silos_gives_the_same_replies(small_sim, tiny_config, summarize_request):
+    """--jobs J caps the worker processes at J whatever the number of silos; replies do not change."""
+    silos = small_sim.silos
+    names = [d.name for d in silos]
+    requests = {n: summarize_request(tiny_config, i) for i, n in enumerate(names)}
+    with InProcessTransport([LocalSilo(d) for d in silos]) as tr:
+        ref = tr.call(requests)
+    with ProcessPoolTransport(silos, max_workers=2) as pool:
+        pids = pool.pids()
+        assert len(set(pids.values())) == 2 and set(pool.hello) == set(names)
+        got = pool.call(requests)
+        assign = pool.call({n: AssignRequest(assignment=np.zeros(got[n].n_clusters, int), n_global=1)
+                            for n in names})
+        assert set(pool.local_assignments()) == set(names)
+        for n in names:
+            a, b = _comparable(ref[n]), _comparable(got[n])
+            for key in a:
+                np.testing.assert_array_equal(np.asarray(a[key]), np.asarray(b[key]), err_msg=f"{n}.{key}")
+            assert assign[n].counts.sum() == silos[0].n_rows
+        # killing a worker fails exactly the silos it hosts
+        victim = names[0]
+        shared = {n for n in names if pids[n] == pids[victim]}
+        pool.kill(victim)
+        out = pool.call({n: AssignRequest(assignment=np.zeros(got[n].n_clusters, int), n_global=1)
+                         for n in names})
+        assert {n for n, r in out.items() if isinstance(r, SiloFailure)} == shared
+    assert not any(_alive(p) for p in pids.values())

@@ -7,9 +7,10 @@ failure is ``vcmc.federation.faults.gather``'s job, under the user's ``FaultPoli
 - ``InProcessTransport``: ``LocalSilo`` objects in this process, called one after the other. Every
   request and reply is encoded with ``to_arrays()`` and decoded again (``roundtrip=True``), so an
   in-process run exercises exactly the encoding the other transports use.
-- ``ProcessPoolTransport``: one long-lived worker process per silo, holding its ``LocalSilo`` (state such
-  as the local partition persists between calls); silos run in parallel; the encoded messages travel
-  through pipes. Same seed, same replies as in-process: the silo's random stream comes in the request.
+- ``ProcessPoolTransport``: long-lived worker processes (one per silo, or at most ``max_workers`` each
+  hosting several silos), holding the silos' ``LocalSilo`` objects (state such as the local partition
+  persists between calls); workers run in parallel; the encoded messages travel through pipes. Same seed,
+  same replies as in-process: the silo's random stream comes in the request.
 - ``FlowerTransport`` (``vcmc.federation.flower``): silos are Flower SuperNodes.
 """
 
@@ -195,66 +196,80 @@ class _PipeProgress:
 
     Only a count crosses, and only inside one machine's process pool (never a boundary message)."""
 
-    def __init__(self, conn):
+    def __init__(self, conn, name: str):
         self.conn = conn
+        self.name = name
 
     def __call__(self, n: int) -> None:
         with contextlib.suppress(BrokenPipeError, OSError):
-            self.conn.send((_PROGRESS, int(n)))
+            self.conn.send((_PROGRESS, self.name, int(n)))
 
 
-def _worker_main(conn, spec, privacy: PrivacyConfig, jobs: int, report_progress: bool = False,
-                 state_dir=None) -> None:
-    """Body of one silo's worker process: build the LocalSilo, say hello, answer requests until told to stop.
+def _worker_main(conn, hosted, jobs: int, report_progress: bool = False, state_dir=None) -> None:
+    """Body of one worker process: build its silos' ``LocalSilo`` objects, say hello for each, then answer
+    requests ``(silo name, encoded request)`` one at a time until told to stop.
 
-    The loop ends on ``None`` or when the server's end of the pipe closes (EOF), so a worker never
-    outlives its server for longer than the request it is computing.
+    ``hosted`` lists ``(name, spec, privacy)``. The loop ends on ``None`` or when the server's end of the
+    pipe closes (EOF), so a worker never outlives its server for longer than the request it is computing.
     """
     from vcmc.silo.local import LocalSilo
 
     with contextlib.suppress(ValueError):  # not in the main thread under some launchers
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server handles Ctrl-C and closes the pool
+    silos = {}
     try:
         # Import the apply step now (scipy, numba, arviz: seconds) so the handshake, not the first
         # request, pays for it and stage timings measure the work.
         import vcmc.silo.apply  # noqa: F401
         import vcmc.silo.build_summary  # noqa: F401
-
-        data = spec() if callable(spec) else spec
-        silo = LocalSilo(data, privacy=privacy, jobs=jobs,
-                         progress=_PipeProgress(conn) if report_progress else None, state_dir=state_dir)
-        conn.send(silo.handle(HelloRequest()).to_arrays())
     except Exception as exc:  # noqa: BLE001
-        conn.send(sanitise_exception(exc, "startup").to_arrays())
+        for name, _, _ in hosted:
+            conn.send((name, sanitise_exception(exc, "startup").to_arrays()))
         conn.close()
         return
+    for name, spec, privacy in hosted:
+        try:
+            data = spec() if callable(spec) else spec
+            silo = LocalSilo(data, privacy=privacy, jobs=jobs,
+                             progress=_PipeProgress(conn, name) if report_progress else None,
+                             state_dir=state_dir)
+            conn.send((name, silo.handle(HelloRequest()).to_arrays()))
+            silos[name] = silo
+        except Exception as exc:  # noqa: BLE001
+            conn.send((name, sanitise_exception(exc, "startup").to_arrays()))
     while True:
         try:
-            arrays = conn.recv()
+            message = conn.recv()
         except (EOFError, OSError):
             break
-        if arrays is None:
+        if message is None:
             break
+        name, arrays = message
         if isinstance(arrays, str) and arrays == _ASSIGNMENTS:
             # Private control command of the process pool (one machine, one user): not a boundary message.
-            conn.send(silo.assignments)
+            conn.send((name, getattr(silos.get(name), "assignments", None)))
             continue
         try:
+            if name not in silos:
+                raise NotFittedError(f"silo {name!r} failed to start in this worker")
             request = decode_message(arrays)
-            reply = silo.handle(request)
+            reply = silos[name].handle(request)
             encoded = reply.to_arrays()
         except Exception as exc:  # noqa: BLE001
             encoded = sanitise_exception(exc, str(arrays.get("__kind__", "?"))).to_arrays()
         try:
-            conn.send(encoded)
+            conn.send((name, encoded))
         except (BrokenPipeError, OSError):
             break
     conn.close()
 
 
 class _Worker:
-    def __init__(self, name: str, process, conn):
-        self.name = name
+    """One worker process and the silos it hosts (their requests are answered one after the other)."""
+
+    def __init__(self, index: int, names: list[str], process, conn):
+        self.index = index
+        self.names = names
         self.process = process
         self.conn = conn
         self.dead_reason: str | None = None
@@ -280,8 +295,22 @@ def _shutdown(workers: list[_Worker], grace: float) -> None:
             w.conn.close()
 
 
+def _balanced_groups(specs, n_workers: int) -> list[list[int]]:
+    """Silo indices per worker: largest silos first to the least-loaded worker (rows when known, else 1).
+
+    Deterministic; results never depend on it (each silo's stream comes in its requests)."""
+    loads = [0] * n_workers
+    groups: list[list[int]] = [[] for _ in range(n_workers)]
+    weight = [int(getattr(spec, "n_rows", 1)) if not callable(spec) else 1 for _, spec in specs]
+    for i in sorted(range(len(specs)), key=lambda j: (-weight[j], j)):
+        w = min(range(n_workers), key=lambda k: (loads[k], k))
+        groups[w].append(i)
+        loads[w] += weight[i]
+    return [sorted(g) for g in groups if g]
+
+
 class ProcessPoolTransport(_TransportBase):
-    """One long-lived worker process per silo, running in parallel (the default of ``vcmc fit``).
+    """Silos in long-lived worker processes, running in parallel (the default of ``vcmc fit --jobs J``).
 
     Parameters
     ----------
@@ -292,6 +321,10 @@ class ProcessPoolTransport(_TransportBase):
         Each silo's disclosure limits, as its operator would set them (default ``PrivacyConfig()``).
     jobs_per_silo : int
         Processes each silo may use for its chains (passed to ``LocalSilo``).
+    max_workers : int, optional
+        Worker processes (default: one per silo). With fewer workers than silos, each worker hosts several
+        silos (largest first to the least-loaded worker) and answers their requests one after the other,
+        so ``--jobs 2`` with 40 silos runs 2 processes, not 40 competing for 2 cores.
     start_method : {"forkserver", "spawn", "fork"}
         How workers start (default "forkserver": a fresh server process imports the library once and
         forks each worker from it; "spawn" re-imports everything in every worker).
@@ -306,15 +339,16 @@ class ProcessPoolTransport(_TransportBase):
     Notes
     -----
     A worker that times out is terminated (its late reply could otherwise be read as the answer to a
-    later request); a worker that died stays dead. Both are reported as ``SiloFailure`` by every later
-    call. ``close()`` (also called by ``with``, by garbage collection and at interpreter exit) stops
-    every worker, so no process is left behind.
+    later request); a worker that died stays dead. Both are reported as ``SiloFailure`` for every silo it
+    hosts, by every later call. ``close()`` (also called by ``with``, by garbage collection and at
+    interpreter exit) stops every worker, so no process is left behind.
     """
 
     def __init__(self, silos: Sequence | Mapping[str, Callable], *,
                  privacy: PrivacyConfig | Mapping[str, PrivacyConfig] | None = None,
-                 jobs_per_silo: int = 1, start_method: str = "forkserver", startup_timeout: float = 300.0,
-                 progress: Callable[[str, int], None] | None = None, state_dir=None):
+                 jobs_per_silo: int = 1, max_workers: int | None = None, start_method: str = "forkserver",
+                 startup_timeout: float = 300.0, progress: Callable[[str, int], None] | None = None,
+                 state_dir=None):
         specs = list(silos.items()) if isinstance(silos, Mapping) else [(s.name, s) for s in silos]
         names = [n for n, _ in specs]
         if len(set(names)) != len(names):
@@ -322,64 +356,62 @@ class ProcessPoolTransport(_TransportBase):
         if jobs_per_silo < 1:
             raise ConfigError(f"The 'jobs_per_silo' parameter of ProcessPoolTransport must be an int >= 1. "
                               f"Got {jobs_per_silo!r} instead.")
+        if max_workers is not None and (isinstance(max_workers, bool) or not isinstance(max_workers, int)
+                                        or max_workers < 1):
+            raise ConfigError(f"The 'max_workers' parameter of ProcessPoolTransport must be an int >= 1 or "
+                              f"None. Got {max_workers!r} instead.")
         privacy = PrivacyConfig() if privacy is None else privacy
         ctx = mp.get_context(start_method)
         if start_method == "forkserver":
             # The fork server imports the heavy modules once (numpy, scipy, numba and its cached kernels,
-            # ArviZ: several seconds of CPU); every silo worker is then a fork of it, instead of each
-            # worker paying the imports again on a machine with fewer cores than silos. The server is a
-            # fresh process (not a fork of this one), so no lock or thread state is inherited from here.
+            # ArviZ: several seconds of CPU); every worker is then a fork of it, instead of each worker
+            # paying the imports again on a machine with fewer cores than silos. The server is a fresh
+            # process (not a fork of this one), so no lock or thread state is inherited from here.
             ctx.set_forkserver_preload(_PRELOAD)
         self.silos = tuple(names)
         self.progress = progress
         self.hello: dict[str, HelloReply] = {}
-        self._workers: dict[str, _Worker] = {}
-        for name, spec in specs:
-            silo_privacy = privacy.get(name, PrivacyConfig()) if isinstance(privacy, Mapping) else privacy
+        self._workers: list[_Worker] = []
+        self._of: dict[str, _Worker] = {}
+        self._dead: dict[str, str] = {}
+        n_workers = len(specs) if max_workers is None else min(max_workers, len(specs))
+        for k, group in enumerate(_balanced_groups(specs, max(n_workers, 1))):
+            hosted = []
+            for i in group:
+                name, spec = specs[i]
+                silo_privacy = privacy.get(name, PrivacyConfig()) if isinstance(privacy, Mapping) else privacy
+                hosted.append((name, spec, silo_privacy))
             parent, child = ctx.Pipe(duplex=True)
             # daemon=False: a silo may start its own chain processes (jobs_per_silo > 1); daemons cannot.
-            proc = ctx.Process(target=_worker_main, args=(child, spec, silo_privacy, jobs_per_silo,
-                                                                progress is not None, state_dir),
-                               name=f"vcmc-silo-{name}", daemon=False)
+            label = names[group[0]] if len(group) == 1 else f"worker-{k}"
+            proc = ctx.Process(target=_worker_main, args=(child, hosted, jobs_per_silo, progress is not None,
+                                                          state_dir),
+                               name=f"vcmc-silo-{label}", daemon=False)
             proc.start()
             child.close()
-            self._workers[name] = _Worker(name, proc, parent)
-        self._finalizer = weakref.finalize(self, _shutdown, list(self._workers.values()), 5.0)
+            w = _Worker(k, [names[i] for i in group], proc, parent)
+            self._workers.append(w)
+            for i in group:
+                self._of[names[i]] = w
+        self._finalizer = weakref.finalize(self, _shutdown, list(self._workers), 5.0)
         try:
             self._handshake(startup_timeout)
         except BaseException:
             self.close()
             raise
 
-    def _handshake(self, timeout: float) -> None:
-        pending = {w.conn: w for w in self._workers.values()}
-        deadline = time.monotonic() + timeout
-        while pending:
-            remaining = deadline - time.monotonic()
-            ready = wait_connections(list(pending), timeout=max(0.0, remaining)) if remaining > 0 else []
-            if not ready:
-                for w in pending.values():
-                    self._retire(w, f"did not start within {timeout:g} s")
-                return
-            for conn in ready:
-                w = pending.pop(conn)
-                try:
-                    reply = reply_to_result(w.name, decode_message(conn.recv()))
-                except (EOFError, OSError):
-                    w.process.join(2.0)
-                    self._retire(w, f"worker process exited during startup (exit code "
-                                    f"{w.process.exitcode})")
-                    continue
-                if isinstance(reply, SiloFailure):
-                    self._retire(w, f"failed to start: {reply.reason}")
-                elif isinstance(reply, HelloReply) and reply.silo != w.name:
-                    self._retire(w, f"the worker's data are named {reply.silo!r}, expected {w.name!r}")
-                else:
-                    self.hello[w.name] = reply
+    # -- failures --------------------------------------------------------------------------------------
+
+    def _reason(self, name: str) -> str | None:
+        w = self._of[name]
+        if w.dead_reason is None and not w.process.is_alive():
+            self._retire(w, f"worker process died (exit code {w.process.exitcode})")
+        return self._dead.get(name) or w.dead_reason
 
     def _retire(self, w: _Worker, reason: str) -> None:
-        w.dead_reason = reason
-        log.warning("silo %r: %s", w.name, reason)
+        if w.dead_reason is None:
+            w.dead_reason = reason
+            log.warning("silos %s: %s", w.names, reason)
         if w.process.is_alive():
             w.process.terminate()
             w.process.join(2.0)
@@ -387,54 +419,103 @@ class ProcessPoolTransport(_TransportBase):
                 w.process.kill()
                 w.process.join(2.0)
 
+    def _handshake(self, timeout: float) -> None:
+        waiting = {w.conn: set(w.names) for w in self._workers}
+        by_conn = {w.conn: w for w in self._workers}
+        deadline = time.monotonic() + timeout
+        while waiting:
+            remaining = deadline - time.monotonic()
+            ready = wait_connections(list(waiting), timeout=max(0.0, remaining)) if remaining > 0 else []
+            if not ready:
+                for conn in waiting:
+                    self._retire(by_conn[conn], f"did not start within {timeout:g} s")
+                return
+            for conn in ready:
+                w = by_conn[conn]
+                try:
+                    name, arrays = conn.recv()
+                    reply = reply_to_result(name, decode_message(arrays))
+                except (EOFError, OSError):
+                    w.process.join(2.0)
+                    self._retire(w, f"worker process exited during startup (exit code {w.process.exitcode})")
+                    del waiting[conn]
+                    continue
+                if isinstance(reply, SiloFailure):
+                    self._dead[name] = f"failed to start: {reply.reason}"
+                    log.warning("silo %r: %s", name, self._dead[name])
+                elif isinstance(reply, HelloReply) and reply.silo != name:
+                    self._dead[name] = f"the worker's data are named {reply.silo!r}, expected {name!r}"
+                    log.warning("silo %r: %s", name, self._dead[name])
+                else:
+                    self.hello[name] = reply
+                waiting[conn].discard(name)
+                if not waiting[conn]:
+                    del waiting[conn]
+
+    # -- requests ----------------------------------------------------------------------------------------
+
     def call(self, requests: Mapping[str, Message], *,
              timeout: float | None = None) -> dict[str, Message | SiloFailure]:
         self._check_names(requests)
         out: dict[str, Message | SiloFailure] = {}
-        pending: dict = {}
+        queues: dict[int, list[tuple[str, Message]]] = {}
         for name, request in requests.items():
-            w = self._workers[name]
-            if w.dead_reason is None and not w.process.is_alive():
-                w.dead_reason = f"worker process died (exit code {w.process.exitcode})"
-            if w.dead_reason is not None:
-                out[name] = SiloFailure(name, w.dead_reason)
-                continue
-            try:
-                w.conn.send(request.to_arrays())
-            except (BrokenPipeError, OSError):
-                self._retire(w, f"worker process died (exit code {w.process.exitcode})")
-                out[name] = SiloFailure(name, w.dead_reason)
-                continue
-            pending[w.conn] = (w, request)
+            reason = self._reason(name)
+            if reason is not None:
+                out[name] = SiloFailure(name, reason)
+            else:
+                queues.setdefault(self._of[name].index, []).append((name, request))
+        pending: dict = {}     # conn -> (worker, (name, request) in flight, rest of its queue)
+
+        def send_next(w: _Worker, queue: list) -> None:
+            while queue:
+                name, request = queue.pop(0)
+                try:
+                    w.conn.send((name, request.to_arrays()))
+                except (BrokenPipeError, OSError):
+                    self._retire(w, f"worker process died (exit code {w.process.exitcode})")
+                    for n, _ in [(name, request), *queue]:
+                        out[n] = SiloFailure(n, w.dead_reason)
+                    queue.clear()
+                    return
+                pending[w.conn] = (w, (name, request), queue)
+                return
+
+        for index, queue in queues.items():
+            send_next(self._workers[index], queue)
         deadline = None if timeout is None else time.monotonic() + timeout
         while pending:
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
             ready = wait_connections(list(pending), timeout=remaining)
             if not ready:
-                for w, request in pending.values():
+                for w, (name, request), queue in pending.values():
                     self._retire(w, f"no reply to {request.KIND} within {timeout:g} s; worker stopped")
-                    out[w.name] = SiloFailure(w.name, w.dead_reason)
+                    for n, _ in [(name, request), *queue]:
+                        out[n] = SiloFailure(n, w.dead_reason)
                 break
             for conn in ready:
-                w, request = pending.pop(conn)
+                w, (name, request), queue = pending.pop(conn)
                 try:
-                    arrays = conn.recv()
+                    message = conn.recv()
                 except (EOFError, OSError):
                     w.process.join(1.0)
                     self._retire(w, f"worker process died during {request.KIND} (exit code "
                                     f"{w.process.exitcode})")
-                    out[w.name] = SiloFailure(w.name, w.dead_reason)
+                    for n, _ in [(name, request), *queue]:
+                        out[n] = SiloFailure(n, w.dead_reason)
                     continue
-                if isinstance(arrays, tuple) and len(arrays) == 2 and arrays[0] == _PROGRESS:
+                if isinstance(message, tuple) and len(message) == 3 and message[0] == _PROGRESS:
                     if self.progress is not None:
-                        self.progress(w.name, arrays[1])
-                    pending[conn] = (w, request)  # the reply itself is still to come
+                        self.progress(message[1], message[2])
+                    pending[conn] = (w, (name, request), queue)  # the reply itself is still to come
                     continue
+                _, arrays = message
                 try:
-                    out[w.name] = reply_to_result(w.name, decode_message(arrays))
+                    out[name] = reply_to_result(name, decode_message(arrays))
                 except Exception as exc:  # noqa: BLE001
-                    out[w.name] = SiloFailure(w.name, f"malformed reply to {request.KIND}: "
-                                                      f"{sanitise_exception(exc).reason}")
+                    out[name] = SiloFailure(name, f"malformed reply to {request.KIND}: "
+                                                  f"{sanitise_exception(exc).reason}")
+                send_next(w, queue)
         return {name: out[name] for name in requests}
 
     def local_assignments(self, timeout: float = 60.0) -> dict[str, object]:
@@ -444,13 +525,14 @@ class ProcessPoolTransport(_TransportBase):
         boundary message; Flower silos never answer it) returns row-level labels to the caller.
         """
         out = {}
-        for name, w in self._workers.items():
-            if w.dead_reason is not None or not w.process.is_alive():
+        for name in self.silos:
+            w = self._of[name]
+            if self._reason(name) is not None:
                 continue
             try:
-                w.conn.send(_ASSIGNMENTS)
+                w.conn.send((name, _ASSIGNMENTS))
                 if w.conn.poll(timeout):
-                    labels = w.conn.recv()
+                    _, labels = w.conn.recv()
                     if labels is not None:
                         out[name] = labels
             except (EOFError, OSError):
@@ -458,15 +540,15 @@ class ProcessPoolTransport(_TransportBase):
         return out
 
     def kill(self, silo: str, sig: int = signal.SIGKILL) -> None:
-        """Kill one silo's worker (to test fault handling); later calls report it as failed."""
-        w = self._workers[silo]
+        """Kill the worker hosting one silo (to test fault handling); later calls report its silos failed."""
+        w = self._of[silo]
         if w.process.is_alive():
             os.kill(w.process.pid, sig)
             w.process.join(5.0)
 
     def pids(self) -> dict[str, int | None]:
-        """Process id of each silo's worker (None once stopped)."""
-        return {n: (w.process.pid if w.process.is_alive() else None) for n, w in self._workers.items()}
+        """Process id of each silo's worker (None once stopped); silos sharing a worker share its pid."""
+        return {n: (self._of[n].process.pid if self._of[n].process.is_alive() else None) for n in self.silos}
 
     def close(self) -> None:
         """Stop every worker (idempotent)."""
