@@ -39,6 +39,15 @@ from vcmc.silo.summary import LocalPosterior, SiloSummary
 _STATE_FIELDS = ("partition", "membership", "pi_draws", "profile_draws", "n_occupied", "log_posterior")
 
 
+def _peak_rss_mb() -> float:
+    """Peak resident memory of this process so far (MB): a machine figure, reported for benchmarks."""
+    import resource
+    import sys
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return float(peak / 2**20 if sys.platform == "darwin" else peak / 2**10)   # bytes on macOS, KiB on Linux
+
+
 def _vcmc_version() -> str:
     try:
         return version("vcmc")
@@ -211,7 +220,9 @@ class LocalSilo:
                                                   n_modalities=self.n_modalities, secure=self.secure_noise)
         self.local = local
         self.assignments = self.memberships = None
-        return summary.with_changes(counts=counts, n_withheld=int(n_merged), counts_suppressed=n_suppressed)
+        diagnostics = {**summary.diagnostics, "process_peak_rss_mb": _peak_rss_mb()}
+        return summary.with_changes(counts=counts, n_withheld=int(n_merged), counts_suppressed=n_suppressed,
+                                    diagnostics=diagnostics)
 
     def _require_local(self, what: str) -> LocalPosterior:
         if self.local is None:
