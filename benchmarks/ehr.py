@@ -1,0 +1,275 @@
+"""The paper's application at its scale: a synthetic multimorbidity cohort of 289,821 people in 30 silos.
+
+Generates the cohort (``vcmc simulate --design ehr``), writes one CSV per silo, then runs, each in its own
+process so that its peak memory is its own:
+
+- ``vcmc``: VCMC as a federation would run it, the silos' data read inside ``--jobs`` worker processes
+  (the server never holds a row), at the paper's protocol by default (50,000 iterations, burn-in 25,000,
+  thinning 5, C+ = 30): wall time per stage, peak resident memory of the server and of every worker;
+- ``full-mcmc``: the same sampler on the pooled rows (the gold standard a federation cannot run);
+- ``fedmerdel``: the variational comparator.
+
+Every fit is scored against the truth: number of clusters, ARI, best F1 of every true cluster (recovered
+when >= 0.8) by size, and the fit's heatmap of scaled prevalence differences (the paper's Figure 4).
+Writes ``OUT/ehr-<allocation>.json``, ``OUT/ehr-<allocation>.md`` and the heatmaps; the command line and the
+commit are recorded in the JSON.
+
+    python benchmarks/ehr.py                                  # the paper's protocol, uniform silos
+    python benchmarks/ehr.py --allocation region              # the 13 regions of Table 6
+    python benchmarks/ehr.py --n 30000 --iterations 2000      # a quick look
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _commit() -> str | None:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                              cwd=Path(__file__).parent, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+# ------------------------------------------------------------------------------------------------ worker
+def _config(args):
+    from vcmc.config import FitConfig, PriorConfig, SamplerConfig
+
+    sampler = SamplerConfig(n_iter=args.iterations, burn_in=args.burn_in, thin=args.thin)
+    return FitConfig(prior=PriorConfig(n_components=args.components), sampler=sampler)
+
+
+def _silo_files(data_dir: Path) -> list[Path]:
+    return sorted(data_dir.glob("silo_*.csv"))
+
+
+def _run_vcmc(args, data_dir: Path) -> dict:
+    import functools
+
+    from vcmc.data import Schema, read_csv
+    from vcmc.federation.transport import ProcessPoolTransport
+    from vcmc.pipeline import run_vcmc
+
+    schema = Schema.from_json(data_dir / "schema.json")
+    loaders = {p.stem: functools.partial(read_csv, p, schema=schema) for p in _silo_files(data_dir)}
+    config = _config(args)
+    t0 = time.perf_counter()
+    with ProcessPoolTransport(loaders, privacy=config.privacy, max_workers=args.jobs) as pool:
+        t_start = time.perf_counter() - t0
+        result = run_vcmc(pool, config, rng=args.seed)
+        labels = pool.local_assignments()
+    wall = time.perf_counter() - t0
+    local = result.diagnostics.get("local", {})
+    return {"wall_s": wall, "startup_s": t_start, "timings_s": dict(result.timings),
+            "server_peak_rss_mb": _peak_rss_mb(),
+            "worker_peak_rss_mb": max(float(d.get("process_peak_rss_mb", float("nan"))) for d in local.values()),
+            "silo_sampler_s": {s: d.get("seconds_sampler") for s, d in local.items()},
+            "local_clusters": {s: d.get("n_clusters") for s, d in local.items()},
+            "aggregation_iterations": result.diagnostics.get("n_iter"),
+            "n_clusters": result.n_clusters, "labels": {s: labels[s].tolist() for s in result.silos},
+            "profiles": np.asarray(result.profiles).tolist(), "weights": np.asarray(result.weights).tolist(),
+            "warnings": result.diagnostics.get("warnings", [])}
+
+
+def _pooled(data_dir: Path):
+    from vcmc.data import Schema, read_csv
+
+    schema = Schema.from_json(data_dir / "schema.json")
+    silos = [read_csv(p, schema=schema) for p in _silo_files(data_dir)]
+    return silos, schema
+
+
+def _run_full(args, data_dir: Path) -> dict:
+    from vcmc.baselines.full_mcmc import fit_full_mcmc
+
+    silos, schema = _pooled(data_dir)
+    config = _config(args)
+    t0 = time.perf_counter()
+    res = fit_full_mcmc([s.codes for s in silos], schema.n_modalities, prior=config.prior,
+                        sampler=config.sampler, postprocess=config.postprocess, rng=args.seed,
+                        silo_names=[s.name for s in silos])
+    return {"wall_s": time.perf_counter() - t0, "timings_s": dict(res.timings), "peak_rss_mb": _peak_rss_mb(),
+            "n_clusters": res.n_clusters,
+            "labels": {s.name: np.asarray(a).tolist() for s, a in zip(silos, res.assignments, strict=True)},
+            "profiles": np.asarray(res.profiles).tolist(), "weights": np.asarray(res.weights).tolist()}
+
+
+def _run_fedmerdel(args, data_dir: Path) -> dict:
+    from vcmc.baselines.fedmerdel import fit_fedmerdel
+
+    silos, schema = _pooled(data_dir)
+    t0 = time.perf_counter()
+    res = fit_fedmerdel([s.codes for s in silos], schema.n_modalities, k_init=args.components, rng=args.seed,
+                        silo_names=[s.name for s in silos])
+    return {"wall_s": time.perf_counter() - t0, "peak_rss_mb": _peak_rss_mb(), "n_clusters": res.n_clusters,
+            "labels": {s.name: np.asarray(a).tolist() for s, a in zip(silos, res.assignments, strict=True)},
+            "profiles": np.asarray(res.profiles).tolist(), "weights": np.asarray(res.weights).tolist()}
+
+
+WORKERS = {"vcmc": _run_vcmc, "full-mcmc": _run_full, "fedmerdel": _run_fedmerdel}
+
+
+# ------------------------------------------------------------------------------------------------ scoring
+def score(run: dict, truth: dict) -> dict:
+    """K, ARI and best F1 of every true cluster, from the labels of a run and the truth file."""
+    from vcmc.metrics import adjusted_rand_index, best_f1, majority_pieces
+
+    silos = list(truth["labels"])
+    true = np.concatenate([np.asarray(truth["labels"][s]) for s in silos])
+    est = np.concatenate([np.asarray(run["labels"][s]) for s in silos])
+    n_true = len(truth["sizes"])
+    f1 = best_f1(est, true, n_estimated=int(est.max()) + 1, n_true=n_true)
+    pieces = majority_pieces(est, true, n_estimated=int(est.max()) + 1, n_true=n_true)
+    return {"n_clusters": int(run["n_clusters"]), "ari": float(adjusted_rand_index(true, est)),
+            "best_f1": f1.round(4).tolist(), "recovered": [int(c + 1) for c in np.flatnonzero(f1 >= 0.8)],
+            "pieces": pieces.tolist()}
+
+
+def heatmap(profiles, weights, names, path: Path, title: str) -> Path:
+    """Scaled difference between each cluster's prevalence and the population's (the paper's Figure 4)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    prof = np.asarray(profiles)[:, 1::2]            # P(yes) of every condition
+    w = np.asarray(weights)
+    pop = w @ prof
+    scaled = (prof - pop[None, :]) / np.sqrt(pop * (1 - pop))[None, :]
+    order = np.argsort(-w)
+    fig, ax = plt.subplots(figsize=(16, 0.3 * len(order) + 2))
+    lim = np.nanpercentile(np.abs(scaled), 99)
+    im = ax.imshow(scaled[order], aspect="auto", cmap="RdBu_r", vmin=-lim, vmax=lim)
+    ax.set_yticks(range(len(order)), [f"{k + 1} ({w[c]:.1%})" for k, c in enumerate(order)], fontsize=7)
+    ax.set_xticks(range(len(names)), names, rotation=90, fontsize=6)
+    ax.set_title(title)
+    fig.colorbar(im, ax=ax, fraction=0.02, label="(cluster - population) / sd of population prevalence")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def markdown(report: dict) -> str:
+    sizes = report["truth"]["sizes"]
+    methods = [m for m in report["runs"] if "score" in report["runs"][m]]
+    lines = [f"# EHR-scale benchmark ({report['allocation']} allocation, n = {report['n']:,})", "",
+             f"Command: `{report['command']}` at commit `{report['commit']}`; {report['cores']} cores.", "",
+             "| | " + " | ".join(methods) + " |", "| --- | " + " | ".join("---" for _ in methods) + " |"]
+
+    def row(label, fn):
+        lines.append(f"| {label} | " + " | ".join(fn(report["runs"][m]) for m in methods) + " |")
+
+    row("wall time (s)", lambda r: f"{r['wall_s']:.0f}")
+    row("clusters K", lambda r: str(r["score"]["n_clusters"]))
+    row("ARI", lambda r: f"{r['score']['ari']:.3f}")
+    row("recovered (best F1 >= 0.8)", lambda r: str(len(r["score"]["recovered"])))
+    row("peak memory (MB)", lambda r: f"{r.get('peak_rss_mb', r.get('server_peak_rss_mb', float('nan'))):.0f}")
+    lines += ["", "Best F1 of every true cluster (Table 7 sizes):", "",
+              "| cluster | size | " + " | ".join(methods) + " |", "| --- | --- | " +
+              " | ".join("---" for _ in methods) + " |"]
+    for c, n in enumerate(sizes):
+        lines.append(f"| {c + 1} | {n:,} | " + " | ".join(f"{report['runs'][m]['score']['best_f1'][c]:.2f}"
+                                                      for m in methods) + " |")
+    if "vcmc" in report["runs"] and "timings_s" in report["runs"]["vcmc"]:
+        v = report["runs"]["vcmc"]
+        lines += ["", "VCMC stages (s): " + ", ".join(f"{k} {x:.1f}" for k, x in v["timings_s"].items()),
+                  f"Server peak memory {v['server_peak_rss_mb']:.0f} MB, worker peak {v['worker_peak_rss_mb']:.0f} MB."]
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------------------------------- main
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=int, default=289_821)
+    ap.add_argument("--allocation", default="uniform", choices=("uniform", "region"))
+    ap.add_argument("--iterations", type=int, default=50_000)
+    ap.add_argument("--burn-in", type=int, default=None)
+    ap.add_argument("--thin", type=int, default=5)
+    ap.add_argument("--components", type=int, default=30)
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--methods", default="vcmc,full-mcmc,fedmerdel")
+    ap.add_argument("--out", default="docs/results/ehr")
+    ap.add_argument("--data", default=None, help="folder for the silo files (default: a temporary folder)")
+    ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    args.burn_in = args.iterations // 2 if args.burn_in is None else args.burn_in
+
+    if args.worker:                       # one method in this process: its peak memory is its own
+        out = WORKERS[args.worker](args, Path(args.data))
+        Path(args.data, f"run-{args.worker}.json").write_text(json.dumps(out))
+        return
+
+    from vcmc.ehr import simulate_ehr
+
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tmp = None
+    if args.data is None:
+        tmp = tempfile.TemporaryDirectory(prefix="vcmc-ehr-")
+        data_dir = Path(tmp.name)
+    else:
+        data_dir = Path(args.data)
+        data_dir.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    data = simulate_ehr(n=args.n, allocation=args.allocation, rng=args.seed)
+    t_sim = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    data.write(data_dir)
+    t_write = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    silos, _ = _pooled(data_dir)
+    t_read = time.perf_counter() - t0
+    del silos
+    truth = {"labels": {s.name: lab.tolist() for s, lab in zip(data.silos, data.labels, strict=True)},
+             "sizes": np.bincount(data.pooled_labels, minlength=data.n_clusters).tolist()}
+    report = {"benchmark": "ehr", "command": " ".join([sys.executable, *sys.argv]), "commit": _commit(),
+              "cores": os.cpu_count(), "n": args.n, "allocation": args.allocation, "n_silos": data.n_silos,
+              "protocol": {"iterations": args.iterations, "burn_in": args.burn_in, "thin": args.thin,
+                           "components": args.components, "jobs": args.jobs, "seed": args.seed},
+              "data_s": {"simulate": t_sim, "write_csv": t_write, "read_and_encode": t_read},
+              "truth": {"sizes": truth["sizes"]}, "runs": {}}
+    names = [v.name for v in data.schema.variables]
+    for method in [m.strip() for m in args.methods.split(",") if m.strip()]:
+        cmd = [sys.executable, __file__, "--worker", method, "--data", str(data_dir),
+               *[f"--{k.replace('_', '-')}={v}" for k, v in vars(args).items()
+                 if k in ("iterations", "burn_in", "thin", "components", "jobs", "seed")]]
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, text=True)
+        if proc.returncode != 0:
+            report["runs"][method] = {"error": f"exit code {proc.returncode}"}
+            continue
+        run = json.loads((data_dir / f"run-{method}.json").read_text())
+        run["process_wall_s"] = time.perf_counter() - t0
+        run["score"] = score(run, truth)
+        heatmap(run["profiles"], run["weights"], names, out_dir / f"heatmap-{args.allocation}-{method}.png",
+                f"{method}: scaled difference of prevalence, cluster vs population")
+        for key in ("labels", "profiles"):
+            run.pop(key)
+        report["runs"][method] = run
+        (out_dir / f"ehr-{args.allocation}.json").write_text(json.dumps(report, indent=1))
+        (out_dir / f"ehr-{args.allocation}.md").write_text(markdown(report))
+        print(f"{method}: {run['wall_s']:.0f} s, K = {run['score']['n_clusters']}, ARI = "  # noqa: T201
+              f"{run['score']['ari']:.3f}, recovered {run['score']['recovered']}", flush=True)
+    if tmp is not None:
+        tmp.cleanup()
+
+
+if __name__ == "__main__":
+    main()
