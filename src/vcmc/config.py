@@ -93,18 +93,21 @@ class PostprocessConfig:
     Attributes
     ----------
     merge_unresolved : bool
-        Merge local clusters that the silo's own posterior cannot tell apart (default True): two clusters
-        whose posterior closeness statistic is within the chi-square quantile ``resolution_level``
-        (``vcmc.closeness``) are one cluster as far as the silo's data can tell; the members of the
-        smaller go to their most probable remaining cluster. This is the minimum local cluster size tied
-        to what the silo can resolve: a handful of members kept alive by the fractionated prior has a
-        posterior too wide to be told apart from its neighbour, a small but distinct cluster does not.
+        Merge, inside the silo, local clusters that the silo's own posterior cannot tell apart (their
+        closeness statistic within the chi-square quantile ``resolution_level``, ``vcmc.closeness``) into
+        one (default False). Off by default because the server's calibrated matching makes the same
+        decision with every silo's evidence: it merges two clusters of one silo only when they are close
+        AND no other silo keeps their counterparts apart; deciding inside the silo alone merged poorly
+        separated real clusters (paper's homogeneous-poor design: ARI 0.53-0.57 instead of 0.58-0.59,
+        docs/results/generalisation/README.md). Useful with minimum-divergence or Hungarian matching,
+        which never merge two clusters of one silo.
     resolution_level : float
         Quantile of that test (default 0.999999, the default of calibrated matching).
     min_cluster_fraction : float
         Local clusters smaller than ``max(min_cluster_size, min_cluster_fraction * n_s)`` have their
         members reallocated inside the silo to their most probable remaining cluster (default 0: off;
-        the first release used 0.02, which removes real small clusters when silos are many or small).
+        the first release used 0.02, which removes real small clusters when silos are many or small, and
+        removes every cluster under 2% of the pooled rows from full-data MCMC).
     min_cluster_size : int
         Absolute floor of the same rule (default 0).
     reallocate_small : bool
@@ -114,7 +117,7 @@ class PostprocessConfig:
         partition (O(n_s^2) memory, small silos only).
     """
 
-    merge_unresolved: bool = True
+    merge_unresolved: bool = False
     resolution_level: float = DEFAULT_LEVEL
     min_cluster_fraction: float = 0.0
     min_cluster_size: int = 0

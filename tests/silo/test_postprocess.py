@@ -191,7 +191,7 @@ def _conjugate_local(sizes, profiles, n_mod, seed, n_draws=400):
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_a_handful_of_rows_split_off_a_cluster_is_unresolved_a_small_distinct_cluster_is_not(seed):
-    from vcmc.silo.postprocess import unresolved_clusters
+    from vcmc.silo.postprocess import unresolved_groups
 
     rng = np.random.default_rng(seed)
     n_mod = (3,) * 20
@@ -200,20 +200,44 @@ def test_a_handful_of_rows_split_off_a_cluster_is_unresolved_a_small_distinct_cl
     # 3 = 25 rows of a third, distinct profile
     profiles = np.stack([prof[0], prof[1], prof[0], prof[2]])
     local, codes, _ = _conjugate_local([300, 200, 6, 25], profiles, n_mod, seed)
-    flagged = unresolved_clusters(local)
-    ghost = int(np.flatnonzero(local.cluster_sizes == 6)[0])
-    assert flagged.tolist() == [k == ghost for k in range(local.n_clusters)]
+    group = unresolved_groups(local)
+    sizes = local.cluster_sizes
+    ghost, host = int(np.flatnonzero(sizes == 6)[0]), int(np.flatnonzero(sizes == 300)[0])
+    assert group[ghost] == group[host]
+    assert len(set(group.tolist())) == 3          # the ghost joins its profile's cluster, nothing else merges
 
 
-def test_build_local_posterior_merges_unresolved_components_by_default():
+def test_build_local_posterior_merges_unresolved_components_on_request():
     n, c, t = 200, 3, 50
     counts = np.zeros((n, c), dtype=np.int64)
     counts[:150, 0] = t
     counts[150:, 1] = t
     ch = _chain(counts, [0.7, 0.28, 0.02])
     # identical profiles in every draw: the two components cannot be told apart
-    local = build_local_posterior([ch], np.zeros((n, 3), dtype=np.int64), N_MOD, n_components=c)
+    local = build_local_posterior([ch], np.zeros((n, 3), dtype=np.int64), N_MOD, n_components=c,
+                                  postprocess=PostprocessConfig(merge_unresolved=True))
     assert local.n_clusters == 1 and local.cluster_sizes.tolist() == [200]
     kept = build_local_posterior([ch], np.zeros((n, 3), dtype=np.int64), N_MOD, n_components=c,
                                  postprocess=PostprocessConfig(merge_unresolved=False))
     assert kept.n_clusters == 2
+
+
+def test_merging_two_clusters_combines_their_draws_exactly():
+    from vcmc.silo.postprocess import merge_clusters
+
+    rng = np.random.default_rng(0)
+    n, k, t = 30, 3, 5
+    partition = np.repeat([0, 1, 2], [15, 10, 5])
+    membership = np.eye(k)[partition]
+    pi = rng.dirichlet(np.ones(k), size=t)
+    prof = np.concatenate([rng.dirichlet(np.ones(2), size=(t, k)) for _ in range(3)], axis=2)
+    local = LocalPosterior(partition=partition, membership=membership, pi_draws=pi, profile_draws=prof,
+                           n_occupied=np.full((1, t), 3), log_posterior=np.zeros((1, t)), n_modalities=N_MOD,
+                           n_components=5)
+    out = merge_clusters(local, np.array([0, 1, 0]))          # clusters 0 and 2 are one
+    assert out.cluster_sizes.tolist() == [20, 10]
+    np.testing.assert_allclose(out.pi_draws[:, 0], pi[:, 0] + pi[:, 2])
+    expected = (pi[:, 0, None] * prof[:, 0] + pi[:, 2, None] * prof[:, 2]) / (pi[:, 0] + pi[:, 2])[:, None]
+    np.testing.assert_allclose(out.profile_draws[:, 0], expected)
+    np.testing.assert_allclose(out.membership.sum(axis=1), 1.0)
+    assert (out.partition[partition == 2] == 0).all()

@@ -7,8 +7,8 @@ From the relabelled chains (``vcmc.silo.relabel``) this builds the ``LocalPoster
   silos, average linkage on ``1 - PSM`` cut at ``K_s`` (``partition="psm"``);
 * the local clusters = components that own rows, renumbered ``0..K-1`` by decreasing size;
 * label-consistent draws of (pi, p) of those clusters = the relabelled component draws;
-* unresolved clusters: a local cluster that the silo's own posterior cannot tell apart from a larger one
-  (the closeness test of ``vcmc.closeness``) is merged into it (``unresolved_clusters``); this is the
+* unresolved clusters: local clusters that the silo's own posterior cannot tell apart (the closeness test
+  of ``vcmc.closeness``) are merged into one (``unresolved_groups``, ``merge_clusters``); this is the
   minimum local cluster size tied to what the silo's data can resolve;
 * optionally a fixed minimum local cluster size: members of clusters below
   ``PostprocessConfig.threshold(n)`` are reallocated to their most probable remaining cluster
@@ -192,31 +192,53 @@ def reallocate_small_clusters(local: LocalPosterior, codes: np.ndarray, threshol
     return remove_clusters(local, codes, sizes < threshold)
 
 
-def unresolved_clusters(local: LocalPosterior, level: float = DEFAULT_LEVEL) -> np.ndarray:
-    """Local clusters that the silo's posterior cannot tell apart from a larger one of the same silo.
+def unresolved_groups(local: LocalPosterior, level: float = DEFAULT_LEVEL) -> np.ndarray:
+    """Groups of local clusters that the silo's own posterior cannot tell apart.
 
     Clusters are grouped by the closeness test of ``vcmc.closeness`` (chi-square quantile ``level``) with
-    the constraint that every two clusters of a group are close to each other; in each group all but the
-    largest are flagged.
+    the constraint that every two clusters of a group are close to each other.
 
     Returns
     -------
-    ndarray of shape (K,), bool
+    ndarray of shape (K,), int
+        Group of each local cluster, numbered ``0..G-1`` in order of first appearance.
     """
     k = local.n_clusters
-    flagged = np.zeros(k, dtype=bool)
     if k < 2 or local.profile_draws.shape[0] < 2:
-        return flagged
+        return np.arange(k, dtype=np.int64)
     mean, var = posterior_moments(local.profile_draws, local.n_modalities)
     group = constrained_groups(closeness_statistic(mean, var), closeness_threshold(mean.shape[1], level),
                                np.zeros(k, dtype=np.int64))
-    sizes = local.cluster_sizes
-    for g in np.unique(group):
-        members = np.flatnonzero(group == g)
-        if members.size > 1:
-            flagged[members] = True
-            flagged[members[np.argmax(sizes[members])]] = False
-    return flagged
+    _, first, dense = np.unique(group, return_index=True, return_inverse=True)
+    rank = np.empty(first.size, dtype=np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(first.size)
+    return rank[dense]
+
+
+def merge_clusters(local: LocalPosterior, group: np.ndarray) -> LocalPosterior:
+    """Merge the local clusters of each group into one: members keep together, weights add up and each
+    draw's profile is the weight-averaged profile of the merged clusters (the exact mixture-of-two
+    profile, as matched draws combine clusters of one silo). Clusters are renumbered by decreasing size.
+    """
+    group = np.asarray(group, dtype=np.int64)
+    k, g = local.n_clusters, int(group.max()) + 1
+    if g == k:
+        return _renumber_by_size(local)
+    onehot = np.zeros((k, g))
+    onehot[np.arange(k), group] = 1.0
+    pi = local.pi_draws @ onehot                                              # (T, G)
+    num = np.einsum("tk,tkp,kg->tgp", local.pi_draws, local.profile_draws, onehot)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        prof = num / pi[:, :, None]
+    zero = ~np.isfinite(prof).all(axis=2)                                     # a weight that underflowed to 0
+    if zero.any():
+        plain = np.einsum("tkp,kg->tgp", local.profile_draws, onehot) / onehot.sum(axis=0)[None, :, None]
+        prof[zero] = plain[zero]
+    out = dataclasses.replace(local, partition=group[local.partition], membership=local.membership @ onehot,
+                              pi_draws=pi, profile_draws=prof)
+    if local.diagnostics:
+        out = dataclasses.replace(out, diagnostics={**local.diagnostics, **local_diagnostics(out)})
+    return _renumber_by_size(out)
 
 
 def build_local_posterior(chains: list[RelabelledChain], codes: np.ndarray, n_modalities, *,
@@ -300,6 +322,6 @@ def build_local_posterior(chains: list[RelabelledChain], codes: np.ndarray, n_mo
     if threshold > 1:
         local = reallocate_small_clusters(local, codes, threshold)
     if postprocess.merge_unresolved:
-        local = remove_clusters(local, codes, unresolved_clusters(local, postprocess.resolution_level))
+        local = merge_clusters(local, unresolved_groups(local, postprocess.resolution_level))
     return _renumber_by_size(local)
 
