@@ -226,7 +226,7 @@ def test_merging_two_clusters_combines_their_draws_exactly():
     from vcmc.silo.postprocess import merge_clusters
 
     rng = np.random.default_rng(0)
-    n, k, t = 30, 3, 5
+    k, t = 3, 5
     partition = np.repeat([0, 1, 2], [15, 10, 5])
     membership = np.eye(k)[partition]
     pi = rng.dirichlet(np.ones(k), size=t)
