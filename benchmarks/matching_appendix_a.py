@@ -3,7 +3,7 @@
 For the six scenarios of method.md section 10 and each matching method, prints the percentage of datasets
 where the correct matching (method.md 9.1) is recovered, the mean ARI of the propagated partition on all
 silos pooled and the mean number of global clusters. Oracle summaries come from exact conjugate draws
-given the true partition (``vcmc.silo.oracle``); minimum divergence talks to in-process silos.
+given the true partition (``vcmc.study.oracle``); minimum divergence talks to in-process silos.
 
 Usage::
 
@@ -20,7 +20,7 @@ import numpy as np
 
 from vcmc.config import MatchingConfig
 from vcmc.matching import in_process_divergence, match
-from vcmc.matching.evaluate import appendix_a_silos, evaluate_matching
+from vcmc.study.evaluate import appendix_a_silos, evaluate_matching
 from vcmc.simulate import DESIGNS, SEPARABILITIES, simulate_design
 
 METHODS = {

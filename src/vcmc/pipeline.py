@@ -21,16 +21,16 @@ from vcmc._rng import RngLike, as_seed_sequence, root_entropy
 from vcmc.config import FitConfig
 from vcmc.exceptions import SiloFailure
 from vcmc.federation.faults import FaultPolicy, gather
-from vcmc.federation.protocol import (
+from vcmc.matching.types import Matching
+from vcmc.protocol import (
     AssignRequest,
     CountsRequest,
     DivergenceReply,
     DivergenceRequest,
+    SiloSummary,
     SummarizeRequest,
 )
-from vcmc.matching.types import Matching
 from vcmc.results import GlobalResult
-from vcmc.silo.summary import SiloSummary
 
 log = logging.getLogger(__name__)
 

@@ -9,11 +9,11 @@ from vcmc.aggregation.elbo import Objective, evaluation_tuples
 from vcmc.aggregation.optimize import _PLATEAU_WINDOW, _PLATEAU_Z, _plateau, newton_direction
 from vcmc.aggregation.weights import BlockLayout, random_blocks
 from vcmc.config import AggregationConfig, PriorConfig
+from vcmc.dirichlet import sample_dirichlet_blocks
 from vcmc.exceptions import ConfigError
 from vcmc.matching.types import MatchedProfiles, Matching, build_matched_draws
 from vcmc.model import profile_offsets
-from vcmc.silo.oracle import sample_dirichlet_blocks
-from vcmc.silo.summary import SiloSummary
+from vcmc.protocol import SiloSummary
 
 N_MOD = (2, 3, 2)
 

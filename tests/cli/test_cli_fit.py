@@ -71,8 +71,7 @@ def test_cli_and_flower_run_config_build_the_same_config():
     """The CLI and the Flower app build identical FitConfig objects from equivalent options."""
     from vcmc.cli import build_parser
     from vcmc.cli.fit import config_from_args
-    from vcmc.config import FitConfig, MatchingConfig
-    from vcmc.federation.config_io import config_from_mapping
+    from vcmc.config import FitConfig, MatchingConfig, config_from_mapping
 
     args = build_parser().parse_args(["fit", "a.csv", "--out", "o", "--iterations", "2000", "--matching",
                                       "min-divergence", "--alpha", "0.05", "--min-cluster-size", "12"])

@@ -7,9 +7,8 @@ import pytest
 
 from vcmc.exceptions import ConfigError, InconsistentSiloSummaries, SiloFailure
 from vcmc.federation.faults import FaultPolicy, SiloDroppedWarning, gather, load_summaries, save_summaries
-from vcmc.federation.protocol import SummarizeRequest
 from vcmc.federation.transport import InProcessTransport
-from vcmc.silo.summary import SiloSummary
+from vcmc.protocol import SiloSummary, SummarizeRequest
 
 N_MOD = (2, 3)
 

@@ -17,10 +17,12 @@ import pytest
 
 pytest.importorskip("flwr")
 
-from vcmc.config import FitConfig  # noqa: E402
-from vcmc.federation.config_io import config_from_mapping  # noqa: E402
+from vcmc.config import (
+    FitConfig,  # noqa: E402
+    config_from_mapping,  # noqa: E402
+)
 from vcmc.federation.flower import SERVER_KEYS, decode_record, encode_record  # noqa: E402
-from vcmc.federation.protocol import HelloReply, SummarizeRequest  # noqa: E402
+from vcmc.protocol import HelloReply, SummarizeRequest  # noqa: E402
 
 APP_DIR = Path(__file__).resolve().parents[2] / "flower_app"
 BIN = Path(sys.executable).parent

@@ -7,8 +7,8 @@ import pathlib
 import numpy as np
 
 from vcmc.exceptions import DataError, SiloFailure
-from vcmc.federation.protocol import AssignRequest, HelloReply
 from vcmc.federation.transport import InProcessTransport, ProcessPoolTransport, Transport
+from vcmc.protocol import AssignRequest, HelloReply
 from vcmc.silo.local import LocalSilo
 
 

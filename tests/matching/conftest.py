@@ -6,9 +6,8 @@ import types
 import numpy as np
 import pytest
 
-from vcmc.matching.divergence import in_process_divergence
-from vcmc.matching.evaluate import appendix_a_silos
-from vcmc.silo.summary import SiloSummary
+from vcmc.protocol import SiloSummary
+from vcmc.study.evaluate import appendix_a_silos, in_process_divergence
 
 
 def make_summary(name, profiles, sizes=None, n_rows=1000, n_modalities=None):

@@ -4,11 +4,11 @@ from scipy.special import logsumexp
 
 from vcmc.config import MatchingConfig, PriorConfig
 from vcmc.exceptions import ConfigError, DataError, SiloFailure
-from vcmc.federation.protocol import DivergenceReply, DivergenceRequest
 from vcmc.matching import match, match_min_divergence
-from vcmc.matching.divergence import divergence_cost, in_process_divergence
-from vcmc.matching.evaluate import correct_matching, evaluate_matching
-from vcmc.silo.oracle import oracle_local_posterior, oracle_posterior_and_summary
+from vcmc.protocol import DivergenceReply, DivergenceRequest
+from vcmc.silo.divergence import divergence_cost
+from vcmc.study.evaluate import correct_matching, evaluate_matching, in_process_divergence
+from vcmc.study.oracle import oracle_local_posterior, oracle_posterior_and_summary
 
 N_MOD = (2, 3, 3)
 

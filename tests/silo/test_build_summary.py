@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from vcmc.exceptions import DataError, SchemaError
+from vcmc.protocol import SiloSummary
 from vcmc.silo.build_summary import build_summary
-from vcmc.silo.summary import LocalPosterior, SiloSummary
+from vcmc.silo.posterior import LocalPosterior
 
 N_MOD = (2, 3, 2)
 N_ROWS = 37          # a row count different from every other dimension, to spot row-level fields

@@ -5,7 +5,7 @@ import warnings
 import numpy as np
 
 from vcmc.silo.diagnostics import chain_diagnostics, local_diagnostics, rhat, to_datatree
-from vcmc.silo.summary import LocalPosterior
+from vcmc.silo.posterior import LocalPosterior
 
 
 def test_independent_chains_from_one_distribution_look_converged():

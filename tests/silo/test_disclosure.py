@@ -7,7 +7,7 @@ import pytest
 
 from vcmc.config import FitConfig, PostprocessConfig, PrivacyConfig, SamplerConfig
 from vcmc.data import Schema, SiloData
-from vcmc.federation.protocol import SummarizeRequest
+from vcmc.protocol import SummarizeRequest
 from vcmc.silo.disclosure import (
     DisclosureError,
     apply_min_cluster_size,
@@ -19,7 +19,7 @@ from vcmc.silo.disclosure import (
     suppress_small_cells,
 )
 from vcmc.silo.local import LocalSilo
-from vcmc.silo.summary import LocalPosterior
+from vcmc.silo.posterior import LocalPosterior
 
 N_MOD = (2,) * 4 + (3,) * 6
 

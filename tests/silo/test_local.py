@@ -8,7 +8,8 @@ import pytest
 
 from vcmc.config import AggregationConfig, FitConfig, PostprocessConfig, PrivacyConfig, SamplerConfig
 from vcmc.exceptions import ConfigError, NotFittedError
-from vcmc.federation.protocol import (
+from vcmc.model import one_hot_counts
+from vcmc.protocol import (
     AssignRequest,
     CountsRequest,
     DivergenceRequest,
@@ -16,7 +17,6 @@ from vcmc.federation.protocol import (
     HelloRequest,
     SummarizeRequest,
 )
-from vcmc.model import one_hot_counts
 from vcmc.silo.local import LocalSilo
 
 
@@ -101,7 +101,7 @@ def test_state_survives_export_and_restore(silo_data, fitted):
 
 
 def test_requests_before_summarize_fail_clearly(silo_data):
-    from vcmc.federation.protocol import Silo
+    from vcmc.protocol import Silo
 
     silo = LocalSilo(silo_data)
     assert isinstance(silo, Silo)

@@ -7,7 +7,7 @@ import pytest
 
 import vcmc.silo.apply as apply_mod
 from vcmc.config import FitConfig, SamplerConfig
-from vcmc.federation.protocol import AssignRequest, SummarizeRequest
+from vcmc.protocol import AssignRequest, SummarizeRequest
 from vcmc.silo.local import LocalSilo
 from vcmc.simulate import simulate_design
 

@@ -6,6 +6,7 @@ import pytest
 from vcmc.config import PostprocessConfig
 from vcmc.exceptions import DataError
 from vcmc.model import profile_offsets
+from vcmc.silo.posterior import LocalPosterior
 from vcmc.silo.postprocess import (
     build_local_posterior,
     posterior_mode,
@@ -13,7 +14,6 @@ from vcmc.silo.postprocess import (
     reallocate_small_clusters,
 )
 from vcmc.silo.relabel import RelabelledChain
-from vcmc.silo.summary import LocalPosterior
 
 N_MOD = (2, 2, 2)
 P = 6
@@ -178,8 +178,8 @@ def test_profile_blocks_of_kept_draws_sum_to_one():
 def _conjugate_local(sizes, profiles, n_mod, seed, n_draws=400):
     """Exact conjugate posterior (given the partition) of clusters of the given sizes and true profiles."""
     from vcmc.config import PriorConfig
-    from vcmc.silo.oracle import oracle_local_posterior
     from vcmc.simulate import simulate
+    from vcmc.study.oracle import oracle_local_posterior
 
     weights = np.asarray(sizes, dtype=float) / np.sum(sizes)
     data = simulate(n_per_silo=int(np.sum(sizes)), weights=weights[None, :], n_modalities=n_mod,

@@ -65,7 +65,7 @@ def test_oracle_matching_appendix_a():
     """With the true local partitions and well separated clusters, Ball and min-divergence recover the
     matching; Hungarian cannot in the non-nested design (its reference silo lacks a cluster and it
     opens no new one: the paper's 0%)."""
-    pytest.importorskip("vcmc.matching.evaluate")
+    pytest.importorskip("vcmc.study.evaluate")
     from vcmc.simulate import simulate_design
 
     prof = _profile(n_per_silo=1000)

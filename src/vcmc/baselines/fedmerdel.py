@@ -30,8 +30,8 @@ from scipy import special, stats
 from vcmc._rng import as_seed_sequence, root_entropy
 from vcmc.baselines.fed_kmodes import _check_positive_int, check_silos, kmodes_iterations
 from vcmc.exceptions import ConfigError, ConvergenceWarning
-from vcmc.messages import Message
 from vcmc.model import MISSING, profile_offsets, variable_of_column
+from vcmc.protocol import Message
 from vcmc.results import GlobalResult
 
 NAME = "fedmerdel"
@@ -188,7 +188,7 @@ def _dirichlet_bhattacharyya(a, b, offsets) -> np.ndarray:
 class MerDelSummary(Message):
     """What a silo sends: per non-empty local cluster its ``alpha*`` (K,) and ``eps*`` (K, P), and K_init.
 
-    Nothing has the silo's row count as a dimension. A ``vcmc.messages.Message``, so it travels through
+    Nothing has the silo's row count as a dimension. A ``vcmc.protocol.message.Message``, so it travels through
     any transport with ``to_arrays``/``from_arrays``.
     """
 

@@ -77,7 +77,7 @@ def config_mapping_from_args(args) -> dict[str, object]:
 
 def config_from_args(args) -> FitConfig:
     """``FitConfig`` from the CLI arguments, through the same builder as the Flower run config."""
-    from vcmc.federation.config_io import config_from_mapping
+    from vcmc.config import config_from_mapping
 
     return config_from_mapping(config_mapping_from_args(args))
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from vcmc.exceptions import ConfigError, InconsistentSiloSummaries, SiloFailure
-from vcmc.federation.protocol import (
+from vcmc.protocol import (
     REPLY_TYPE,
     AssignReply,
     AssignRequest,
@@ -28,10 +28,10 @@ from vcmc.federation.protocol import (
     CountsRequest,
     DivergenceReply,
     DivergenceRequest,
+    Message,
+    SiloSummary,
     decode_message,
 )
-from vcmc.messages import Message
-from vcmc.silo.summary import SiloSummary
 
 MANIFEST = "manifest.json"
 

@@ -32,13 +32,11 @@ from pathlib import Path
 
 import numpy as np
 
-from vcmc.config import PrivacyConfig
+from vcmc.config import PrivacyConfig, config_from_mapping
 from vcmc.exceptions import ConfigError, SiloFailure
-from vcmc.federation.config_io import config_from_mapping
 from vcmc.federation.faults import FaultPolicy
-from vcmc.federation.protocol import HelloReply, HelloRequest, decode_message
 from vcmc.federation.transport import _TransportBase, reply_to_result, sanitise_exception
-from vcmc.messages import Message
+from vcmc.protocol import HelloReply, HelloRequest, Message, decode_message
 
 log = logging.getLogger("vcmc.federation")
 

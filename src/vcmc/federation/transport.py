@@ -34,8 +34,7 @@ from vcmc.exceptions import (
     NotFittedError,
     SiloFailure,
 )
-from vcmc.federation.protocol import ErrorReply, HelloReply, HelloRequest, decode_message
-from vcmc.messages import Message
+from vcmc.protocol import ErrorReply, HelloReply, HelloRequest, Message, decode_message
 
 log = logging.getLogger("vcmc.federation")
 silo_log = logging.getLogger("vcmc.silo")
@@ -187,7 +186,7 @@ class InProcessTransport(_TransportBase):
 
 _ASSIGNMENTS = "__local_assignments__"
 _PRELOAD = ["vcmc.silo.local", "vcmc.silo.apply", "vcmc.silo.build_summary", "vcmc.silo.diagnostics",
-            "vcmc.matching.divergence", "vcmc.silo.counts", "arviz"]
+            "vcmc.silo.divergence", "vcmc.silo.counts", "vcmc.silo.memberships", "arviz"]
 _PROGRESS = "__progress__"
 
 

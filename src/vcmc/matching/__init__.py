@@ -12,19 +12,18 @@ from collections.abc import Callable, Sequence
 
 from vcmc.config import MatchingConfig, PriorConfig
 from vcmc.exceptions import ConfigError
-from vcmc.federation.protocol import DivergenceReply, DivergenceRequest
 from vcmc.matching.ball import ball_radius, match_ball
 from vcmc.matching.calibrated import match_calibrated
 from vcmc.matching.coordinates import coordinates
-from vcmc.matching.divergence import divergence_cost, in_process_divergence, match_min_divergence
+from vcmc.matching.divergence import match_min_divergence
 from vcmc.matching.hungarian import match_hungarian
 from vcmc.matching.placeholder import build_matched_draws_with_placeholders
 from vcmc.matching.types import MatchedDraws, Matching, build_matched_draws
-from vcmc.silo.summary import SiloSummary
+from vcmc.protocol import DivergenceReply, DivergenceRequest, SiloSummary
 
-__all__ = ["match", "match_calibrated", "match_ball", "match_hungarian", "match_min_divergence", "divergence_cost",
-           "in_process_divergence", "ball_radius", "coordinates", "Matching", "MatchedDraws",
-           "build_matched_draws", "build_matched_draws_with_placeholders", "matched_draws"]
+__all__ = ["match", "match_calibrated", "match_ball", "match_hungarian", "match_min_divergence", "ball_radius",
+           "coordinates", "Matching", "MatchedDraws", "build_matched_draws", "build_matched_draws_with_placeholders",
+           "matched_draws"]
 
 
 def match(summaries: Sequence[SiloSummary], config: MatchingConfig | None = None, *,

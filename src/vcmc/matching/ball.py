@@ -18,7 +18,7 @@ from scipy.sparse.csgraph import connected_components
 from vcmc.exceptions import ConfigError
 from vcmc.matching.coordinates import distance_matrix, matching_from_groups, stacked_coordinates
 from vcmc.matching.types import Matching
-from vcmc.silo.summary import SiloSummary
+from vcmc.protocol import SiloSummary
 
 __all__ = ["ball_radius", "match_ball"]
 

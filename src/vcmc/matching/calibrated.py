@@ -35,7 +35,7 @@ from vcmc.closeness import (
 from vcmc.exceptions import ConfigError
 from vcmc.matching.coordinates import check_summaries, matching_from_groups
 from vcmc.matching.types import Matching
-from vcmc.silo.summary import SiloSummary
+from vcmc.protocol import SiloSummary
 
 __all__ = ["cluster_closeness", "match_calibrated"]
 

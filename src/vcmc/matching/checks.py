@@ -28,7 +28,7 @@ import numpy as np
 from vcmc.closeness import DEFAULT_LEVEL, closeness_statistic, closeness_threshold, coordinate_columns
 from vcmc.matching.calibrated import cluster_closeness
 from vcmc.matching.types import Matching
-from vcmc.silo.summary import SiloSummary
+from vcmc.protocol import SiloSummary
 
 __all__ = ["matching_checks", "describe_check", "summarise_checks"]
 

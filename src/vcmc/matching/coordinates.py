@@ -15,7 +15,7 @@ from scipy.spatial.distance import cdist
 from vcmc.exceptions import ConfigError, InconsistentSiloSummaries
 from vcmc.matching.types import Matching
 from vcmc.model import profile_offsets
-from vcmc.silo.summary import SiloSummary
+from vcmc.protocol import SiloSummary
 
 __all__ = ["coordinates", "stacked_coordinates", "distance_matrix", "default_reference",
            "resolve_reference", "check_summaries", "matching_from_groups"]

@@ -22,7 +22,7 @@ from vcmc.matching.coordinates import (
     resolve_reference,
 )
 from vcmc.matching.types import Matching
-from vcmc.silo.summary import SiloSummary
+from vcmc.protocol import SiloSummary
 
 __all__ = ["match_hungarian"]
 

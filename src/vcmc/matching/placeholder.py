@@ -17,10 +17,10 @@ import numpy as np
 
 from vcmc._rng import spawn_generators
 from vcmc.config import PriorConfig
+from vcmc.dirichlet import sample_dirichlet_blocks
 from vcmc.matching.types import MatchedDraws, Matching, build_matched_draws
 from vcmc.model import beta_per_column, fractionate
-from vcmc.silo.oracle import sample_dirichlet_blocks
-from vcmc.silo.summary import SiloSummary
+from vcmc.protocol import SiloSummary
 
 __all__ = ["build_matched_draws_with_placeholders"]
 

@@ -24,10 +24,10 @@ from vcmc.exceptions import ConfigError, DataError
 from vcmc.model import MISSING
 from vcmc.parallel import parallel_map, resolve_jobs
 from vcmc.silo.diagnostics import local_diagnostics
+from vcmc.silo.posterior import LocalPosterior
 from vcmc.silo.postprocess import build_local_posterior, posterior_mode
 from vcmc.silo.relabel import PSM_MAX_ROWS, PivotRelabeller, RelabelledChain, align_chains
 from vcmc.silo.sampler import run_chain
-from vcmc.silo.summary import LocalPosterior
 
 __all__ = ["run_apply_step", "run_relabelled_chain", "check_codes"]
 

@@ -12,7 +12,8 @@ import numpy as np
 
 from vcmc.exceptions import DataError, SchemaError
 from vcmc.model import one_hot_counts
-from vcmc.silo.summary import LocalPosterior, SiloSummary
+from vcmc.protocol import SiloSummary
+from vcmc.silo.posterior import LocalPosterior
 
 
 def build_summary(local: LocalPosterior, codes: np.ndarray, *, silo: str, schema_fingerprint: str,

@@ -17,7 +17,7 @@ import warnings
 import numpy as np
 
 from vcmc.model import profile_offsets
-from vcmc.silo.summary import LocalPosterior
+from vcmc.silo.posterior import LocalPosterior
 
 # ArviZ tail ESS: the 5% and 95% quantiles (ArviZ's documented default for method="tail").
 _TAIL_PROB = (0.05, 0.95)

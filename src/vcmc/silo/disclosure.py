@@ -28,7 +28,7 @@ from vcmc._rng import RngLike, as_generator
 from vcmc.config import PrivacyConfig
 from vcmc.exceptions import ConfigError, VcmcError
 from vcmc.model import profile_offsets
-from vcmc.silo.summary import LocalPosterior
+from vcmc.silo.posterior import LocalPosterior
 
 
 class DisclosureError(VcmcError):

@@ -1,6 +1,6 @@
 """``LocalSilo``: the silo side of the boundary, living where the data are.
 
-It answers the requests of ``vcmc.federation.protocol`` and nothing else: ``handle`` dispatches on the
+It answers the requests of ``vcmc.protocol`` and nothing else: ``handle`` dispatches on the
 request type. Everything row-level (codes, the local partition, membership probabilities, the global
 labels) stays in this object; what it returns is cluster-level and has passed disclosure control
 (``vcmc.silo.disclosure``). The same class runs in-process, inside a worker process of the process pool
@@ -18,10 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from vcmc.config import PrivacyConfig
+from vcmc.config import PrivacyConfig, config_from_mapping
 from vcmc.exceptions import ConfigError, NotFittedError
-from vcmc.federation.config_io import config_from_mapping
-from vcmc.federation.protocol import (
+from vcmc.protocol import (
     AssignReply,
     AssignRequest,
     CountsReply,
@@ -30,11 +29,12 @@ from vcmc.federation.protocol import (
     DivergenceRequest,
     HelloReply,
     HelloRequest,
+    Message,
+    SiloSummary,
     SummarizeRequest,
 )
-from vcmc.messages import Message
 from vcmc.silo.disclosure import apply_min_cluster_size, effective_privacy, protect_counts
-from vcmc.silo.summary import LocalPosterior, SiloSummary
+from vcmc.silo.posterior import LocalPosterior
 
 _STATE_FIELDS = ("partition", "membership", "pi_draws", "profile_draws", "n_occupied", "log_posterior")
 
@@ -240,7 +240,7 @@ class LocalSilo:
 
     def membership_divergence(self, request: DivergenceRequest) -> DivergenceReply:
         """Cost of matching each local cluster to each reference cluster (minimum-divergence matching)."""
-        from vcmc.matching.divergence import divergence_cost
+        from vcmc.silo.divergence import divergence_cost
 
         local = self._require_local("divergence")
         cost = divergence_cost(self.codes, self.n_modalities, local, np.asarray(request.reference_pi),

@@ -42,8 +42,8 @@ from vcmc.config import PostprocessConfig
 from vcmc.exceptions import DataError
 from vcmc.model import log_likelihood_rows
 from vcmc.silo.diagnostics import local_diagnostics
+from vcmc.silo.posterior import LocalPosterior
 from vcmc.silo.relabel import RelabelledChain
-from vcmc.silo.summary import LocalPosterior
 
 
 def posterior_mode(values: np.ndarray) -> int:

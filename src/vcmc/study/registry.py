@@ -259,7 +259,7 @@ def _discgs(dataset, *, seed: int, profile, shared=None) -> GlobalResult:
 _EVAL = ("vcmc.metrics", "vcmc.simulate")
 _VCMC_MODULES = ("vcmc.pipeline:server_steps", "vcmc.federation.transport:InProcessTransport",
                  "vcmc.silo.local:LocalSilo", "vcmc.matching:match",
-                 "vcmc.matching.evaluate:evaluate_matching",
+                 "vcmc.study.evaluate:evaluate_matching",
                  "vcmc.aggregation:aggregate", "vcmc.aggregation:consensus", *_EVAL)
 
 
@@ -294,7 +294,7 @@ def oracle_matching(dataset, matching: str, *, seed: int, profile) -> dict:
     """Match the silos' TRUE local partitions (the paper's Appendix A) and score the matching.
 
     Each silo's summary is the exact conjugate posterior given its true partition
-    (``vcmc.matching.evaluate.appendix_a_silos``); the matching algorithm then runs on these summaries as
+    (``vcmc.study.evaluate.appendix_a_silos``); the matching algorithm then runs on these summaries as
     in a real federation (minimum divergence asks the oracle silos for its cost matrices).
 
     Returns
@@ -303,8 +303,8 @@ def oracle_matching(dataset, matching: str, *, seed: int, profile) -> dict:
         ``correct`` (bool, method.md 9.1), ``ari`` (pooled ARI of the partition the matching induces),
         ``n_global`` (global clusters found).
     """
-    from vcmc.matching import in_process_divergence, match
-    from vcmc.matching.evaluate import appendix_a_silos, evaluate_matching
+    from vcmc.matching import match
+    from vcmc.study.evaluate import appendix_a_silos, evaluate_matching, in_process_divergence
 
     config = profile.fit_config(matching=matching)
     data_rng, match_rng = spawn_generators(seed, 2)

@@ -357,7 +357,7 @@ def run_cell(scenario: str, replicate: int, *, profile: StudyProfile, methods, r
 
 def _evaluate_estimated_matching(result, shared, dataset) -> dict | None:
     """Table 2 with estimated local partitions: the matching scored on the silos' own partitions."""
-    from vcmc.matching.evaluate import evaluate_matching
+    from vcmc.study.evaluate import evaluate_matching
 
     local = shared.local_partitions() if shared is not None else None
     if result.matching is None or local is None:
@@ -376,7 +376,7 @@ SENSITIVITY_LEVELS: tuple[float, ...] = (0.99, 0.999, 0.9999, 1 - 1e-8)
 def _matching_at_levels(shared, dataset) -> dict | None:
     """Correct matching, ARI and C of calibrated matching at other levels (pure matching, no aggregation)."""
     from vcmc.matching import match_calibrated
-    from vcmc.matching.evaluate import evaluate_matching
+    from vcmc.study.evaluate import evaluate_matching
 
     local = shared.local_partitions() if shared is not None else None
     if local is None:

@@ -4,13 +4,13 @@ from scipy import stats
 
 from vcmc.config import PriorConfig
 from vcmc.exceptions import DataError
-from vcmc.silo.oracle import (
+from vcmc.protocol import SiloSummary
+from vcmc.study.oracle import (
     oracle_local_posterior,
     oracle_posterior_and_summary,
     oracle_summary,
     sample_dirichlet_blocks,
 )
-from vcmc.silo.summary import SiloSummary
 
 N_MOD = (2, 3)
 

@@ -6,16 +6,66 @@ The Python API, the CLI and the Flower run config build these same objects. Vali
 
 from __future__ import annotations
 
+import dataclasses
+import types
+import typing
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
 from vcmc.closeness import DEFAULT_LEVEL
 from vcmc.exceptions import ConfigError
 
+# The allowed values of every option with a fixed set of choices, defined once: the dataclasses below use
+# them as type hints and validate against them, the CLI takes its ``choices`` from them and the mapping
+# parser (``vcmc.config.mapping``) coerces to them.
+PartitionEstimator = Literal["modal", "psm"]
+MatchingMethod = Literal["calibrated", "ball", "hungarian", "min-divergence"]
+BallRadius = Literal["overfitted", "finite"]
+NewClusterRule = Literal["penalised", "augmented"]
+AbsentCluster = Literal["structural_zero", "placeholder"]
+Strategy = Literal["contingency", "federated-gradient", "design"]
+Objective = Literal["auto", "complete", "observed"]
+Tie = Literal["per_block", "per_cluster"]
+Optimizer = Literal["projected-adaptive", "projected-sgd", "softmax-lbfgs", "exponentiated"]
+StopRule = Literal["absolute", "plateau"]
+AssignMode = Literal["posterior", "local"]
+
+
+def choices(literal) -> tuple[str, ...]:
+    """The allowed values of one of the ``Literal`` types above (e.g. for argparse ``choices``)."""
+    return tuple(typing.get_args(literal))
+
 
 def _check(cond: bool, owner: str, name: str, expected: str, got) -> None:
     if not cond:
         raise ConfigError(f"The {name!r} parameter of {owner} must be {expected}. Got {got!r} instead.")
+
+
+def _check_choices(obj) -> None:
+    """Validate every field whose type hint holds a ``Literal`` against its allowed values."""
+    hints = typing.get_type_hints(type(obj))
+    for f in dataclasses.fields(obj):
+        hint = hints[f.name]
+        alts = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+        literals = [a for a in alts if typing.get_origin(a) is Literal]
+        if not literals:
+            continue
+        allowed = tuple(v for lit in literals for v in typing.get_args(lit))
+        value = getattr(obj, f.name)
+        if isinstance(value, str) or len(literals) == len(alts):
+            others = [a.__name__ for a in alts if typing.get_origin(a) is not Literal and a is not type(None)]
+            _check(value in allowed, type(obj).__name__, f.name, "one of " + ", ".join(repr(v) for v in allowed)
+                   + (f" or a positive {' or '.join(others)}" if others else ""), value)
+
+
+def check_new_cluster_rule(rule: str, penalty_multiplier: float, owner: str) -> None:
+    """Validate the new-cluster rule of minimum-divergence matching (server and silo check the same)."""
+    _check(rule in choices(NewClusterRule), owner, "rule", "one of " + ", ".join(map(repr, choices(
+        NewClusterRule))), rule)
+    import math
+
+    _check(isinstance(penalty_multiplier, int | float) and math.isfinite(penalty_multiplier)
+           and penalty_multiplier >= 0, owner, "penalty_multiplier", "a finite float >= 0", penalty_multiplier)
 
 
 @dataclass(frozen=True)
@@ -40,6 +90,7 @@ class PriorConfig:
     fractionate: bool = True
 
     def __post_init__(self):
+        _check_choices(self)
         _check(isinstance(self.n_components, int) and self.n_components >= 2, "PriorConfig",
                "n_components", "an int >= 2", self.n_components)
         _check(self.alpha > 0, "PriorConfig", "alpha", "a float in (0, inf)", self.alpha)
@@ -73,6 +124,7 @@ class SamplerConfig:
     block_size: int = 1000
 
     def __post_init__(self):
+        _check_choices(self)
         _check(self.n_iter >= 1, "SamplerConfig", "n_iter", "an int >= 1", self.n_iter)
         _check(0 <= self.burn_in < self.n_iter, "SamplerConfig", "burn_in", "an int in [0, n_iter)",
                self.burn_in)
@@ -122,17 +174,16 @@ class PostprocessConfig:
     min_cluster_fraction: float = 0.0
     min_cluster_size: int = 0
     reallocate_small: bool = True
-    partition: Literal["modal", "psm"] = "modal"
+    partition: PartitionEstimator = "modal"
 
     def __post_init__(self):
+        _check_choices(self)
         _check(0.5 <= self.resolution_level < 1, "PostprocessConfig", "resolution_level", "a float in [0.5, 1)",
                self.resolution_level)
         _check(0 <= self.min_cluster_fraction < 1, "PostprocessConfig", "min_cluster_fraction",
                "a float in [0, 1)", self.min_cluster_fraction)
         _check(self.min_cluster_size >= 0, "PostprocessConfig", "min_cluster_size", "an int >= 0",
                self.min_cluster_size)
-        _check(self.partition in ("modal", "psm"), "PostprocessConfig", "partition",
-               "one of 'modal', 'psm'", self.partition)
 
     def threshold(self, n_rows: int) -> int:
         """Smallest local cluster kept by the fixed-size rule for a silo of ``n_rows`` rows (0 when off)."""
@@ -170,6 +221,7 @@ class PrivacyConfig:
     share_counts: bool = True
 
     def __post_init__(self):
+        _check_choices(self)
         _check(self.min_cluster_size >= 0, "PrivacyConfig", "min_cluster_size", "an int >= 0",
                self.min_cluster_size)
         _check(self.suppress_cells_below >= 0, "PrivacyConfig", "suppress_cells_below", "an int >= 0",
@@ -206,27 +258,22 @@ class MatchingConfig:
         How a global cluster absent from a silo enters aggregation (default structural zero).
     """
 
-    method: Literal["calibrated", "ball", "hungarian", "min-divergence"] = "calibrated"
+    method: MatchingMethod = "calibrated"
     level: float = DEFAULT_LEVEL
-    radius: Literal["overfitted", "finite"] | float = "overfitted"
+    radius: BallRadius | float = "overfitted"
     reference: str | None = None
-    new_cluster_rule: Literal["penalised", "augmented"] = "penalised"
+    new_cluster_rule: NewClusterRule = "penalised"
     penalty_multiplier: float = 1.0
     n_starts: int = 4
-    absent: Literal["structural_zero", "placeholder"] = "structural_zero"
+    absent: AbsentCluster = "structural_zero"
 
     def __post_init__(self):
-        _check(self.method in ("calibrated", "ball", "hungarian", "min-divergence"), "MatchingConfig",
-               "method", "one of 'calibrated', 'ball', 'hungarian', 'min-divergence'", self.method)
+        _check_choices(self)
         _check(0.5 <= self.level < 1, "MatchingConfig", "level", "a float in [0.5, 1)", self.level)
-        _check(self.radius in ("overfitted", "finite") or (isinstance(self.radius, float | int)
+        _check(self.radius in choices(BallRadius) or (isinstance(self.radius, float | int)
                and not isinstance(self.radius, bool) and self.radius > 0), "MatchingConfig", "radius",
                "'overfitted', 'finite' or a positive float", self.radius)
-        _check(self.new_cluster_rule in ("penalised", "augmented"), "MatchingConfig",
-               "new_cluster_rule", "one of 'penalised', 'augmented'", self.new_cluster_rule)
         _check(self.n_starts >= 1, "MatchingConfig", "n_starts", "an int >= 1", self.n_starts)
-        _check(self.absent in ("structural_zero", "placeholder"), "MatchingConfig", "absent",
-               "one of 'structural_zero', 'placeholder'", self.absent)
 
 
 @dataclass(frozen=True)
@@ -276,34 +323,26 @@ class AggregationConfig:
         Posterior draws sent to each silo for its memberships (default 100, evenly spaced).
     """
 
-    strategy: Literal["contingency", "federated-gradient", "design"] = "contingency"
-    objective: Literal["auto", "complete", "observed"] = "auto"
-    tie: Literal["per_block", "per_cluster"] = "per_block"
-    optimizer: Literal["projected-adaptive", "projected-sgd", "softmax-lbfgs", "exponentiated"] = (
-        "projected-adaptive")
+    strategy: Strategy = "contingency"
+    objective: Objective = "auto"
+    tie: Tie = "per_block"
+    optimizer: Optimizer = "projected-adaptive"
     max_iter: int = 1000
     tol: float = 0.1
-    stop: Literal["absolute", "plateau"] = "absolute"
+    stop: StopRule = "absolute"
     n_draws_batch: int = 50
     n_eval: int = 200
     n_starts: int = 300
     design_iter: int = 10
     floor: float = 1e-6
     step_size: float = 0.02
-    assign: Literal["posterior", "local"] = "posterior"
+    assign: AssignMode = "posterior"
     assign_draws: int = 100
 
     def __post_init__(self):
-        _check(self.strategy in ("contingency", "federated-gradient", "design"), "AggregationConfig",
-               "strategy", "one of 'contingency', 'federated-gradient', 'design'", self.strategy)
-        _check(self.objective in ("auto", "complete", "observed"), "AggregationConfig", "objective",
-               "one of 'auto', 'complete', 'observed'", self.objective)
-        _check(self.tie in ("per_block", "per_cluster"), "AggregationConfig", "tie",
-               "one of 'per_block', 'per_cluster'", self.tie)
+        _check_choices(self)
         _check(self.max_iter >= 1, "AggregationConfig", "max_iter", "an int >= 1", self.max_iter)
         _check(self.tol > 0, "AggregationConfig", "tol", "a float in (0, inf)", self.tol)
-        _check(self.stop in ("absolute", "plateau"), "AggregationConfig", "stop", "one of 'absolute', "
-               "'plateau'", self.stop)
         _check(self.n_draws_batch >= 1, "AggregationConfig", "n_draws_batch", "an int >= 1",
                self.n_draws_batch)
         _check(self.n_eval >= 1, "AggregationConfig", "n_eval", "an int >= 1", self.n_eval)
@@ -311,8 +350,6 @@ class AggregationConfig:
         _check(0 < self.floor < 0.01, "AggregationConfig", "floor", "a float in (0, 0.01)", self.floor)
         _check(self.step_size > 0, "AggregationConfig", "step_size", "a float in (0, inf)",
                self.step_size)
-        _check(self.assign in ("posterior", "local"), "AggregationConfig", "assign",
-               "one of 'posterior', 'local'", self.assign)
         _check(self.assign_draws >= 1, "AggregationConfig", "assign_draws", "an int >= 1", self.assign_draws)
 
     @property

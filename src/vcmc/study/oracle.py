@@ -16,12 +16,14 @@ from scipy.special import gammaln
 
 from vcmc._rng import as_generator
 from vcmc.config import PriorConfig
+from vcmc.dirichlet import sample_dirichlet_blocks
 from vcmc.exceptions import DataError
 from vcmc.model import MISSING, beta_per_column, fractionate, one_hot_counts, profile_offsets
-from vcmc.silo.summary import LocalPosterior, SiloSummary
+from vcmc.protocol import SiloSummary
+from vcmc.silo.posterior import LocalPosterior
 
 __all__ = ["oracle_local_posterior", "oracle_summary", "oracle_posterior_and_summary",
-           "summary_from_local_posterior", "sample_dirichlet_blocks"]
+           "summary_from_local_posterior"]
 
 
 def _schema_fingerprint(n_modalities) -> str:
@@ -62,42 +64,6 @@ def _check_inputs(codes, n_modalities, labels):
     if np.any(labels < 0):
         raise DataError("labels must be non-negative cluster labels")
     return codes, labels, n_mod
-
-
-def sample_dirichlet_blocks(concentration: np.ndarray, n_modalities, n_draws: int,
-                            rng: np.random.Generator) -> np.ndarray:
-    """Independent Dirichlet draws for every variable block of every cluster.
-
-    Parameters
-    ----------
-    concentration : ndarray of shape (K, P)
-        Dirichlet parameters; the columns of variable q are ``offsets[q]:offsets[q+1]``.
-    n_modalities : sequence of int
-    n_draws : int
-    rng : numpy.random.Generator
-
-    Returns
-    -------
-    ndarray of shape (n_draws, K, P)
-        Each variable block sums to 1.
-
-    Notes
-    -----
-    Drawn in log space with ``log G_a = log G_{a+1} + log(U) / a`` (Marsaglia and Tsang's boost), so that
-    concentrations well below 1 (unfractionated sparse priors, empty modalities) do not underflow to a
-    block of zeros as plain ``standard_gamma`` draws do.
-    """
-    conc = np.asarray(concentration, dtype=np.float64)
-    shape = (n_draws,) + conc.shape
-    log_g = np.log(rng.standard_gamma(conc + 1.0, size=shape)) + np.log(rng.random(size=shape)) / conc
-    offsets = profile_offsets(n_modalities)
-    starts = offsets[:-1]
-    # per-block log-sum-exp: subtract the block maximum, exponentiate, normalise
-    block_max = np.maximum.reduceat(log_g, starts, axis=-1)
-    widths = np.diff(offsets)
-    g = np.exp(log_g - np.repeat(block_max, widths, axis=-1))
-    totals = np.add.reduceat(g, starts, axis=-1)
-    return g / np.repeat(totals, widths, axis=-1)
 
 
 def oracle_local_posterior(codes, n_modalities, labels, *, prior: PriorConfig, n_silos: int,

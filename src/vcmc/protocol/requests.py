@@ -17,8 +17,8 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from vcmc.exceptions import InconsistentSiloSummaries
-from vcmc.messages import Message
-from vcmc.silo.summary import SiloSummary
+from vcmc.protocol.message import Message
+from vcmc.protocol.summary import SiloSummary
 
 
 @dataclass(frozen=True)

@@ -2,14 +2,14 @@ import numpy as np
 import pytest
 
 from vcmc.exceptions import DataError
-from vcmc.matching.evaluate import (
+from vcmc.matching.types import Matching
+from vcmc.study.evaluate import (
     appendix_a_silos,
     correct_matching,
     evaluate_matching,
     local_cluster_identity,
     propagated_partition,
 )
-from vcmc.matching.types import Matching
 
 # two silos; true labels 0,1,2; silo 0 holds {0, 1}, silo 1 holds {1, 2} with true 1 split in two
 LOCAL = [np.array([0, 0, 0, 1, 1, 1]), np.array([0, 0, 1, 1, 2, 2])]
@@ -86,7 +86,7 @@ def test_appendix_a_local_partitions_are_the_truth():
 
 
 def test_propagate_in_silo_returns_labels_and_counts_only_of_global_clusters():
-    from vcmc.matching.evaluate import propagate_in_silo
+    from vcmc.study.evaluate import propagate_in_silo
 
     labels, counts = propagate_in_silo(np.array([0, 1, 2, 2, 1]), np.array([3, 0, 0]), 4)
     assert labels.tolist() == [3, 0, 0, 0, 0]

@@ -4,9 +4,16 @@ import json
 
 import pytest
 
-from vcmc.config import FitConfig, MatchingConfig, PriorConfig, PrivacyConfig, SamplerConfig
+from vcmc.config import (
+    FitConfig,
+    MatchingConfig,
+    PriorConfig,
+    PrivacyConfig,
+    SamplerConfig,
+    config_from_mapping,
+    config_to_mapping,
+)
 from vcmc.exceptions import ConfigError
-from vcmc.federation.config_io import config_from_mapping, config_to_mapping
 
 
 def test_flat_dotted_hyphenated_keys_as_flower_gives_them():

@@ -7,7 +7,7 @@ they share an identity (same silo included) and the number of global clusters eq
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from sklearn.metrics import adjusted_rand_score
@@ -16,11 +16,12 @@ from vcmc._rng import spawn_generators
 from vcmc.config import PriorConfig
 from vcmc.exceptions import DataError
 from vcmc.matching.types import Matching
-from vcmc.silo.oracle import oracle_posterior_and_summary
-from vcmc.silo.summary import LocalPosterior, SiloSummary
+from vcmc.protocol import DivergenceReply, DivergenceRequest, SiloSummary
+from vcmc.silo.posterior import LocalPosterior
+from vcmc.study.oracle import oracle_posterior_and_summary
 
-__all__ = ["local_cluster_identity", "correct_matching", "propagated_partition", "evaluate_matching",
-           "appendix_a_silos", "propagate_in_silo"]
+__all__ = ["in_process_divergence", "local_cluster_identity", "correct_matching", "propagated_partition",
+           "evaluate_matching", "appendix_a_silos", "propagate_in_silo"]
 
 
 def _as_label_lists(local_labels, true_labels):
@@ -174,3 +175,30 @@ def appendix_a_silos(codes: Sequence[np.ndarray], labels: Sequence[np.ndarray], 
         locals_.append(local)
         local_labels.append(local.partition)
     return summaries, locals_, local_labels
+
+
+def in_process_divergence(silos: Sequence[tuple[np.ndarray, LocalPosterior]], n_modalities, *,
+                          encode: bool = True) -> Callable[[int, DivergenceRequest], DivergenceReply]:
+    """A ``divergence`` callable for silos held in this process (tests, simulations).
+
+    Parameters
+    ----------
+    silos : sequence of (codes, LocalPosterior)
+        In the order of the summaries given to ``match_min_divergence``.
+    n_modalities : sequence of int
+    encode : bool, default True
+        Pass requests and replies through their plain-array encoding (``to_arrays``/``from_arrays``), as
+        a remote transport would.
+    """
+    from vcmc.silo.divergence import membership_divergence
+
+    data = list(silos)
+
+    def route(silo_index: int, request: DivergenceRequest) -> DivergenceReply:
+        if encode:
+            request = DivergenceRequest.from_arrays(request.to_arrays())
+        codes, local = data[silo_index]
+        reply = membership_divergence(codes, n_modalities, local, request)
+        return DivergenceReply.from_arrays(reply.to_arrays()) if encode else reply
+
+    return route

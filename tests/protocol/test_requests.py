@@ -7,7 +7,8 @@ import pytest
 
 from vcmc.data import SiloData
 from vcmc.exceptions import InconsistentSiloSummaries
-from vcmc.federation.protocol import (
+from vcmc.federation.transport import InProcessTransport
+from vcmc.protocol import (
     MESSAGE_TYPES,
     AssignRequest,
     CountsRequest,
@@ -15,10 +16,9 @@ from vcmc.federation.protocol import (
     ErrorReply,
     HelloReply,
     HelloRequest,
+    Message,
     decode_message,
 )
-from vcmc.federation.transport import InProcessTransport
-from vcmc.messages import Message
 from vcmc.silo.local import LocalSilo
 
 N_ROWS = 137

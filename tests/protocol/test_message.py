@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from vcmc.exceptions import InconsistentSiloSummaries
-from vcmc.silo.summary import SiloSummary
+from vcmc.protocol import SiloSummary
 
 
 def make_summary(**over):

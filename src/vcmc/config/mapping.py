@@ -20,7 +20,7 @@ import typing
 from collections.abc import Collection, Mapping
 from typing import Literal
 
-from vcmc.config import (
+from vcmc.config.options import (
     AggregationConfig,
     FitConfig,
     MatchingConfig,
@@ -203,3 +203,41 @@ def _describe(hint) -> str:
         else:
             words.append(("an " if alt.__name__[0] in "aeiou" else "a ") + alt.__name__)
     return " or ".join(words)
+
+
+def load_config_file(path, *, ignore: Collection[str] = (), base: FitConfig | None = None) -> FitConfig:
+    """``FitConfig`` from a TOML or JSON file, through ``config_from_mapping``.
+
+    TOML tables and dotted keys are those of the Flower run config: ``[sampler]`` then ``n-iter = 2000``,
+    or ``sampler.n-iter = 2000`` at the top (TOML reads both as the same nested table). A file that is a
+    whole ``pyproject.toml`` of a Flower app is read from its ``[tool.flwr.app.config]`` table.
+
+    Raises
+    ------
+    ConfigError
+        Naming the file, when it cannot be read or parsed, or when an option is unknown or invalid.
+    """
+    import json
+    import tomllib
+    from pathlib import Path
+
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as err:
+        raise ConfigError(f"cannot read the configuration file {str(p)!r}: {err.strerror or err}") from None
+    try:
+        data = json.loads(text) if p.suffix.lower() == ".json" else tomllib.loads(text)
+    except (ValueError, tomllib.TOMLDecodeError) as err:
+        kind = "JSON" if p.suffix.lower() == ".json" else "TOML"
+        raise ConfigError(f"the configuration file {str(p)!r} is not valid {kind}: {err}") from None
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"the configuration file {str(p)!r} must hold a table of options; got "
+                          f"{type(data).__name__}")
+    flwr = data.get("tool", {}).get("flwr", {}).get("app", {}).get("config") if "tool" in data else None
+    if isinstance(flwr, Mapping):
+        data = flwr
+    try:
+        return config_from_mapping(data, ignore=ignore, base=base)
+    except ConfigError as err:
+        raise ConfigError(f"{str(p)!r}: {err}") from None

@@ -1,0 +1,16 @@
+"""Every option of the pipeline: frozen dataclasses (``options``) and the one parser that builds them from
+plain mappings, TOML files and Flower run configs (``mapping``)."""
+
+from vcmc.config.mapping import SECTIONS, config_from_mapping, config_to_mapping, load_config_file
+from vcmc.config.options import (
+    AggregationConfig,
+    FitConfig,
+    MatchingConfig,
+    PostprocessConfig,
+    PriorConfig,
+    PrivacyConfig,
+    SamplerConfig,
+)
+
+__all__ = ["SECTIONS", "AggregationConfig", "FitConfig", "MatchingConfig", "PostprocessConfig", "PriorConfig",
+           "PrivacyConfig", "SamplerConfig", "config_from_mapping", "config_to_mapping", "load_config_file"]
