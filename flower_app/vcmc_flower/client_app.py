@@ -7,7 +7,7 @@ The silo's operator sets ``data-path`` (and ``schema-path``, ``silo-name``, disc
 from flwr.app import Context, Message
 from flwr.clientapp import ClientApp
 
-from vcmc.federation.flower import client_handle
+from vcmc.flower.client import client_handle
 
 app = ClientApp()
 

@@ -3,7 +3,7 @@
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
-from vcmc.federation.flower import server_main
+from vcmc.flower.server import server_main
 
 app = ServerApp()
 

@@ -34,6 +34,13 @@ class SiloFailure(VcmcError, RuntimeError):
         self.reason = reason
 
 
+class DisclosureError(VcmcError):
+    """The silo refuses to send a summary because disclosure control cannot be satisfied.
+
+    Its text names thresholds only (never data values), so it may be sent to the server.
+    """
+
+
 class NotFittedError(VcmcError, AttributeError):
     """An estimator method needs ``fit`` to have been called first."""
 

@@ -21,7 +21,8 @@ from vcmc.config import (
     FitConfig,  # noqa: E402
     config_from_mapping,  # noqa: E402
 )
-from vcmc.federation.flower import SERVER_KEYS, decode_record, encode_record  # noqa: E402
+from vcmc.flower.records import decode_record, encode_record  # noqa: E402
+from vcmc.flower.server import SERVER_KEYS  # noqa: E402
 from vcmc.protocol import HelloReply, SummarizeRequest  # noqa: E402
 
 APP_DIR = Path(__file__).resolve().parents[2] / "flower_app"
@@ -52,7 +53,7 @@ def test_record_encoding_round_trips_big_seeds_and_arrays():
 def test_silo_operator_sets_data_and_limits_in_node_config(tmp_path):
     from vcmc.config import PrivacyConfig
     from vcmc.exceptions import ConfigError
-    from vcmc.federation.flower import privacy_from_node_config, silo_from_node_config
+    from vcmc.flower.client import privacy_from_node_config, silo_from_node_config
     from vcmc.simulate import simulate_design
 
     sim = simulate_design("homogeneous", "easy", rng=1, n_per_silo=40)

@@ -13,7 +13,7 @@ import logging
 import pkgutil
 import sys
 
-from vcmc import __version__
+from vcmc._version import __version__
 from vcmc.exceptions import VcmcError
 
 

@@ -28,43 +28,11 @@ from multiprocessing.connection import wait as wait_connections
 from typing import Protocol, runtime_checkable
 
 from vcmc.config import PrivacyConfig
-from vcmc.exceptions import (
-    ConfigError,
-    InconsistentSiloSummaries,
-    NotFittedError,
-    SiloFailure,
-)
+from vcmc.exceptions import ConfigError, NotFittedError, SiloFailure
 from vcmc.protocol import ErrorReply, HelloReply, HelloRequest, Message, decode_message
+from vcmc.silo.errors import sanitise_exception
 
 log = logging.getLogger("vcmc.federation")
-silo_log = logging.getLogger("vcmc.silo")
-
-# Exceptions whose text is built only from configuration, shapes and versions, never from data values, so
-# it may cross the boundary. Any other exception (DataError, SchemaError, numpy errors, ...) could quote a
-# value of the data and is reduced to its class name (ecosystem.md section 0 item 8).
-_SAFE_TEXT: tuple[type[BaseException], ...] = (ConfigError, InconsistentSiloSummaries, NotFittedError)
-
-
-def _safe_text_types() -> tuple[type[BaseException], ...]:
-    from vcmc.silo.disclosure import DisclosureError  # local import: avoids a cycle at import time
-
-    return (*_SAFE_TEXT, DisclosureError)
-
-
-def sanitise_exception(exc: BaseException, stage: str = "") -> ErrorReply:
-    """The ``ErrorReply`` a silo sends for ``exc``: its class name and, for vetted types only, its text.
-
-    The full traceback is logged inside the silo (logger ``vcmc.silo``) for the silo's operator.
-    """
-    silo_log.error("request %s failed inside the silo", stage or "?", exc_info=exc)
-    name = type(exc).__name__
-    if isinstance(exc, _safe_text_types()):
-        text = str(exc)
-    else:
-        text = (f"{name} raised inside the silo{f' during {stage}' if stage else ''}; details withheld "
-                "from the server for disclosure control (see the silo's log)")
-    return ErrorReply(error_type=name, reason=text[:2000])
-
 
 def reply_to_result(silo: str, reply: Message) -> Message | SiloFailure:
     """Map an ``ErrorReply`` to a ``SiloFailure`` naming the silo; pass any other reply through."""

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from vcmc import __version__
+from vcmc._version import __version__
 from vcmc.results import GlobalResult
 
 RESULT_FORMAT_VERSION = 1

@@ -26,16 +26,9 @@ import numpy as np
 
 from vcmc._rng import RngLike, as_generator
 from vcmc.config import PrivacyConfig
-from vcmc.exceptions import ConfigError, VcmcError
+from vcmc.exceptions import ConfigError, DisclosureError
 from vcmc.model import profile_offsets
 from vcmc.silo.posterior import LocalPosterior
-
-
-class DisclosureError(VcmcError):
-    """The silo refuses to send a summary because disclosure control cannot be satisfied.
-
-    Its text names thresholds only (never data values), so it may be sent to the server.
-    """
 
 
 def effective_privacy(operator: PrivacyConfig, server: PrivacyConfig | None) -> PrivacyConfig:

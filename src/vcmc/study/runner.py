@@ -473,7 +473,7 @@ def _machine() -> dict:
 
 def _check_manifest(out: Path, profile: StudyProfile, root_seed: int, command: str | None) -> None:
     """Create the manifest, or check that a resumed study uses the same settings and seed."""
-    from vcmc import __version__
+    from vcmc._version import __version__
 
     path = Path(out) / "study.json"
     fp = _to_jsonable(profile.fingerprint())

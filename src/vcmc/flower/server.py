@@ -1,26 +1,9 @@
-"""Flower adapters: silos as Flower SuperNodes (flwr 1.42 Message API, ``query`` messages).
+"""Server side of a Flower deployment: silos as Flower SuperNodes reached through a ``Grid``.
 
-The Flower app in ``flower_app/`` is a thin shim over this module, so that the code each silo runs is the
-installed, versioned vcmc library its operator reviewed (ecosystem.md section 1.7, "Code trust").
-
-Server side
-    ``server_main(grid, context)`` (the ServerApp's ``@app.main()``): reads the run config (the same
-    ``config_from_mapping`` as the CLI), waits for ``min-nodes`` SuperNodes, asks each for its name
-    (``HelloRequest``), and calls ``vcmc.pipeline.run_vcmc`` with a ``FlowerTransport``: the algorithm is
-    the one that runs in-process, so the same seed gives the same result.
-
-Client side
-    ``client_handle(message, context)`` (every ClientApp query handler): loads the silo's data from its
-    node config (``data-path``, optional ``schema-path``, ``silo-name``, disclosure limits), restores the
-    run's state from ``context.state``, answers the request with ``LocalSilo.handle`` and stores the
-    state back. Any exception becomes a Flower ``Error`` whose text is sanitised (no data values).
-
-Why ``context.state`` for the silo's state: in deployment a fresh ClientApp process handles every
-message, so the local partition and membership probabilities of the summarize round must be stored
-somewhere for the later rounds (divergence, counts, assign). ``context.state`` is kept by the SuperNode,
-on the silo's own host, persists across the messages of one run and is discarded with the run; the
-alternative, files under a silo-owned directory, would outlive the run and need cleaning up. The state is
-row-level (n_rows x local clusters) and never leaves the SuperNode.
+``server_main(grid, context)`` is the ServerApp's ``@app.main()``: it reads the run config (the same
+``config_from_mapping`` as the CLI), waits for ``min-nodes`` SuperNodes, asks each for its name
+(``HelloRequest``), and calls ``vcmc.pipeline.run_vcmc`` with a ``FlowerTransport``: the algorithm is the one
+that runs in-process, so the same seed gives the same result.
 """
 
 from __future__ import annotations
@@ -30,79 +13,20 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-import numpy as np
-
-from vcmc.config import PrivacyConfig, config_from_mapping
+from vcmc.config import config_from_mapping
 from vcmc.exceptions import ConfigError, SiloFailure
 from vcmc.federation.faults import FaultPolicy
-from vcmc.federation.transport import _TransportBase, reply_to_result, sanitise_exception
-from vcmc.protocol import HelloReply, HelloRequest, Message, decode_message
+from vcmc.federation.transport import _TransportBase, reply_to_result
+from vcmc.flower.records import ACTION, decode_record, encode_record
+from vcmc.protocol import HelloReply, HelloRequest, Message
+from vcmc.silo.errors import sanitise_exception
 
 log = logging.getLogger("vcmc.federation")
 
-ACTION = {
-    "hello_request": "hello",
-    "summarize_request": "summarize",
-    "divergence_request": "divergence",
-    "counts_request": "counts",
-    "assign_request": "assign",
-}
-"""Flower message type ``query.<action>`` of each request kind (the ClientApp registers one handler each)."""
+__all__ = ["SERVER_KEYS", "FlowerTransport", "discover_silos", "server_main", "wait_for_nodes"]
 
 SERVER_KEYS = ("min-nodes", "seed", "out-dir", "min-silos", "round-timeout", "wait-nodes", "method")
 """Run-config keys read by ``server_main`` itself; every other key must be a ``FitConfig`` option."""
-
-NODE_PRIVACY_KEYS = {
-    "min-cluster-size": "min_cluster_size",
-    "suppress-cells-below": "suppress_cells_below",
-    "round-to": "round_to",
-    "dp-epsilon": "dp_epsilon",
-    "share-counts": "share_counts",
-}
-"""Node-config keys through which a silo's operator sets its disclosure limits."""
-
-_STATE_KEY = "vcmc-silo-state"
-_INT64 = (-(2**63), 2**63 - 1)
-
-
-# --------------------------------------------------------------------------------------------------------
-# Encoding: Message <-> RecordDict
-
-
-def encode_record(message: Message):
-    """A vcmc message as a Flower ``RecordDict``: arrays in an ``ArrayRecord``, scalars in a ``ConfigRecord``.
-
-    Integers outside int64 (e.g. a 128-bit seed entropy) travel as decimal strings in ``"bigints"``.
-    """
-    from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
-
-    arrays, scalars, bigints = {}, {}, {}
-    for key, value in message.to_arrays().items():
-        if isinstance(value, np.ndarray):
-            arrays[key] = Array(np.ascontiguousarray(value))
-        elif isinstance(value, int) and not isinstance(value, bool) and not _INT64[0] <= value <= _INT64[1]:
-            bigints[key] = str(value)
-        else:
-            scalars[key] = value
-    return RecordDict({"arrays": ArrayRecord(arrays), "scalars": ConfigRecord(scalars),
-                       "bigints": ConfigRecord(bigints)})
-
-
-def decode_record(record) -> Message:
-    """Rebuild a vcmc message from ``encode_record``'s ``RecordDict`` (checks kind and version)."""
-    flat: dict[str, object] = {}
-    if "arrays" in record:
-        for key, arr in record["arrays"].items():
-            flat[key] = arr.numpy()
-    if "scalars" in record:
-        flat.update(dict(record["scalars"]))
-    if "bigints" in record:
-        flat.update({k: int(v) for k, v in dict(record["bigints"]).items()})
-    return decode_message(flat)
-
-
-# --------------------------------------------------------------------------------------------------------
-# Server side
 
 
 class FlowerTransport(_TransportBase):
@@ -242,60 +166,3 @@ def server_main(grid, context) -> Path:
         write_outputs(result, out_dir, netcdf=False)
     log.info("vcmc: results written to %s", out_dir)
     return out_dir
-
-
-# --------------------------------------------------------------------------------------------------------
-# Client side
-
-
-def privacy_from_node_config(node_config: Mapping) -> PrivacyConfig:
-    """The silo operator's disclosure limits from the SuperNode's node config (defaults otherwise)."""
-    kwargs = {}
-    for key, field in NODE_PRIVACY_KEYS.items():
-        if key in node_config:
-            kwargs[f"privacy.{field}"] = node_config[key]
-    return config_from_mapping(kwargs, base=None).privacy if kwargs else PrivacyConfig()
-
-
-def silo_from_node_config(node_config: Mapping, node_id: int | None = None):
-    """Build the ``LocalSilo`` of this SuperNode from its node config.
-
-    Keys: ``data-path`` (CSV or Parquet, required), ``schema-path`` (the shared schema JSON; strongly
-    recommended, otherwise inferred from this file alone), ``silo-name`` (default ``"node-<id>"``),
-    ``id-column`` (row identifiers, kept in the silo) and the disclosure limits of ``NODE_PRIVACY_KEYS``.
-    """
-    from vcmc.data import read_csv, read_parquet
-    from vcmc.silo.local import LocalSilo
-
-    path = node_config.get("data-path")
-    if not path:
-        raise ConfigError("the SuperNode's node config has no 'data-path' (set it with --node-config "
-                          "'data-path=\"/abs/path/data.csv\"')")
-    name = str(node_config.get("silo-name") or f"node-{node_id}")
-    schema = node_config.get("schema-path") or None
-    id_column = node_config.get("id-column") or None
-    reader = read_parquet if str(path).lower().endswith((".parquet", ".pq")) else read_csv
-    data = reader(str(path), schema=schema, name=name, id_column=id_column)
-    return LocalSilo(data, privacy=privacy_from_node_config(node_config))
-
-
-def client_handle(message, context):
-    """Answer one query message on a SuperNode; never lets an unsanitised exception text out."""
-    from flwr.app import Array, ArrayRecord, Error
-    from flwr.app import Message as FlowerMessage
-    from flwr.common.constant import ErrorCode
-
-    stage = str(getattr(message.metadata, "message_type", "?"))
-    try:
-        silo = silo_from_node_config(context.node_config, getattr(context, "node_id", None))
-        if _STATE_KEY in context.state:
-            silo.restore_state({k: a.numpy() for k, a in context.state[_STATE_KEY].items()})
-        request = decode_record(message.content)
-        reply = silo.handle(request)
-        context.state[_STATE_KEY] = ArrayRecord({k: Array(np.ascontiguousarray(v))
-                                                 for k, v in silo.export_state().items()})
-        return FlowerMessage(encode_record(reply), reply_to=message)
-    except Exception as exc:  # noqa: BLE001 - every failure leaves the silo sanitised
-        err = sanitise_exception(exc, stage)
-        return FlowerMessage(Error(code=int(ErrorCode.CLIENT_APP_RAISED_EXCEPTION),
-                                   reason=f"{err.error_type}: {err.reason}"), reply_to=message)

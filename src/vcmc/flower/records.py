@@ -1,0 +1,52 @@
+"""vcmc messages as Flower ``RecordDict`` objects and back (both sides of a Flower deployment use this)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from vcmc.protocol import Message, decode_message
+
+__all__ = ["ACTION", "decode_record", "encode_record"]
+
+ACTION = {
+    "hello_request": "hello",
+    "summarize_request": "summarize",
+    "divergence_request": "divergence",
+    "counts_request": "counts",
+    "assign_request": "assign",
+}
+"""Flower message type ``query.<action>`` of each request kind (the ClientApp registers one handler each)."""
+
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+def encode_record(message: Message):
+    """A vcmc message as a Flower ``RecordDict``: arrays in an ``ArrayRecord``, scalars in a ``ConfigRecord``.
+
+    Integers outside int64 (e.g. a 128-bit seed entropy) travel as decimal strings in ``"bigints"``.
+    """
+    from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
+
+    arrays, scalars, bigints = {}, {}, {}
+    for key, value in message.to_arrays().items():
+        if isinstance(value, np.ndarray):
+            arrays[key] = Array(np.ascontiguousarray(value))
+        elif isinstance(value, int) and not isinstance(value, bool) and not _INT64[0] <= value <= _INT64[1]:
+            bigints[key] = str(value)
+        else:
+            scalars[key] = value
+    return RecordDict({"arrays": ArrayRecord(arrays), "scalars": ConfigRecord(scalars),
+                       "bigints": ConfigRecord(bigints)})
+
+
+def decode_record(record) -> Message:
+    """Rebuild a vcmc message from ``encode_record``'s ``RecordDict`` (checks kind and version)."""
+    flat: dict[str, object] = {}
+    if "arrays" in record:
+        for key, arr in record["arrays"].items():
+            flat[key] = arr.numpy()
+    if "scalars" in record:
+        flat.update(dict(record["scalars"]))
+    if "bigints" in record:
+        flat.update({k: int(v) for k, v in dict(record["bigints"]).items()})
+    return decode_message(flat)
