@@ -8,15 +8,24 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from scipy.special import logit
 
 import vcmc.study
 from vcmc.data import Schema, Variable, read_silos
 from vcmc.ehr import (
+    COMMON,
     CONDITIONS,
+    LARGE_CLUSTER,
+    P_CORE,
     REGION_CONCENTRATION,
     REGION_ODDS,
     REGIONS,
+    REPRESENTATIVE,
+    SECONDARY,
+    SECONDARY_MAX,
+    SECONDARY_MIN,
     TEXTURE,
+    _texture,
     cluster_counts,
     count_moments,
     ehr_design,
@@ -27,6 +36,7 @@ from vcmc.ehr import (
     simulate_ehr,
 )
 from vcmc.exceptions import ConfigError
+from vcmc.metrics import adjusted_rand_index, best_f1
 from vcmc.simulate import _write_codes_csv, simulate_design
 from vcmc.study.paper import paper_tables
 
@@ -80,17 +90,18 @@ def test_eighty_named_conditions_with_snake_case_ids():
 def test_characterisation_is_table8():
     char = ehr_design().characterisation
     assert list(char) == [f"cluster_{c}" for c in range(1, 28)]
-    assert char["cluster_1"] == {"high": [], "low": []}
-    assert char["cluster_2"] == {"high": ["asthma", "copd", "bronchiectasis"], "low": ["hypertension"]}
-    assert char["cluster_7"] == {"high": ["stroke", "hiv"], "low": []}
-    assert char["cluster_11"] == {"high": ["breast_cancer", "metastatic_cancer"],
-                                  "low": ["benign_prostatic_hyperplasia"]}
+    t8_lists = {k: {key: v[key] for key in ("high", "low")} for k, v in char.items()}
+    assert t8_lists["cluster_1"] == {"high": [], "low": []}
+    assert t8_lists["cluster_2"] == {"high": ["asthma", "copd", "bronchiectasis"], "low": ["hypertension"]}
+    assert t8_lists["cluster_7"] == {"high": ["stroke", "hiv"], "low": []}
+    assert t8_lists["cluster_11"] == {"high": ["breast_cancer", "metastatic_cancer"],
+                                      "low": ["benign_prostatic_hyperplasia"]}
     assert char["cluster_17"]["high"][:2] == ["cardiomyopathy", "chronic_cardiac"]  # "... and other chronic ..."
-    assert char["cluster_21"] == {"high": ["pancreatitis", "peptic_ulcer", "erectile_dysfunction"],
-                                  "low": ["endometriosis", "parkinsons_disease"]}
-    assert char["cluster_27"] == {"high": ["breast_cancer", "leukaemia"],
-                                  "low": ["hypertension", "psoriasis", "pernicious_anaemia",
-                                          "benign_prostatic_hyperplasia"]}
+    assert t8_lists["cluster_21"] == {"high": ["pancreatitis", "peptic_ulcer", "erectile_dysfunction"],
+                                      "low": ["endometriosis", "parkinsons_disease"]}
+    assert t8_lists["cluster_27"] == {"high": ["breast_cancer", "leukaemia"],
+                                      "low": ["hypertension", "psoriasis", "pernicious_anaemia",
+                                              "benign_prostatic_hyperplasia"]}
     # as many designed conditions per cluster as Table 8 lists labels (two labels carry an umbrella group)
     t8 = json.loads(SECTION6_JSON.read_text())["table8_characterisation"]
     for c in range(1, 28):
@@ -101,26 +112,144 @@ def test_characterisation_is_table8():
         assert not set(got["high"]) & set(got["low"])
 
 
+def test_secondary_conditions_are_few_recorded_and_apart_from_table8():
+    d = ehr_design()
+    char = d.characterisation
+    ids = [c.id for c in CONDITIONS]
+    assert char["cluster_1"]["secondary_high"] == [] == char["cluster_1"]["secondary_low"]
+    assert sorted(SECONDARY) == list(range(2, 28))
+    for c in range(2, 28):
+        got = char[f"cluster_{c}"]
+        high, low, reason = SECONDARY[c]
+        assert got["secondary_high"] == list(high) and got["secondary_low"] == list(low) and reason
+        secondary = high + low
+        assert 2 <= len(secondary) <= 4 and len(set(secondary)) == len(secondary)
+        assert set(secondary) <= set(ids)
+        assert not set(secondary) & set(got["high"] + got["low"])  # beside Table 8's, never instead
+        # the design's sign matrix is the table
+        for key, s in (("secondary_high", 1), ("secondary_low", -1)):
+            assert all(d.secondary[c - 1, ids.index(t)] == s for t in got[key])
+        assert np.count_nonzero(d.secondary[c - 1]) == len(secondary)
+    assert not d.secondary[0].any() and not (d.secondary & d.sign).any()
+    # the single-condition clusters carry the other condition of the cluster combining theirs as a low: those
+    # with both are the combined cluster (6 = cardiac + stroke, 8 = cancers + cardiac, 10 = stroke + dementia,
+    # 12 = stroke + deafness + ophthalmic)
+    for single, combined, other in ((5, 6, "stroke"), (7, 6, "chronic_cardiac"), (4, 8, "chronic_cardiac"),
+                                    (9, 10, "stroke"), (3, 12, "stroke")):
+        assert other in char[f"cluster_{combined}"]["high"] and other not in char[f"cluster_{single}"]["high"]
+        assert other in char[f"cluster_{single}"]["secondary_low"]
+
+
+def _extreme_and_drawn_textures(shape):
+    return [np.full(shape, TEXTURE), np.full(shape, -TEXTURE)] + [
+        _texture(np.random.default_rng(s), shape) for s in range(5)]
+
+
 def test_designed_profiles_stand_out_and_the_rest_stays_near_the_population():
     d = ehr_design()
     designed = d.sign != 0
-    rng = np.random.default_rng(0)
-    for texture in (np.full(d.sign.shape, TEXTURE), np.full(d.sign.shape, -TEXTURE),
-                    rng.uniform(-TEXTURE, TEXTURE, d.sign.shape)):
-        prof = d.profiles(texture)
-        pop = d.shares @ prof
-        lor = log_odds_ratio(prof, pop[None, :])
-        # every designed high (low) condition has odds at least e^1.2 = 3.3 times higher (lower) than the
-        # cohort's (DELTA_MIN = 2 diluted by the other clusters sharing the condition: 16% of the cohort for
-        # stroke), even in the worst cases of the texture
-        assert np.all((lor * d.sign)[designed] > 1.2)
-        # every other condition stays within 1.1: the cohort is at most ~0.6 from the baseline (cluster 1),
-        # the texture adds at most TEXTURE = 0.5
-        assert np.abs(lor[~designed]).max() < 1.1
-        assert np.abs(lor[0]).max() < 0.75  # cluster 1: no specific condition
-    # the shifts: at least DELTA_MIN, larger for the rarer clusters
+    for texture in _extreme_and_drawn_textures(d.sign.shape):
+        for prof in (d.profiles(texture), selected_prevalences(d.profiles(texture), 2)):
+            pop = d.shares @ prof
+            lor = log_odds_ratio(prof, pop[None, :])
+            # every designed high (low) condition has odds at least e^1.3 = 3.7 times higher (lower) than the
+            # cohort's, the secondary ones too, even in the worst cases of the texture
+            assert np.all((lor * d.sign)[designed] > 1.3)
+            assert np.all((lor * d.secondary)[d.secondary != 0] > 1.3)
+            # every free condition stays near the cohort: cluster 1 is within REPRESENTATIVE of the cohort with
+            # the texture averaged out; a texture of one sign moves the cohort's log-odds by at most TEXTURE
+            # (Jensen: p -> expit(logit p + t) is concave for t > 0), the cell itself by TEXTURE
+            assert np.abs(lor[d.free]).max() < REPRESENTATIVE + 2 * TEXTURE
+            assert np.abs(lor[0]).max() < REPRESENTATIVE + TEXTURE  # cluster 1: no specific condition
+            assert np.abs(lor[d.free]).max() < np.min((lor * d.sign)[designed])  # no free cell looks designed
+    # the evidence-rule shifts: at least DELTA_MIN, larger for the rarer clusters
     assert d.delta[0] == 0 and np.all(d.delta[1:] >= 2.0)
     assert d.delta[20] > d.delta[4]  # cluster 21 (31 people) vs cluster 5 (28,395)
+    # secondary shifts: SECONDARY_MIN for the clusters of 5% or more, rising with rarity, at most SECONDARY_MAX
+    s = d.secondary_shift
+    assert s[0] == 0 and np.all(s[1:] >= SECONDARY_MIN) and np.all(s <= SECONDARY_MAX)
+    assert s[4] == SECONDARY_MIN and s[20] == SECONDARY_MAX and s[17] > s[7] > s[4]  # 5: 9.8%, 8: 1.3%, 18
+    # every secondary cell is shifted by its cluster's shift (times the representativeness factor of its side)
+    on = d.secondary != 0
+    factor = np.where(d.secondary > 0, d.representative_scale[0][None, :], d.representative_scale[1][None, :])
+    np.testing.assert_allclose(d.shift[on], (d.secondary * s[:, None] * factor)[on], rtol=1e-12)
+
+
+def test_core_conditions_of_large_clusters_are_near_universal_and_rare_ones_stay_rare():
+    d = ehr_design()
+    prof = d.profiles()
+    ids = [c.id for c in CONDITIONS]
+    sizes = np.asarray(_table7())
+    listed = np.array([c.baseline for c in CONDITIONS])
+    want_core = (d.sign != 0) & (sizes >= LARGE_CLUSTER)[:, None] & (listed >= COMMON)[None, :]
+    want_core[0] = False
+    np.testing.assert_array_equal(d.core, want_core)
+    scaled = (d.representative_scale < 1).any(axis=0)
+    ok = d.core & ~scaled[None, :]
+    assert ok.sum() >= 25
+    # at P_CORE (1 - P_CORE for a low one), or further if the evidence rule's shift is larger
+    assert np.all(prof[ok & (d.sign > 0)] >= P_CORE - 1e-12)
+    assert np.all(prof[ok & (d.sign < 0)] <= 1 - P_CORE + 1e-12)
+    # cluster 7 is "stroke": nearly all its members have had one
+    assert prof[6, ids.index("stroke")] == pytest.approx(P_CORE)
+    # a rare condition raised for a large cluster stays rare in it, its few cases concentrating there:
+    # HIV in cluster 7 (Table 8, and the paper's remark), ADHD in 18, type-1 diabetes in 12
+    pop = d.shares @ prof
+    for cluster, cond in ((7, "hiv"), (18, "adhd"), (12, "type1_diabetes"), (16, "polycystic_ovary_syndrome")):
+        c, q = cluster - 1, ids.index(cond)
+        assert not d.core[c, q]
+        assert prof[c, q] < 0.15
+        assert d.shares[c] * prof[c, q] / pop[q] > 2 * d.shares[c]  # more than twice its share of the cases
+
+
+def test_cluster_1_is_representative_of_the_cohort_for_every_texture_drawn():
+    d = ehr_design()
+    # the rule holds exactly with the texture averaged out (free cells at the mean of its two signs) ...
+    mean_prof = 0.5 * (d.profiles(np.full(d.sign.shape, TEXTURE)) + d.profiles(np.full(d.sign.shape, -TEXTURE)))
+    gap = log_odds_ratio(mean_prof[0], d.shares @ mean_prof)
+    assert np.abs(gap).max() <= REPRESENTATIVE + 1e-9
+    # ... attained where a condition's shifts had to be scaled (bisection to 2^-60)
+    scaled = (d.representative_scale < 1).any(axis=0)
+    assert scaled.any()
+    np.testing.assert_allclose(np.abs(gap[scaled]), REPRESENTATIVE, atol=1e-9)
+    assert np.all(d.representative_scale > 0) and np.all(d.representative_scale <= 1)
+    # ... and with the textures simulate_ehr draws, before and after the selection: within 0.7 log-odds of
+    # the cohort on every condition (cluster 1, "no specific condition" in Table 8)
+    for seed in range(20):
+        tex = _texture(np.random.default_rng(np.random.SeedSequence(seed).spawn(4)[0]), d.sign.shape)
+        for prof in (d.profiles(tex), selected_prevalences(d.profiles(tex), 2)):
+            assert np.abs(log_odds_ratio(prof[0], d.shares @ prof)).max() < 0.7
+
+
+def _bayes_labels(codes, profiles, weights):
+    """The Bayes classifier with the true parameters: argmax_c log pi_c + sum_q log p_qc(x_q)."""
+    p = np.asarray(profiles)
+    score = codes @ (np.log(p) - np.log1p(-p)).T + (np.log1p(-p).sum(axis=1) + np.log(weights))[None, :]
+    return np.argmax(score, axis=1)
+
+
+def test_bayes_classifier_recovers_every_cluster_of_1000_and_cluster_1_stays_representative():
+    n = 60_000
+    d = simulate_ehr(n=n, rng=11)
+    z = d.pooled_labels
+    est = _bayes_labels(d.pooled_codes.astype(np.float64), d.profiles[:, 1::2], d.global_weights)
+    f1 = best_f1(est, z, 27, 27)
+    sizes = np.bincount(z, minlength=27)
+    large = np.asarray(_table7()) >= LARGE_CLUSTER  # the clusters of 1,000+ people in Table 7, scaled to n
+    assert large.sum() == 16
+    # target: best F1 >= 0.85 for each, up to the sampling error of an F1 near 0.85 measured on the cluster's
+    # members at this n (3 standard errors, sqrt(f (1 - f) / size): 0.07 for cluster 18's 207 people)
+    allowance = 3 * np.sqrt(0.85 * 0.15 / sizes)
+    assert np.all(f1[large] >= 0.85 - allowance[large]), f1[large]
+    assert np.median(f1[large]) >= 0.85
+    # overall agreement between 0.55 and 0.80: large clusters found, not a trivially separable cohort
+    assert 0.55 <= adjusted_rand_index(est, z) <= 0.80
+    # cluster 1 is representative in the simulated cohort too: within 0.7 log-odds of the cohort on every
+    # condition common enough to estimate (plus 4 standard errors of a logit, 1/sqrt(size p (1 - p)))
+    prev_c, prev_pop = prevalences(d.pooled_codes, z, 27)
+    common = (prev_pop * sizes[0] >= 100) & ((1 - prev_pop) * sizes[0] >= 100)
+    se = 1 / np.sqrt(sizes[0] * prev_c[0] * (1 - prev_c[0]))
+    assert np.all(np.abs(log_odds_ratio(prev_c[0], prev_pop))[common] < 0.7 + 4 * se[common])
 
 
 # -- exact count distribution -------------------------------------------------------------------------------
@@ -161,7 +290,10 @@ def test_selected_prevalences_match_brute_force_enumeration():
 
 def test_design_is_calibrated_to_table6_mean():
     d = ehr_design()
-    assert count_moments(d.profiles(), d.shares, 2)["mean"] == pytest.approx(6.2, abs=1e-8)
+    # with the free cells at their prevalence averaged over the texture's two signs (the typical draw)
+    shape = d.sign.shape
+    mean_prof = 0.5 * (d.profiles(np.full(shape, TEXTURE)) + d.profiles(np.full(shape, -TEXTURE)))
+    assert count_moments(mean_prof, d.shares, 2)["mean"] == pytest.approx(6.2, abs=1e-8)
 
 
 # -- the simulated cohort ---------------------------------------------------------------------------------------
@@ -220,9 +352,10 @@ def test_designed_conditions_show_in_the_empirical_prevalences(cohort):
                     checked += 1
     assert checked >= 15
     # cluster 1: no specific condition, near the population for every condition common enough to estimate
-    # (the design keeps it within 0.75, see above; plus sampling error: SE of a logit <= 1/sqrt(100 * 0.9))
+    # (the design keeps it within 0.7 for the textures drawn, see above; plus sampling error: SE of a logit
+    # <= 1/sqrt(100 * 0.9))
     common = prev_pop * sizes[0] >= 100
-    assert np.abs(lor[0, common]).max() < 0.75 + 4 / np.sqrt(90)
+    assert np.abs(lor[0, common]).max() < 0.7 + 4 / np.sqrt(90)
     # and every cluster's empirical prevalences are the exact prevalences after the selection (count >= 2),
     # within 5 standard errors wherever the normal approximation holds (>= 10 expected either way)
     want = selected_prevalences(cohort.profiles[:, 1::2], 2)
@@ -244,6 +377,23 @@ def test_truth_records_characterisation_and_names(cohort):
     assert truth["condition_names"]["copd"] == "Chronic obstructive pulmonary disease"
     assert truth["allocation"] == "uniform" and truth["regions"] is None
     assert set(truth["profiles"]["cluster_1"]["hypertension"]) == {"no", "yes"}
+    # the secondary conditions beside Table 8's, and every designed shift
+    assert truth["characterisation"]["cluster_9"] == {"high": ["dementia"], "low": ["hypertension"],
+                                                      "secondary_high": list(SECONDARY[9][0]),
+                                                      "secondary_low": ["stroke"]}
+    assert truth["core_prevalence"] == P_CORE and truth["texture_half_width"] == TEXTURE
+    assert truth["secondary_log_odds"]["cluster_5"] == SECONDARY_MIN
+    d = ehr_design()
+    ids = [c.id for c in CONDITIONS]
+    prof = cohort.profiles[:, 1::2]
+    for c in range(27):
+        got = truth["designed_log_odds"][f"cluster_{c + 1}"]
+        assert set(got) == {ids[q] for q in np.flatnonzero((d.sign[c] != 0) | (d.secondary[c] != 0))}
+        for cond, shift in got.items():  # they reproduce the profiles from the baseline (cluster 1)
+            q = ids.index(cond)
+            assert logit(prof[c, q]) - logit(prof[0, q]) == pytest.approx(shift, abs=1e-9)
+    assert set(truth["representative_scale"]) == {ids[q] for q in np.flatnonzero(
+        (d.representative_scale < 1).any(axis=0))}
     json.dumps(truth)  # plain JSON
 
 

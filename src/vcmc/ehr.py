@@ -3,48 +3,99 @@
 The paper clusters 289,821 UK primary-care patients over 80 with at least two long-term conditions into 27
 clusters (Table 7 sizes, Table 8 characterisation), the data split into 30 shards uniformly at random. The
 real records are not public, so :func:`simulate_ehr` generates a cohort of the same shape from a latent
-class model whose truth is known:
+class model whose truth is known, designed so that the large clusters are recoverable: the Bayes
+classifier with the true parameters finds every cluster of 1,000+ people (best F1 >= 0.87, figures below).
 
 * **80 binary conditions** (modalities ``("no", "yes")``): every condition named in Table 8 and the text of
   section 6, plus common long-term conditions of the over-80s (:data:`CONDITIONS`). The baseline
-  prevalences are rough orders of magnitude for UK primary care at that age, not estimates; one common
-  log-odds intercept is then calibrated (exactly, see :func:`count_moments`) so that the cohort's expected
-  mean number of conditions is Table 6's 6.2.
+  prevalences are rough orders of magnitude for UK primary care at that age, not estimates; the four
+  conditions that the most clusters share (stroke, chronic cardiac disorders, dementia, cancers) are
+  listed at the upper end of plausible (see *cluster 1* below). One common log-odds intercept is then
+  calibrated (exactly, see :func:`count_moments`) so that the cohort's expected mean number of conditions
+  is Table 6's 6.2.
 * **27 clusters** with Table 7's sizes scaled to ``n`` by largest remainder (``n = 289,821`` reproduces
   them exactly).
-* **Cluster profiles** (:func:`ehr_design`). Cluster 1 is the baseline itself ("no specific condition").
-  In cluster ``c``, each condition Table 8 lists as high has its log-odds raised by ``delta_c``, each one
-  listed as low lowered by ``delta_c``; every other condition of clusters 2..27 gets a "texture" shift drawn
-  uniformly in ``[-TEXTURE, TEXTURE]`` (0.5, odds ratios within 0.6-1.65) on the log-odds scale. The
-  texture is what makes the truth identifiable at all: a two-class mixture of products that differ in one
-  variable is itself a product distribution, so without it clusters that Table 8 tells apart by a single
-  condition (4 and 8, 5 and 6, 9 and 10, and every large cluster from cluster 1) could not be separated
-  from any amount of data.
-* **Effect size** ``delta_c`` (the choice, and why): the log-odds shift at which the designed conditions
-  of an average member carry evidence ``log(1 / w_c)`` against the baseline profile (their Kullback-Leibler
-  divergence from it), ``w_c`` the cluster's Table 7 share: exactly the prior odds against the cluster, so
-  an average member is at the boundary of being recognised. The shift is at least :data:`DELTA_MIN` (odds
-  ratio 7.4) and at most a cap rising log-linearly from :data:`DELTA_MIN` for clusters of 5% or more to
-  :data:`DELTA_MAX` for clusters of 0.01% (shifts from 2.0 for clusters 4, 5, 7, 9 to 7.2 for cluster 27).
-  The cap keeps cluster 1 representative of the cohort, as Table 8 says it is: stroke is raised in 16% of
-  the cohort and chronic cardiac disorders in 17%, so larger shifts for the large clusters would leave
-  cluster 1 clearly "low" in them (with 2.0 it stays within 0.7 log-odds of the cohort in every condition).
-  The small clusters need large shifts: a cluster of 31 people out of 289,821 must carry ~9 nats per
-  member to be seen at all. Result: every designed condition is at least 1.3 log-odds (odds ratio 3.7)
-  from the cohort's prevalence in the designed direction, every other one within about 1.0 (0.7 for
-  cluster 1). The signal is real in the prevalences, but recovering the partition is hard, harder than
-  the paper's "poor" scenario: the Bayes classifier with the true parameters has an adjusted Rand index of
-  ~0.17 (the paper's poor design: ~0.7), recalls 12-31% of the large single-condition clusters (3-9,
-  which cluster 1 matches in everything but one or two conditions it also has at baseline) and 50-85%
-  of most small ones. The paper's section 7.1 argues poorly separable clusters are the realistic case.
-* **Mean and sd**: the expected number of conditions is Table 6's 6.2 (exactly without the texture, 6.17
-  for a typical texture draw); its sd is ~2.2, below Table 6's 3.1: within a cluster the count is
-  Poisson-binomial (variance below its mean), so a sd of 3.1 needs clusters that differ in overall burden,
-  i.e. a cluster 1 with fewer conditions than the cohort, against Table 8's "representative".
+* **The truth's characterisation** (:func:`ehr_design`, ``characterisation`` of the result and of
+  ``truth.json``): per cluster Table 8's ``high`` / ``low`` lists and the ``secondary_high`` /
+  ``secondary_low`` lists of :data:`SECONDARY`. Every other condition of a cluster is *free*. Cluster 1 is
+  the baseline itself ("no specific condition"). Every shift is recorded in ``designed_log_odds``.
+
+  - *Table 8's conditions.* In a **large** cluster (:data:`LARGE_CLUSTER`: 1,000+ people in Table 7,
+    clusters 2-14, 16 and 18) a **common** designed condition (listed baseline >= :data:`COMMON`, 5%) is
+    near-universal: prevalence :data:`P_CORE` = 0.97 for a high one, 0.03 for a low one. A latent class of
+    such data is "the people with its conditions"; a cluster in which a fifth of the members lacked its
+    only defining condition could not be told from cluster 1. Every other designed condition (the rare
+    ones, and those of the clusters under 1,000) is shifted by the cluster's ``delta_c`` of the evidence
+    rule: the shift at which the designed conditions of an average member carry evidence ``log(1/w_c)``
+    (their Kullback-Leibler divergence from the baseline) against it, ``w_c`` the cluster's share, at
+    least :data:`DELTA_MIN` = 2 and at most a cap rising log-linearly from 2 for clusters of 5% to
+    :data:`DELTA_MAX` = 8 for 0.01% (2.0 for clusters 4, 5, 7, 9; up to 7.2 for cluster 27). So rare
+    conditions stay rare where Table 8 raises them in a large cluster, their few cases concentrating there:
+    HIV 0.05% -> 0.3% in cluster 7 (which holds 44% of the cohort's cases), type-1 diabetes 13% of cluster
+    12, ADHD 3% of cluster 18, polycystic ovary syndrome 5% of cluster 16.
+  - *Secondary conditions* (:data:`SECONDARY`, fixed, a clinical reason with each): 2-4 per cluster 2..27,
+    among the conditions Table 8 does not list for it, shifted by ``s_c`` log-odds: :data:`SECONDARY_MIN`
+    = 3.25 (odds ratio 26) for clusters of 5% or more, rising log-linearly to :data:`SECONDARY_MAX` = 4.5
+    for 0.3% or less (``secondary_log_odds``). The large clusters use common conditions (most of them
+    their own), and avoid those of the clusters they could be mistaken for. Clusters 3, 4, 5, 7 and 9,
+    each defined by one condition that a smaller cluster combines with another (6 = cardiac + stroke,
+    8 = cancers + cardiac, 10 = stroke + dementia, 12 = stroke + deafness + ophthalmic), have that other
+    condition as a secondary *low*: people with both are in the combined cluster, as a latent class model
+    would find them.
+  - *Free conditions*: a texture of +-:data:`TEXTURE` (0.25, odds ratio 1.28), random sign, on the
+    log-odds of clusters 2..27, so that no two clusters share a profile exactly. (Identifiability no
+    longer rests on it: a two-class mixture of products that differ in one variable is itself a product,
+    but every cluster now differs from every other in four or more designed or secondary conditions.)
+
+* **Why this much signal** (measured with the Bayes classifier, true parameters, ``n = 289,821``, seed 1).
+  A cluster that differs from cluster 1 (48% of the cohort) in one or two conditions catches cluster 1's
+  many people with them, and cluster 1 cannot have them rarely (it must stay representative): with Table
+  8's conditions alone (near-universal core included) the ARI is 0.31 and the best F1 of clusters 4-7 is
+  0.41-0.48. Secondary shifts of 2.5 (odds ratio 12): ARI 0.64, F1 0.82-0.86 for the clusters of 10,000+,
+  0.70 for cluster 8 and 0.59 for cluster 18 (1,000 people, whose two common conditions are those of
+  clusters 3 and 5). The chosen shifts give, per cluster, Table 7 size and best F1 (n = 100,000, seed 1, in
+  brackets: the same to +-0.03 on the large clusters):
+
+  ======  =======  =====  ==========  ======  =======  =====  ==========
+  cluster   size    F1    (n=100k)    cluster   size    F1    (n=100k)
+  ======  =======  =====  ==========  ======  =======  =====  ==========
+  1       138,607  0.91   (0.91)      15          100  0.81   (0.85)
+  2         3,687  0.93   (0.93)      16        1,007  0.95   (0.95)
+  3        11,332  0.89   (0.89)      17          263  0.86   (0.81)
+  4        22,410  0.88   (0.88)      18        1,000  0.91   (0.88)
+  5        28,395  0.89   (0.89)      19           89  0.73   (0.78)
+  6        12,080  0.91   (0.91)      20          215  0.89   (0.92)
+  7        28,078  0.91   (0.91)      21           31  0.87   (0.86)
+  8         3,830  0.88   (0.88)      22           61  0.89   (0.92)
+  9        21,121  0.91   (0.91)      23          478  0.58   (0.61)
+  10        5,207  0.89   (0.89)      24          233  0.75   (0.79)
+  11        2,136  0.89   (0.89)      25          259  0.81   (0.83)
+  12        2,404  0.94   (0.93)      26           92  0.78   (0.86)
+  13        3,435  0.94   (0.93)      27           66  0.86   (0.93)
+  14        3,205  0.96   (0.96)
+  ======  =======  =====  ==========  ======  =======  =====  ==========
+
+  Overall ARI 0.763 (0.761 at n = 100,000), accuracy 0.90: the large clusters are found, a method that
+  fails one of them is at fault; the small ones are found partly (cluster 23, polycystic ovaries and
+  chronic fatigue, rarely), as the paper's section 7.1 expects of small, poorly separated clusters.
+* **Cluster 1 is representative** of the cohort, as Table 8 says: the gap between its log-odds and the
+  cohort's is at most :data:`REPRESENTATIVE` = 0.6 on every condition, texture averaged out. The rule:
+  where the cohort would be further above cluster 1 (conditions raised in a large share of the cohort),
+  all positive shifts of that condition are multiplied by the one factor that brings the gap to 0.6
+  (``representative_scale``: anxiety x 0.85, anaemia x 0.87, coagulopathy x 0.98; negative shifts
+  likewise, none needed). With the texture drawn and the selection applied the largest gap is 0.62 for
+  seed 1, and below 0.67 for every one of 200 seeds. Result: every designed condition is at least 1.44
+  log-odds (odds ratio 4.2) from the cohort's prevalence in the designed direction, every secondary one
+  at least 2.1, every free one within 0.92 (0.62 for cluster 1).
+* **Mean and sd**: the expected number of conditions is Table 6's 6.2 with the free cells at their
+  prevalence averaged over the texture's two signs (6.14-6.27 across texture draws, 6.16 for seed 1); its
+  sd is ~2.4, below Table 6's 3.1: within a cluster the count is Poisson-binomial (variance below its
+  mean), so a sd of 3.1 needs clusters that differ more in overall burden.
 * **Selection**: like the paper's cohort, everyone has at least ``min_conditions`` (2) conditions: a person
   drawn with fewer is redrawn from their cluster's profile (exact rejection sampling of the truncated
   distribution). The model is thus a latent class model conditioned on the count, as the real cohort is
-  (the fitted model ignores the truncation, a mild misspecification: under 1% of draws are rejected).
+  (the fitted model ignores the truncation, a mild misspecification: 1.9% of draws are rejected, 3.9% in
+  cluster 1, whose members have 4.8 conditions on average against 6.1-10 in the others).
 * **Shards**: ``allocation="uniform"`` sends each person to one of ``n_silos`` silos uniformly at random
   (the paper's, 30 silos); ``allocation="region"`` uses the 13 regions of Table 6 as silos
   (``silo_<region>``), with a modest heterogeneity (:data:`REGION_CONCENTRATION`): a few clusters are three
@@ -52,10 +103,10 @@ class model whose truth is known:
   iterative proportional fitting so that the expected region shares stay Table 6's and the cluster sizes
   stay Table 7's.
 
-Randomness: the root ``rng`` becomes a ``SeedSequence`` spawned into four children: 0 draws the texture, 1
-the order of the people (which person is in which cluster), 2 the allocation to silos, 3 the conditions.
-So the uniform and region allocations of one seed hold the same people with the same conditions, only
-placed in other silos.
+Randomness: the root ``rng`` becomes a ``SeedSequence`` spawned into four children: 0 draws the texture's
+signs, 1 the order of the people (which person is in which cluster), 2 the allocation to silos, 3 the
+conditions. So the uniform and region allocations of one seed hold the same people with the same
+conditions, only placed in other silos.
 """
 
 from __future__ import annotations
@@ -75,23 +126,38 @@ from vcmc.data.schema import Schema, SiloData, Variable
 from vcmc.exceptions import ConfigError
 from vcmc.simulate import SimulatedData
 
-__all__ = ["ALLOCATIONS", "CONDITIONS", "DELTA_MAX", "DELTA_MIN", "REGIONS", "REGION_CONCENTRATION",
-           "REGION_ODDS", "TEXTURE", "Condition", "EhrDesign", "cluster_counts", "count_moments", "ehr_design",
-           "log_odds_ratio", "prevalences", "region_joint", "selected_prevalences", "simulate_ehr"]
+__all__ = ["ALLOCATIONS", "COMMON", "CONDITIONS", "DELTA_MAX", "DELTA_MIN", "LARGE_CLUSTER", "P_CORE", "REGIONS",
+           "REGION_CONCENTRATION", "REGION_ODDS", "REPRESENTATIVE", "SECONDARY", "SECONDARY_MAX", "SECONDARY_MIN",
+           "TEXTURE", "Condition", "EhrDesign", "cluster_counts", "count_moments", "ehr_design", "log_odds_ratio",
+           "prevalences", "region_joint", "selected_prevalences", "simulate_ehr"]
 
 ALLOCATIONS: tuple[str, ...] = ("uniform", "region")
 
 #: The paper's cohort size (section 6).
 PAPER_N = 289_821
 
-#: Smallest designed log-odds shift (odds ratio e^2 = 7.4), used by the large clusters.
+#: Smallest shift of the evidence rule (odds ratio e^2 = 7.4), used by the clusters of 5% or more (the rule
+#: sets Table 8's rare conditions in the large clusters, and all designed conditions of the others).
 DELTA_MIN = 2.0
-#: Largest designed log-odds shift, reached by a cluster of 0.01% of the cohort (odds ratio ~3000).
+#: Largest shift of the evidence rule, reached by a cluster of 0.01% of the cohort (odds ratio ~3000).
 DELTA_MAX = 8.0
 #: Cluster shares between which the cap on the shift rises log-linearly from DELTA_MIN to DELTA_MAX.
 _CAP_SHARES = (0.05, 1e-4)
-#: Half-width of the uniform log-odds texture on the non-designed conditions of clusters 2..27.
-TEXTURE = 0.5
+#: Table 7 size from which a cluster is large: its common designed conditions are near-universal in it.
+LARGE_CLUSTER = 1000
+#: Listed baseline prevalence from which a condition is common (rarer ones keep the evidence rule's shift).
+COMMON = 0.05
+#: Prevalence of a common designed high condition in a large cluster (a designed low one: 1 - P_CORE).
+P_CORE = 0.97
+#: Log-odds shift of the secondary conditions of a cluster of 5% of the cohort or more ...
+SECONDARY_MIN = 3.25
+#: ... rising log-linearly to this for a cluster of 0.3% or less.
+SECONDARY_MAX = 4.5
+_SECONDARY_SHARES = (0.05, 0.003)
+#: Largest log-odds gap between cluster 1 and the cohort the design allows on any condition, texture aside.
+REPRESENTATIVE = 0.6
+#: Magnitude of the log-odds texture on the free conditions of clusters 2..27 (random sign).
+TEXTURE = 0.25
 
 
 @dataclass(frozen=True)
@@ -110,10 +176,13 @@ def _c(id_, name, baseline):
 #: The 80 conditions, in column order. Baselines are rough orders of magnitude for UK primary-care
 #: patients over 80 with >= 2 long-term conditions (before the common calibration of the mean); umbrella
 #: groups of the paper ("chronic cardiac disorders", "cancers", ...) are the "other" members of their group.
+#: Stroke (with TIA), chronic cardiac disorders, dementia and cancers are at the upper end of plausible:
+#: each is near-universal in clusters holding 9-17% of the cohort, and cluster 1 must stay within
+#: REPRESENTATIVE of the cohort's prevalence (a lower baseline would force smaller shifts, see the docstring).
 CONDITIONS: tuple[Condition, ...] = (
     # cardiovascular
     _c("hypertension", "Hypertension", 0.60),
-    _c("chronic_cardiac", "Chronic cardiac disorders (other)", 0.20),
+    _c("chronic_cardiac", "Chronic cardiac disorders (other)", 0.26),
     _c("coronary_heart_disease", "Coronary heart disease", 0.22),
     _c("atrial_fibrillation", "Atrial fibrillation", 0.17),
     _c("arrhythmia", "Arrhythmia (other than atrial fibrillation)", 0.05),
@@ -123,7 +192,7 @@ CONDITIONS: tuple[Condition, ...] = (
     _c("congenital_heart_disease", "Congenital heart disease", 0.004),
     _c("peripheral_vascular_disease", "Peripheral vascular disease", 0.05),
     _c("aortic_aneurysm", "Aortic aneurysm", 0.02),
-    _c("stroke", "Stroke", 0.12),
+    _c("stroke", "Stroke", 0.22),
     _c("coagulopathy", "Coagulopathy", 0.02),
     _c("venous_thromboembolism", "Venous thromboembolism", 0.05),
     _c("hyperlipidaemia", "Hyperlipidaemia", 0.22),
@@ -163,7 +232,7 @@ CONDITIONS: tuple[Condition, ...] = (
     _c("uveitis", "Uveitis", 0.005),
     _c("scleritis", "Scleritis", 0.002),
     # neurological and mental health
-    _c("dementia", "Dementia", 0.12),
+    _c("dementia", "Dementia", 0.18),
     _c("vascular_dementia", "Vascular dementia", 0.03),
     _c("parkinsons_disease", "Parkinson's disease", 0.02),
     _c("epilepsy", "Epilepsy", 0.015),
@@ -179,7 +248,7 @@ CONDITIONS: tuple[Condition, ...] = (
     _c("substance_misuse", "Substance misuse", 0.005),
     _c("chronic_fatigue_syndrome", "Chronic fatigue syndrome", 0.003),
     # cancers and blood
-    _c("cancers", "Cancers (solid, other than breast)", 0.17),
+    _c("cancers", "Cancers (solid, other than breast)", 0.20),
     _c("breast_cancer", "Breast cancer", 0.05),
     _c("metastatic_cancer", "Metastatic cancer", 0.015),
     _c("leukaemia", "Leukaemia", 0.01),
@@ -295,6 +364,60 @@ REGION_CONCENTRATION: dict[int, tuple[tuple[str, ...], str]] = {
 }
 #: Odds multiplier of a concentrated (cluster, region) pair.
 REGION_ODDS = 3.0
+
+#: Secondary characteristic conditions of clusters 2..27: ``{cluster: (high, low, reason)}``, beside Table 8's
+#: (which lists one or two conditions for most large clusters, too few to tell them from cluster 1). Fixed,
+#: chosen for clinical plausibility among the conditions Table 8 does not list for the cluster, and so that
+#: no condition is secondary for much of the cohort (cluster 1 stays representative): the large clusters
+#: use common conditions, mostly their own; a large cluster avoids those of the clusters it could be
+#: mistaken for (8 those of 4 and 5, 10 those of 6, 7 and 9, 18 those of 3 and 5).
+SECONDARY: dict[int, tuple[tuple[str, ...], tuple[str, ...], str]] = {
+    2: (("osteoporosis", "anxiety"), (), "inhaled and oral corticosteroids; breathlessness-related anxiety"),
+    3: (("osteoarthritis", "thyroid_disorders", "rhinoconjunctivitis"), ("stroke",),
+        "eye and ear: allergic rhinoconjunctivitis, thyroid eye disease; osteoarthritis of the oldest; "
+        "stroke with sensory loss is cluster 12"),
+    4: (("anaemia", "gastrointestinal_disorders", "diverticular_disease"), ("chronic_cardiac",),
+        "anaemia of cancer and its treatment, gastro-intestinal cancers and their work-up; cancers with "
+        "cardiac disorders are cluster 8"),
+    5: (("coronary_heart_disease", "hyperlipidaemia", "hypertension"), ("stroke",),
+        "cardiovascular risk factors and coronary disease; cardiac disorders with stroke are cluster 6"),
+    6: (("atrial_fibrillation", "heart_failure", "heart_valve_disease", "coagulopathy"), (),
+        "cardio-embolic stroke: atrial fibrillation, heart failure, valve disease; anticoagulation"),
+    7: (("depression", "type2_diabetes", "chronic_kidney_disease"), ("chronic_cardiac",),
+        "post-stroke depression; vascular risk factors; stroke with cardiac disorders is cluster 6"),
+    8: (("heart_failure", "atrial_fibrillation", "chronic_kidney_disease"), (),
+        "cardio- and nephrotoxicity of cancer treatment"),
+    9: (("urinary_incontinence", "osteoporosis", "anxiety"), ("stroke",),
+        "incontinence, falls and fractures, anxiety in dementia; dementia with stroke is cluster 10"),
+    10: (("vascular_dementia", "hyperlipidaemia", "coronary_heart_disease"), (),
+         "vascular (post-stroke) dementia and atherosclerosis"),
+    11: (("osteoporosis", "anxiety", "anaemia"), (),
+         "aromatase inhibitors (bone loss), anxiety and anaemia of cancer"),
+    12: (("peripheral_vascular_disease", "neurological_disorders", "coronary_heart_disease",
+          "hyperlipidaemia"), (), "macro- and microvascular complications of diabetes (neuropathy)"),
+    13: (("copd", "erectile_dysfunction"), (), "smoking; vascular erectile dysfunction"),
+    14: (("urinary_incontinence", "gout", "erectile_dysfunction"), (),
+         "prostate cancer and its treatment; gout of older men"),
+    15: (("chronic_liver_disease", "epilepsy"), (), "alcohol-related liver disease and seizures"),
+    16: (("thyroid_disorders", "heart_failure", "anxiety"), (),
+         "thyrotoxic and heart-failure arrhythmia, anxiety"),
+    17: (("heart_failure", "epilepsy"), (), "cardiomyopathy leads to heart failure; epilepsy with learning "
+                                            "disability"),
+    18: (("anxiety", "depression", "type2_diabetes", "chronic_kidney_disease"), (),
+         "anxiety and depression with ADHD; diabetic eye and kidney disease"),
+    19: (("chronic_fatigue_syndrome", "gord"), (), "functional disorders beside fibromyalgia and migraine"),
+    20: (("arrhythmia", "heart_valve_disease"), (), "adult congenital heart disease"),
+    21: (("rheumatoid_arthritis", "alcohol_problems"), (),
+         "rheumatoid arthritis (section 7.2 names it for this cluster); alcohol-related pancreatitis"),
+    22: (("rheumatoid_arthritis", "osteoporosis"), (), "connective tissue disease; corticosteroids for "
+                                                       "polymyalgia"),
+    23: (("fibromyalgia", "obesity"), (), "functional disorders; obesity with polycystic ovaries"),
+    24: (("uveitis", "inflammatory_bowel_disease"), (), "the spondyloarthritis family"),
+    25: (("atrial_fibrillation", "anaemia"), (), "heart failure with atrial fibrillation; anaemia of kidney "
+                                                "disease"),
+    26: (("thyroid_disorders", "osteoporosis"), (), "autoimmune thyroid disease; bone loss in coeliac disease"),
+    27: (("anaemia", "venous_thromboembolism"), (), "anaemia of leukaemia; cancer-associated thrombosis"),
+}
 
 
 def _region_id(name: str) -> str:
@@ -427,7 +550,8 @@ def selected_prevalences(prevalence: np.ndarray, min_conditions: int) -> np.ndar
 class EhrDesign:
     """The deterministic part of the design (everything but the texture).
 
-    ``logit p[c, q] = logit baseline[q] + sign[c, q] * delta[c] (+ texture[c, q])``.
+    ``logit p[c, q] = logit baseline[q] + shift[c, q] (+ texture[c, q] where the cell is free)``: ``shift`` is
+    zero on the free cells (conditions neither designed nor secondary for the cluster, and all of cluster 1).
 
     Attributes
     ----------
@@ -437,15 +561,30 @@ class EhrDesign:
         Calibrated baseline prevalences: cluster 1's profile.
     intercept : float
         The common log-odds shift added to the listed baselines so that the cohort's expected number of
-        conditions is Table 6's mean (texture left out).
+        conditions is Table 6's mean (texture averaged out).
     shares : numpy.ndarray (C,)
         Table 7's cluster shares.
     sign : numpy.ndarray (C, Q) of int
-        +1 for a designed high condition, -1 for a designed low one, 0 otherwise.
+        +1 for a designed (Table 8) high condition, -1 for a designed low one, 0 otherwise.
     delta : numpy.ndarray (C,)
-        Designed log-odds shift of each cluster (0 for cluster 1).
+        The cluster's Table-8 shift of the evidence rule (0 for cluster 1): the shift of its designed
+        conditions except the core ones (``core``), which are at least this far from the baseline.
+    core : numpy.ndarray (C, Q) of bool
+        Designed conditions set to prevalence :data:`P_CORE` (high) or ``1 - P_CORE`` (low): the common
+        conditions (listed baseline >= :data:`COMMON`) of the large clusters (>= :data:`LARGE_CLUSTER`).
+    secondary : numpy.ndarray (C, Q) of int
+        +1 / -1 for a secondary high / low condition (:data:`SECONDARY`), 0 otherwise.
+    secondary_shift : numpy.ndarray (C,)
+        Log-odds shift of the cluster's secondary conditions (0 for cluster 1).
+    representative_scale : numpy.ndarray (2, Q)
+        Factors on the positive (row 0) and negative (row 1) shifts of each condition that keep cluster 1
+        within :data:`REPRESENTATIVE` of the cohort (1 where no scaling is needed).
+    shift : numpy.ndarray (C, Q)
+        Log-odds shift of every designed and secondary cell from the baseline (0 on the free cells), the
+        scaling included.
     characterisation : dict
-        ``{"cluster_c": {"high": [ids], "low": [ids]}}``.
+        ``{"cluster_c": {"high": [ids], "low": [ids], "secondary_high": [ids], "secondary_low": [ids]}}``:
+        Table 8's lists and the secondary conditions.
     """
 
     conditions: tuple[Condition, ...]
@@ -454,31 +593,45 @@ class EhrDesign:
     shares: np.ndarray
     sign: np.ndarray
     delta: np.ndarray
+    core: np.ndarray
+    secondary: np.ndarray
+    secondary_shift: np.ndarray
+    representative_scale: np.ndarray
+    shift: np.ndarray
     characterisation: dict
 
     @property
     def n_clusters(self) -> int:
         return int(self.shares.size)
 
+    @property
+    def free(self) -> np.ndarray:
+        """(C, Q) bool: the cells the texture moves (neither designed nor secondary, clusters 2..C)."""
+        out = (self.sign == 0) & (self.secondary == 0)
+        out[0] = False
+        return out
+
     def profiles(self, texture: np.ndarray | None = None) -> np.ndarray:
         """Prevalence of every condition in every cluster, (C, Q); ``texture`` (C, Q) on the log-odds scale
-        is added where ``sign == 0`` in clusters 2..C."""
-        return _profiles(logit(self.baseline), self.sign, self.delta, texture)
+        is added on the free cells (:attr:`free`)."""
+        eta = logit(self.baseline)[None, :] + self.shift
+        if texture is not None:
+            eta = eta + np.where(self.free, texture, 0.0)
+        return expit(eta)
 
 
-def _profiles(eta0, sign, delta, texture=None):
-    eta = eta0[None, :] + sign * delta[:, None]
-    if texture is not None:
-        free = sign == 0
-        free[0] = False
-        eta = eta + np.where(free, texture, 0.0)
-    return expit(eta)
+def _share_ramp(share: float, shares: tuple[float, float]) -> float:
+    """0 for a cluster share >= shares[0], 1 for <= shares[1], log-linear between."""
+    hi, lo = shares
+    return float(np.clip(np.log(hi / share) / np.log(hi / lo), 0.0, 1.0))
 
 
 def _delta_cap(share: float) -> float:
-    hi, lo = _CAP_SHARES
-    t = np.clip(np.log(hi / share) / np.log(hi / lo), 0.0, 1.0)
-    return float(DELTA_MIN + (DELTA_MAX - DELTA_MIN) * t)
+    return DELTA_MIN + (DELTA_MAX - DELTA_MIN) * _share_ramp(share, _CAP_SHARES)
+
+
+def _secondary_shift(share: float) -> float:
+    return SECONDARY_MIN + (SECONDARY_MAX - SECONDARY_MIN) * _share_ramp(share, _SECONDARY_SHARES)
 
 
 def _delta(share: float, b: np.ndarray, sign: np.ndarray) -> float:
@@ -524,27 +677,122 @@ def _table8_signs() -> tuple[np.ndarray, dict]:
     return sign, char
 
 
+def _secondary_signs(sign: np.ndarray) -> tuple[np.ndarray, dict]:
+    """(C, Q) signs of the secondary conditions of :data:`SECONDARY` and their lists per cluster."""
+    pos = {c.id: q for q, c in enumerate(CONDITIONS)}
+    sec = np.zeros_like(sign)
+    out = {"cluster_1": {"secondary_high": [], "secondary_low": []}}
+    for c in range(1, sign.shape[0]):
+        high, low, _ = SECONDARY[c + 1]
+        for ids, s in ((high, 1), (low, -1)):
+            for t in ids:
+                q = pos[t]
+                if sign[c, q] != 0 or sec[c, q] != 0:  # pragma: no cover - the table ships with the module
+                    raise ConfigError(f"Secondary condition {t!r} of cluster {c + 1} is already designed for it "
+                                      "(vcmc.ehr.SECONDARY); expected conditions Table 8 does not list.")
+                sec[c, q] = s
+        out[f"cluster_{c + 1}"] = {"secondary_high": list(high), "secondary_low": list(low)}
+    return sec, out
+
+
+def _shifts(eta0: np.ndarray, sign: np.ndarray, delta: np.ndarray, core: np.ndarray, secondary: np.ndarray,
+            secondary_shift: np.ndarray) -> np.ndarray:
+    """The (C, Q) log-odds shifts from the baseline ``eta0``: core cells to P_CORE (high) or 1 - P_CORE (low),
+    at least ``delta`` away; the other designed cells by ``delta``; the secondary ones by their shift."""
+    to_core = np.where(sign > 0, logit(P_CORE) - eta0[None, :], eta0[None, :] - logit(1.0 - P_CORE))
+    designed = sign * np.where(core, np.maximum(delta[:, None], to_core), delta[:, None])
+    return designed + secondary * secondary_shift[:, None]
+
+
+def _texture_mean(eta: np.ndarray, free: np.ndarray) -> np.ndarray:
+    """Prevalences with the free cells averaged over the texture's two signs (the texture's expectation)."""
+    return np.where(free, 0.5 * (expit(eta - TEXTURE) + expit(eta + TEXTURE)), expit(eta))
+
+
+def _representative(eta0: np.ndarray, shift: np.ndarray, shares: np.ndarray, free: np.ndarray) -> np.ndarray:
+    """Per-condition factors (2, Q) on the positive (row 0) and negative (row 1) shifts that keep cluster 1
+    within REPRESENTATIVE of the cohort.
+
+    For a condition whose cohort prevalence (texture averaged out) is more than :data:`REPRESENTATIVE`
+    above cluster 1's on the log-odds scale, its positive shifts in clusters 2..C are all multiplied by the
+    factor in ``(0, 1)`` that brings the gap to exactly REPRESENTATIVE (its negative shifts likewise when
+    the cohort is below); 1 elsewhere. The gap is monotone in the factor: a vectorised bisection (60
+    halvings, exact to 1e-18) over all conditions at once, hand-written because scipy's root finders are
+    scalar and this runs inside the calibration's own root search.
+    """
+    def gap(scale_pos, scale_neg):
+        s = _apply_scale(shift, np.stack([scale_pos, scale_neg]))
+        return logit(shares @ _texture_mean(eta0[None, :] + s, free)) - eta0
+
+    ones = np.ones(eta0.size)
+    g = gap(ones, ones)
+    out = np.ones((2, eta0.size))
+    for side in (1, -1):
+        bad = side * g > REPRESENTATIVE
+        if not bad.any():
+            continue
+        lo, hi = np.zeros(eta0.size), np.ones(eta0.size)
+        for _ in range(60):
+            mid = 0.5 * (lo + hi)
+            g_mid = gap(mid, ones) if side > 0 else gap(ones, mid)
+            over = side * g_mid > REPRESENTATIVE
+            hi = np.where(over, mid, hi)
+            lo = np.where(over, lo, mid)
+        out[0 if side > 0 else 1] = np.where(bad, lo, 1.0)
+    return out
+
+
+def _apply_scale(shift: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """``shift`` (C, Q) with its positive entries multiplied by ``scale[0]`` (Q,), its negative ones by
+    ``scale[1]``."""
+    return np.where(shift > 0, shift * scale[0][None, :], shift * scale[1][None, :])
+
+
 @cache
 def ehr_design() -> EhrDesign:
     """The designed profiles' deterministic part (cached): calibrated baselines, shifts, characterisation.
 
-    The shifts ``delta`` are set on the listed baselines; then one common log-odds intercept is solved so
-    that the cohort's expected number of conditions (exact, :func:`count_moments`, with the selection
-    ``count >= 2``) is Table 6's mean.
+    The Table-8 shifts ``delta`` follow the evidence rule on the listed baselines; the core conditions of
+    the large clusters are set to :data:`P_CORE`, the secondary ones shifted by their cluster's
+    :func:`_secondary_shift`, and the shifts of a condition scaled down where cluster 1 would otherwise be
+    more than :data:`REPRESENTATIVE` from the cohort (:func:`_representative`); the common log-odds
+    intercept is solved around all this so that the cohort's expected number of conditions (exact,
+    :func:`count_moments`, with the selection ``count >= 2``) is Table 6's mean.
     """
     sizes = np.asarray(_section6()["cluster_sizes"], dtype=np.float64)
     shares = sizes / sizes.sum()
     sign, char = _table8_signs()
+    secondary, sec_char = _secondary_signs(sign)
     listed = np.array([c.baseline for c in CONDITIONS])
     delta = np.array([_delta(shares[c], listed, sign[c]) for c in range(shares.size)])
+    large = sizes >= LARGE_CLUSTER
+    large[0] = False
+    core = (sign != 0) & large[:, None] & (listed >= COMMON)[None, :]
+    s_sec = np.array([0.0] + [_secondary_shift(s) for s in shares[1:]])
     target = _section6()["table6_population"]["conditions_per_person"]["mean"]
 
+    free = (sign == 0) & (secondary == 0)
+    free[0] = False
+
+    def shifts(alpha):
+        eta0 = logit(listed) + alpha
+        shift = _shifts(eta0, sign, delta, core, secondary, s_sec)
+        return eta0, shift, _representative(eta0, shift, shares, free)
+
     def excess(alpha):
-        return count_moments(_profiles(logit(listed) + alpha, sign, delta), shares, 2)["mean"] - target
+        # the free cells at their prevalence averaged over the texture's two signs: the expected count is
+        # then the target for the typical draw (the texture's convexity would otherwise raise it)
+        eta0, shift, scale = shifts(alpha)
+        prof = _texture_mean(eta0[None, :] + _apply_scale(shift, scale), free)
+        return count_moments(prof, shares, 2)["mean"] - target
 
     alpha = float(brentq(excess, -3.0, 3.0, xtol=1e-12))
-    return EhrDesign(conditions=CONDITIONS, baseline=expit(logit(listed) + alpha), intercept=alpha,
-                     shares=shares, sign=sign, delta=delta, characterisation=char)
+    eta0, shift, scale = shifts(alpha)
+    for key, extra in sec_char.items():
+        char[key].update(extra)
+    return EhrDesign(conditions=CONDITIONS, baseline=expit(eta0), intercept=alpha, shares=shares, sign=sign,
+                     delta=delta, core=core, secondary=secondary, secondary_shift=s_sec,
+                     representative_scale=scale, shift=_apply_scale(shift, scale), characterisation=char)
 
 
 def _sinkhorn(kernel: np.ndarray, rows: np.ndarray, cols: np.ndarray, tol: float = 1e-13) -> np.ndarray:
@@ -616,6 +864,11 @@ def _draw_values(g: np.random.Generator, prob: np.ndarray, n_rows: int, min_cond
     return out
 
 
+def _texture(g: np.random.Generator, shape: tuple[int, int]) -> np.ndarray:
+    """The log-odds texture: +-TEXTURE with a random sign on every cell (only the free cells use it)."""
+    return np.where(g.random(shape) < 0.5, -TEXTURE, TEXTURE)
+
+
 def simulate_ehr(*, n: int = PAPER_N, n_silos: int | None = None, allocation: str = "uniform",
                  rng: RngLike = None, min_conditions: int = 2) -> SimulatedData:
     """Simulate the synthetic multimorbidity cohort (module docstring: design, effect sizes, streams).
@@ -640,7 +893,8 @@ def simulate_ehr(*, n: int = PAPER_N, n_silos: int | None = None, allocation: st
     -------
     SimulatedData
         80 binary variables (``"no"``, ``"yes"``), 27 clusters; ``characterisation`` holds the designed high
-        and low conditions per cluster, ``details`` the condition names, baselines, shifts, allocation.
+        and low conditions per cluster (Table 8's and the secondary ones), ``details`` the condition names,
+        baselines, shifts, allocation.
     """
     alloc = str(allocation).strip().lower()
     if alloc not in ALLOCATIONS:
@@ -674,7 +928,7 @@ def simulate_ehr(*, n: int = PAPER_N, n_silos: int | None = None, allocation: st
 
     root = as_seed_sequence(rng)
     s_texture, s_order, s_alloc, s_values = (np.random.default_rng(s) for s in root.spawn(4))
-    texture = s_texture.uniform(-TEXTURE, TEXTURE, size=(n_c, q_count))
+    texture = _texture(s_texture, (n_c, q_count))
     prof = design.profiles(texture)
     moments = count_moments(prof, design.shares, int(min_conditions))
     if moments["rejected"].max() > 0.999:
@@ -729,6 +983,17 @@ def simulate_ehr(*, n: int = PAPER_N, n_silos: int | None = None, allocation: st
         "calibration_intercept": design.intercept,
         "effect_log_odds": {f"cluster_{c + 1}": float(design.delta[c]) for c in range(n_c)},
         "texture_half_width": TEXTURE,
+        "texture": "each free condition of clusters 2..27 shifted by +-texture_half_width (random sign)",
+        "core_prevalence": P_CORE,
+        "secondary_log_odds": {f"cluster_{c + 1}": float(design.secondary_shift[c]) for c in range(n_c)},
+        # every designed (Table 8) and secondary cell: its log-odds shift from the baseline (cluster 1)
+        "designed_log_odds": {f"cluster_{c + 1}": {CONDITIONS[q].id: float(design.shift[c, q])
+                                                   for q in np.flatnonzero(design.shift[c])}
+                              for c in range(n_c)},
+        # conditions whose shifts were scaled down to keep cluster 1 representative (factor on the side)
+        "representative_scale": {CONDITIONS[q].id: {"positive": float(design.representative_scale[0, q]),
+                                                    "negative": float(design.representative_scale[1, q])}
+                                 for q in np.flatnonzero((design.representative_scale < 1).any(axis=0))},
         "min_conditions": int(min_conditions),
         "expected_conditions_per_person": {"mean": moments["mean"], "sd": moments["sd"]},
         # what a fitted model of the selected cohort should find (the profiles are before the selection)
