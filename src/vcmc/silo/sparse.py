@@ -1,0 +1,746 @@
+"""Sparse path of the Gibbs sampler: per-row cost grows with the row's exceptions, not with the variables.
+
+Used by :func:`vcmc.silo.sampler.run_chain` when the data are mostly one code per variable (electronic health
+records: ~80 binary conditions, a handful present per person); the choice is made from the data by
+:func:`choose_layout`. The sampled model, the parameter step and the kept-draw bookkeeping are those of the
+dense path (:mod:`vcmc.silo.sampler`); only the allocation step and the counts differ.
+
+Baseline coding. Per variable ``q`` the *baseline* code ``b_q`` is the most frequent observed code in this
+silo's data. A cell is an *exception* when it is missing or differs from the baseline; each (variable,
+non-baseline code) pair and each (variable, missing) pair that occurs is an exception *slot* ``e``. For a
+component ``c``::
+
+    pi_c prod_q p^q_{x_iq, c} = B_c * prod_{e in exceptions(i)} R_{e, c},
+    B_c = pi_c prod_q p^q_{b_q, c},   R_{e, c} = p^q_{x, c} / p^q_{b_q, c}   (1 / p^q_{b_q, c} if missing),
+
+so one sweep computes the baseline vector ``B`` and the ratio table ``R`` once (over the C+ lanes) and each
+row multiplies only its exceptions. Counts are kept per slot and component; the baseline code's count is
+derived once per sweep as ``n_c`` minus the variable's exception counts (missing ones included).
+
+Exactness. ``B`` is divided by its maximum and each ratio column by its maximum over components, so every
+factor is in [0, 1] and a row's weights can only shrink. The shrinkage of the best component is much larger
+than on the dense path (a column's maximum ratio often belongs to an empty component drawn from the prior:
+on an EHR-like silo a third of the rows shrink below 1e-20 and some to 1e-65), which float32 cannot hold,
+so the products are float64 (4-lane vectors ``_v4d_*``): entries below ``_FLUSH`` are stored as 0 and a
+row whose total falls below ``_FALLBACK_BELOW`` is recomputed exactly in float64 log space. A flushed factor
+was below 1e-300 of a column maximum and the products only shrink, so it changes a probability by less than
+``_FLUSH / _FALLBACK_BELOW`` = 1e-100. A baseline probability below ``_TINY_BASE`` (0 included: sparse
+Dirichlet draws) would make its ratios overflow; those ratios are stored as NaN, which propagates to the
+row's total, so every row with such an exception takes the exact fallback (where an exact zero of the
+baseline is handled by counting). Rows with identical exception lists (= identical rows) share one
+likelihood computation.
+
+Uniforms for the allocation draws are made from ``next_uint64`` of the chain's bit generator as numpy's
+own ``next_double`` does for PCG64 (``(u >> 11) * 2^-53``), without its slower function-pointer path.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.core.errors import TypingError
+from numba.extending import intrinsic
+
+from vcmc.exceptions import ConfigError
+from vcmc.silo.sampler import (
+    _LANES,
+    _MAX_GROUP_TABLE,
+    _draw_parameters,
+    _group_bounds,
+    _group_cap,
+    _log_joint,
+    _unit,
+)
+
+__all__ = ["SparseLayout", "choose_layout", "sparse_layout"]
+
+# Float64 products of factors in [0, 1]: a row whose total is below this is recomputed in log space.
+_FALLBACK_BELOW = 1e-200
+# Table entries (relative to their column maximum) below this are stored as 0 (never a subnormal).
+_FLUSH = 1e-300
+# A baseline probability below this makes the ratios of its variable NaN for that component (exact fallback
+# for the rows concerned): p / b stays below 1e280, far from the float64 limit.
+_TINY_BASE = 1e-280
+# The baseline product multiplies probabilities >= this directly and rescales the running product below
+# _RESCALE_BELOW (so it never leaves the normal float64 range); smaller ones are added as logs.
+_DIRECT_MIN = 1e-100
+_RESCALE_BELOW = 1e-200
+_LANES64 = 4  # float64 lanes of an AVX2 register
+
+
+# ------------------------------------------------------------------------ 4-lane float64 vector ops
+# As the float32 ops of vcmc.silo.sampler: numba's loop vectoriser leaves these short loops scalar.
+_V4D = ir.VectorType(ir.DoubleType(), 4)
+
+
+def _check_f64(*arrs):
+    for a in arrs:
+        if not (isinstance(a, types.Array) and a.dtype == types.float64 and a.layout == "C"):
+            raise TypingError("4-lane vector ops need C-contiguous float64 arrays")
+
+
+def _v4d_ptr(context, builder, arr_t, arr_v, off):
+    ary = context.make_array(arr_t)(context, builder, arr_v)
+    return builder.bitcast(builder.gep(ary.data, [off]), _V4D.as_pointer())
+
+
+@intrinsic
+def _v4d_tot2(typingctx, src, soff):
+    """Totals of the two blocks of 4 lanes ``src[soff:soff+4]`` and ``src[soff+4:soff+8]``, each summed as
+    ``(s0 + s1) + (s2 + s3)`` in registers (the order the categorical draw relies on)."""
+    _check_f64(src)
+    sig = types.UniTuple(types.float64, 2)(src, types.intp)
+
+    def codegen(context, builder, signature, args):
+        src_v, soff_v = args
+        va = builder.load(_v4d_ptr(context, builder, signature.args[0], src_v, soff_v), align=8)
+        off4 = builder.add(soff_v, ir.Constant(soff_v.type, 4))
+        vb = builder.load(_v4d_ptr(context, builder, signature.args[0], src_v, off4), align=8)
+        i32 = ir.IntType(32)
+
+        def shuf(x, y, mask):
+            return builder.shuffle_vector(x, y, ir.Constant(ir.VectorType(i32, 4), mask))
+
+        # [a0+a1, b0+b1, a2+a3, b2+b3], then lanes 0, 1 + lanes 2, 3
+        h = builder.fadd(shuf(va, vb, [0, 4, 2, 6]), shuf(va, vb, [1, 5, 3, 7]))
+        t = builder.fadd(h, shuf(h, h, [2, 3, 0, 1]))
+        totals = [builder.extract_element(t, ir.Constant(i32, i)) for i in range(2)]
+        return context.make_tuple(builder, signature.return_type, totals)
+
+    return sig, codegen
+
+
+def _make_v4d_prod(n_chunks: int):
+    """Intrinsic ``dst[off:off+4m] = beta[off:off+4m] * prod_e tab.flat[idx[e] + off : ... + 4m]`` over
+    ``e`` in ``[e0, e1)`` for ``m = n_chunks`` vectors of 4 float64 lanes, the running products held in
+    registers across the loop (with a store and reload per exception, the loop would be bound by the
+    store-to-load forwarding latency)."""
+
+    @intrinsic
+    def _prod(typingctx, dst, off, beta, tab, idx, e0, e1):
+        _check_f64(dst, beta, tab)
+        if not (isinstance(idx, types.Array) and idx.dtype == types.uint32 and idx.layout == "C"):
+            raise TypingError("idx must be a C-contiguous uint32 array")
+        sig = types.void(dst, types.intp, beta, tab, idx, types.intp, types.intp)
+
+        def codegen(context, builder, signature, args):
+            dst_v, off_v, beta_v, tab_v, idx_v, e0_v, e1_v = args
+            dst_t, _, beta_t, tab_t, idx_t = signature.args[:5]
+            dp = context.make_array(dst_t)(context, builder, dst_v).data
+            bp = context.make_array(beta_t)(context, builder, beta_v).data
+            tp = context.make_array(tab_t)(context, builder, tab_v).data
+            ip = context.make_array(idx_t)(context, builder, idx_v).data
+            i64 = off_v.type
+
+            def vptr(p, o, k):
+                o = builder.add(o, ir.Constant(i64, 4 * k))
+                return builder.bitcast(builder.gep(p, [o]), _V4D.as_pointer())
+
+            start = [builder.load(vptr(bp, off_v, k), align=8) for k in range(n_chunks)]
+            pre_bb = builder.basic_block
+            loop_bb = builder.append_basic_block("prod.loop")
+            exit_bb = builder.append_basic_block("prod.exit")
+            builder.cbranch(builder.icmp_signed("<", e0_v, e1_v), loop_bb, exit_bb)
+            builder.position_at_end(loop_bb)
+            e_phi = builder.phi(i64)
+            e_phi.add_incoming(e0_v, pre_bb)
+            acc = []
+            for k in range(n_chunks):
+                ph = builder.phi(_V4D)
+                ph.add_incoming(start[k], pre_bb)
+                acc.append(ph)
+            base = builder.add(builder.zext(builder.load(builder.gep(ip, [e_phi])), i64), off_v)
+            new = [builder.fmul(acc[k], builder.load(vptr(tp, base, k), align=8)) for k in range(n_chunks)]
+            e_next = builder.add(e_phi, ir.Constant(i64, 1))
+            e_phi.add_incoming(e_next, loop_bb)
+            for k in range(n_chunks):
+                acc[k].add_incoming(new[k], loop_bb)
+            builder.cbranch(builder.icmp_signed("<", e_next, e1_v), loop_bb, exit_bb)
+            builder.position_at_end(exit_bb)
+            fin = []
+            for k in range(n_chunks):  # all phis first (LLVM groups them at the top of the block)
+                f = builder.phi(_V4D)
+                f.add_incoming(start[k], pre_bb)
+                f.add_incoming(new[k], loop_bb)
+                fin.append(f)
+            for k in range(n_chunks):
+                builder.store(fin[k], vptr(dp, off_v, k), align=8)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return _prod
+
+
+_v4d_prod8 = _make_v4d_prod(8)  # 32 lanes: 8 accumulators fit the 16 AVX2 registers
+_v4d_prod4 = _make_v4d_prod(4)
+_v4d_prod2 = _make_v4d_prod(2)
+
+
+# ---------------------------------------------------------------------------------------- layout
+@dataclass(frozen=True)
+class SparseLayout:
+    """Baseline coding of one silo's data (see the module docstring).
+
+    Attributes
+    ----------
+    base_col : ndarray of shape (Q,), int64
+        Profile column ``offsets[q] + b_q`` of each variable's baseline code.
+    ecol : ndarray of shape (E,), int64
+        Count column of each exception slot: ``offsets[q] + x`` or ``P + q`` (missing).
+    evar : ndarray of shape (E,), int64
+        Variable of each slot (slots of a variable are consecutive).
+    pat_start : ndarray of shape (U + 1,), int64
+        Rows of pattern ``u`` are ``row_of[pat_start[u]:pat_start[u + 1]]``.
+    row_of : ndarray of shape (n,), int64
+    pexc_start : ndarray of shape (U + 1,), int64
+        Slots of pattern ``u`` are ``pexc[pexc_start[u]:pexc_start[u + 1]]`` (ascending variable).
+    pexc : ndarray, uint32 (unsigned: indexing needs no negative-index wrap-around code)
+    n_row_exceptions : int
+        Exceptions summed over rows (count updates per sweep).
+    """
+
+    base_col: np.ndarray
+    ecol: np.ndarray
+    evar: np.ndarray
+    pat_start: np.ndarray
+    row_of: np.ndarray
+    pexc_start: np.ndarray
+    pexc: np.ndarray
+    n_row_exceptions: int
+
+    @property
+    def n_patterns(self) -> int:
+        return int(self.pat_start.size - 1)
+
+    @property
+    def n_slots(self) -> int:
+        return int(self.ecol.size)
+
+
+@njit(cache=True)
+def _encode(x, offsets):
+    """Baselines, exception slots and per-row exception lists (CSR) with a 64-bit hash of each list."""
+    n, n_var = x.shape
+    n_col = offsets[n_var]
+    freq = np.zeros(n_col + n_var, dtype=np.int64)
+    for i in range(n):
+        for q in range(n_var):
+            v = x[i, q]
+            if v < 0:
+                freq[n_col + q] += 1
+            else:
+                freq[offsets[q] + v] += 1
+    base_col = np.empty(n_var, dtype=np.int64)
+    for q in range(n_var):
+        b = offsets[q]
+        for j in range(offsets[q] + 1, offsets[q + 1]):
+            if freq[j] > freq[b]:  # ties: the smallest code
+                b = j
+        base_col[q] = b
+    slot = np.full(n_col + n_var, -1, dtype=np.int64)
+    n_slot = 0
+    for q in range(n_var):
+        for j in range(offsets[q], offsets[q + 1]):
+            if j != base_col[q] and freq[j] > 0:
+                slot[j] = n_slot
+                n_slot += 1
+        if freq[n_col + q] > 0:
+            slot[n_col + q] = n_slot
+            n_slot += 1
+    ecol = np.empty(n_slot, dtype=np.int64)
+    evar = np.empty(n_slot, dtype=np.int64)
+    for q in range(n_var):
+        for j in range(offsets[q], offsets[q + 1]):
+            if slot[j] >= 0:
+                ecol[slot[j]] = j
+                evar[slot[j]] = q
+        if slot[n_col + q] >= 0:
+            ecol[slot[n_col + q]] = n_col + q
+            evar[slot[n_col + q]] = q
+    row_start = np.zeros(n + 1, dtype=np.int64)
+    for i in range(n):
+        m = 0
+        for q in range(n_var):
+            v = x[i, q]
+            if v < 0 or offsets[q] + v != base_col[q]:
+                m += 1
+        row_start[i + 1] = row_start[i] + m
+    rexc = np.empty(row_start[n], dtype=np.uint32)
+    hashes = np.empty(n, dtype=np.uint64)
+    mul = np.uint64(0x9E3779B97F4A7C15)
+    for i in range(n):
+        pos = row_start[i]
+        h = np.uint64(row_start[i + 1] - row_start[i])
+        for q in range(n_var):
+            v = x[i, q]
+            j = n_col + q if v < 0 else offsets[q] + v
+            if j != base_col[q]:
+                s = slot[j]
+                rexc[pos] = np.uint32(s)
+                pos += 1
+                h = (h ^ np.uint64(s + 1)) * mul
+                h ^= h >> np.uint64(29)
+        hashes[i] = h
+    return base_col, ecol, evar, row_start, rexc, hashes
+
+
+@njit(cache=True)
+def _patterns(row_start, rexc, hashes):
+    """Group rows with identical exception lists (sorted by hash, each list checked, so exact); pattern
+    ids in order of first appearance along the hash order, rows in increasing order within a pattern."""
+    n = hashes.shape[0]
+    order = np.argsort(hashes, kind="mergesort")
+    pid = np.empty(n, dtype=np.int64)
+    rep = np.empty(n, dtype=np.int64)  # representative row of each pattern
+    n_pat = 0
+    a = 0
+    while a < n:
+        b = a + 1
+        while b < n and hashes[order[b]] == hashes[order[a]]:
+            b += 1
+        first = n_pat
+        for t in range(a, b):
+            i = order[t]
+            li = row_start[i + 1] - row_start[i]
+            found = -1
+            for u in range(first, n_pat):  # usually one pattern per hash value
+                r = rep[u]
+                if row_start[r + 1] - row_start[r] != li:
+                    continue
+                same = True
+                for m in range(li):
+                    if rexc[row_start[i] + m] != rexc[row_start[r] + m]:
+                        same = False
+                        break
+                if same:
+                    found = u
+                    break
+            if found < 0:
+                found = n_pat
+                rep[n_pat] = i
+                n_pat += 1
+            pid[i] = found
+        a = b
+    pat_start = np.zeros(n_pat + 1, dtype=np.int64)
+    for i in range(n):
+        pat_start[pid[i] + 1] += 1
+    for u in range(n_pat):
+        pat_start[u + 1] += pat_start[u]
+    fill = pat_start[:-1].copy()
+    row_of = np.empty(n, dtype=np.int64)
+    for i in range(n):  # increasing i: rows ascending within each pattern
+        row_of[fill[pid[i]]] = i
+        fill[pid[i]] += 1
+    pexc_start = np.zeros(n_pat + 1, dtype=np.int64)
+    for u in range(n_pat):
+        r = rep[u]
+        pexc_start[u + 1] = pexc_start[u] + row_start[r + 1] - row_start[r]
+    pexc = np.empty(pexc_start[n_pat], dtype=np.uint32)
+    for u in range(n_pat):
+        r = rep[u]
+        pexc[pexc_start[u]:pexc_start[u + 1]] = rexc[row_start[r]:row_start[r + 1]]
+    return pat_start, row_of, pexc_start, pexc
+
+
+def sparse_layout(x16: np.ndarray, offsets: np.ndarray) -> SparseLayout:
+    """Baseline coding of validated int16 codes (n, Q) (``-1`` missing); no Python loop over rows."""
+    base_col, ecol, evar, row_start, rexc, hashes = _encode(x16, offsets.astype(np.int64))
+    pat_start, row_of, pexc_start, pexc = _patterns(row_start, rexc, hashes)
+    return SparseLayout(base_col=base_col, ecol=ecol, evar=evar, pat_start=pat_start, row_of=row_of,
+                        pexc_start=pexc_start, pexc=pexc, n_row_exceptions=int(row_start[-1]))
+
+
+# ------------------------------------------------------------------------------------ path choice
+def choose_layout(x16: np.ndarray, k: np.ndarray, offsets: np.ndarray, n_comp: int,
+                  layout: str = "auto") -> tuple[str, SparseLayout | None, dict]:
+    """Pick the dense or the sparse path from the data (never from timings).
+
+    Returns the path, the sparse layout when it was built (always for ``"auto"`` and ``"sparse"``) and the
+    two work estimates (``ns``-like units per sweep, the parameter step excluded since both share it).
+    """
+    if layout not in ("auto", "dense", "sparse"):
+        raise ConfigError(f"The 'layout' argument must be 'auto', 'dense' or 'sparse'. Got {layout!r}.")
+    if layout == "dense":
+        return "dense", None, {}
+    lay = sparse_layout(x16, offsets)
+    est = work_estimates(x16, k, n_comp, lay)
+    if layout == "sparse":
+        return "sparse", lay, est
+    return ("sparse" if est["sparse"] < est["dense"] else "dense"), lay, est
+
+
+def work_estimates(x16: np.ndarray, k: np.ndarray, n_comp: int, lay: SparseLayout) -> dict:
+    """Deterministic per-sweep work of both allocation paths (arbitrary units ~ ns on a 2020s core).
+
+    Dense: per row pattern one 8-lane float32 product per group and lane vector, per row one count per
+    group, per sweep the joint tables and the count expansion (about their size times the variables of the
+    group); tables beyond the L1/L2 caches cost a miss per lookup. Sparse: per pattern one 4-lane float64
+    product per exception (and the baseline copy), per row one count per exception, per sweep the baseline
+    product and the ratio table. Both pay the same uniform and categorical draw per row (omitted).
+    Constants from ``benchmarks/sampler.py`` measurements.
+    """
+    n, n_var = x16.shape
+    miss = (x16 == -1).any(axis=0)
+    radix = k + miss
+    bounds = _group_bounds(radix, _group_cap(n))
+    sizes = np.array([int(np.prod(radix[a:b])) for a, b in zip(bounds[:-1], bounds[1:], strict=True)])
+    n_grp = sizes.size
+    lanes = -(-n_comp // _LANES) * _LANES
+    v8 = lanes // 8
+    v4 = lanes // _LANES64
+    n_pat = lay.n_patterns
+    table_bytes = int(sizes.sum()) * lanes * 12  # float32 table + int64 counts
+    miss_cost = 0.0 if table_bytes <= 32 * 1024 else (4.0 if table_bytes <= 512 * 1024 else 12.0)
+    nvars = np.diff(bounds)
+    dense = (n_pat * n_grp * v8 * 0.6 + n * n_grp * (0.8 + miss_cost)
+             + float((sizes * nvars).sum()) * v8 * 0.5 + n_pat * n_grp * miss_cost)
+    e_pat = lay.pexc.size
+    sparse = ((n_pat + e_pat) * v4 * 0.4 + lay.n_row_exceptions * 0.8
+              + (lay.n_slots + n_var) * n_comp * 1.5)
+    return {"dense": float(dense), "sparse": float(sparse), "groups": int(n_grp), "patterns": n_pat,
+            "mean_exceptions_per_row": lay.n_row_exceptions / n, "table_cap": _MAX_GROUP_TABLE}
+
+
+# ---------------------------------------------------------------------------------------- kernels
+@njit(cache=True)
+def _fill_sparse_tables(logpi, prof, base_col, ecol, evar, n_col, beta, rho, lbase, nzero, tmp):
+    """Baseline vector and ratio table of one iteration (see the module docstring).
+
+    ``lbase[c]`` receives ``log pi_c + sum_q log p^q_{b_q, c}`` over the non-zero baseline probabilities and
+    ``nzero[c]`` the number of zero ones (exact, for the fallback). ``beta`` is ``B / max B`` and row ``e``
+    of ``rho`` is ``R_{e, .} / max R_{e, .}``, entries below ``_FLUSH`` set to 0, NaN where the baseline
+    probability is below ``_TINY_BASE`` and the numerator positive. Lanes ``>= C+`` are left untouched (0).
+    """
+    n_comp = prof.shape[0]
+    n_var = base_col.shape[0]
+    lmx = -np.inf
+    for c in range(n_comp):
+        lacc = logpi[c]
+        acc = 1.0
+        nz = 0
+        for q in range(n_var):
+            p = prof[c, base_col[q]]
+            if p >= _DIRECT_MIN:
+                acc *= p
+                if acc < _RESCALE_BELOW:
+                    lacc += math.log(acc)
+                    acc = 1.0
+            elif p > 0.0:
+                lacc += math.log(p)
+            else:
+                nz += 1
+        lb = lacc + math.log(acc)
+        lbase[c] = lb
+        nzero[c] = nz
+        if nz == 0 and lb > lmx:
+            lmx = lb
+    for c in range(n_comp):
+        v = math.exp(lbase[c] - lmx) if nzero[c] == 0 else 0.0
+        beta[c] = v if v >= _FLUSH else 0.0
+    for e in range(ecol.shape[0]):
+        j = ecol[e]
+        b = base_col[evar[e]]
+        mx = 0.0
+        for c in range(n_comp):
+            px = prof[c, j] if j < n_col else 1.0
+            pb = prof[c, b]
+            if px == 0.0:
+                r = 0.0
+            elif pb < _TINY_BASE:
+                r = np.nan
+            else:
+                r = px / pb
+                if r > mx:
+                    mx = r
+            tmp[c] = r
+        inv = 1.0 / mx if mx > 0.0 else 0.0
+        for c in range(n_comp):
+            v = tmp[c] * inv  # NaN stays NaN
+            rho[e, c] = 0.0 if v < _FLUSH else v
+
+
+@njit(cache=True)
+def _sparse_logweights(lbase, nzero, prof, base_col, ecol, evar, n_col, pexc, e0, e1, lrat, zhit, stamp,
+                       sweep, lw):
+    """Exact float64 weights (max 1) of one pattern via log-sum-exp.
+
+    ``log w_c = lbase_c + sum_e (log p_{x_e, c} - log p_{b, c})``; a zero baseline probability is not in
+    ``lbase`` but counted in ``nzero`` and must be covered by an exception of its variable, else
+    ``w_c = 0``. Per-slot logs are computed once per sweep (``stamp``) in ``lrat``/``zhit``.
+    """
+    n_comp = lw.shape[0]
+    for e in range(e0, e1):
+        s = pexc[e]
+        if stamp[s] != sweep:
+            stamp[s] = sweep
+            j = ecol[s]
+            b = base_col[evar[s]]
+            for c in range(n_comp):
+                px = prof[c, j] if j < n_col else 1.0
+                pb = prof[c, b]
+                lx = math.log(px) if px > 0.0 else -np.inf
+                if pb > 0.0:
+                    lrat[s, c] = lx - math.log(pb)
+                    zhit[s, c] = 0
+                else:
+                    lrat[s, c] = lx
+                    zhit[s, c] = 1
+    lmx = -np.inf
+    for c in range(n_comp):
+        v = lbase[c]
+        z = nzero[c]
+        for e in range(e0, e1):
+            s = pexc[e]
+            v += lrat[s, c]
+            z -= zhit[s, c]
+        if z > 0:
+            v = -np.inf
+        lw[c] = v
+        lmx = max(lmx, v)
+    for c in range(n_comp):
+        lw[c] = math.exp(lw[c] - lmx)
+
+
+@njit(cache=True)
+def _count_sparse(z, pat_start, row_of, pexc_start, pexc, n_lane, nc, cnt):
+    """Component sizes and exception counts ``cnt[s * n_lane + c]`` of an allocation."""
+    nc[:] = 0
+    cnt[:] = 0
+    for u in range(pat_start.shape[0] - 1):
+        for r in range(pat_start[u], pat_start[u + 1]):
+            k = z[row_of[r]]
+            nc[k] += 1
+            for e in range(pexc_start[u], pexc_start[u + 1]):
+                cnt[np.intp(pexc[e]) * n_lane + k] += 1
+
+
+@njit(cache=True)
+def _expand_sparse(nc, cnt, ecol, evar, base_col, ct):
+    """Per-(column, component) counts: exception slots copied, each baseline code's count derived as
+    ``n_c`` minus the exception (and missing) counts of its variable. Rows ``P + q`` hold missing counts."""
+    n_comp = nc.shape[0]
+    n_lane = ct.shape[1]
+    ct[:, :] = 0
+    for q in range(base_col.shape[0]):
+        b = base_col[q]
+        for c in range(n_comp):
+            ct[b, c] = nc[c]
+    for e in range(ecol.shape[0]):
+        j = ecol[e]
+        b = base_col[evar[e]]
+        for c in range(n_comp):
+            v = cnt[e * n_lane + c]
+            ct[j, c] = v
+            ct[b, c] -= v
+
+
+@njit(cache=True)
+def _half_blocks(n_blk):
+    """Largest power of two h with 2h >= n_blk: the first step of the block search of the draw."""
+    h = 1
+    while 2 * h < n_blk:
+        h *= 2
+    return h
+
+
+@njit(cache=True)
+def _pre_size(n_blk):
+    """Entries of the block prefix sums: pre[0..n_blk] and +inf up to the search's power of two."""
+    return max(n_blk + 1, 2 * _half_blocks(n_blk))
+
+
+@njit(cache=True)
+def _sparse_pass(bvec, rho, pexc_start, pexc, poff, pat_start, row_of, lbase, nzero, prof, base_col, ecol, evar,
+                 n_col, sweep, ubuf, draw, z, nc, cnt, w, pre, lw, lrat, zhit, stamp, probs):
+    """Step 1 of a sweep on the sparse path: every row's component into ``z``, ``nc`` (sizes) and ``cnt``
+    (flat, ``cnt[s * L + c]`` per slot and component lane), one likelihood computation per pattern; ``poff``
+    is ``pexc * L``, the offset of each slot's row in ``rho`` and ``cnt``; ``ubuf[r]`` is the uniform of the
+    ``r``-th row of ``row_of``. With ``draw`` False it draws nothing and writes each pattern's normalised
+    probabilities to ``probs[u]`` instead (the tests' view of this very code). Returns how many patterns
+    took the exact log-space fallback.
+
+    One function for the whole pass on purpose: numba inlines a helper taking arrays with reference-count
+    updates at every call, which cost as much as the products (so the categorical draw of
+    :func:`vcmc.silo.sampler._pick` is written out here).
+    """
+    n_lane = w.shape[0]
+    n_comp = nc.shape[0]
+    n_blk = n_lane // _LANES64
+    n_half = _half_blocks(n_blk)
+    if pre.shape[0] != _pre_size(n_blk):
+        raise ValueError("pre must have _pre_size(n_blk) entries")
+    pre[n_blk + 1:] = np.inf  # the binary search of the draw never stops beyond the last block
+    if draw:
+        nc[:] = 0
+        cnt[:] = 0
+    n_fallback = 0
+    for u in range(pat_start.shape[0] - 1):
+        e0 = pexc_start[u]
+        e1 = pexc_start[u + 1]
+        b = 0
+        while b + 32 <= n_lane:
+            _v4d_prod8(w, b, bvec, rho, poff, e0, e1)
+            b += 32
+        if b + 16 <= n_lane:
+            _v4d_prod4(w, b, bvec, rho, poff, e0, e1)
+            b += 16
+        if b + 8 <= n_lane:  # n_lane is a multiple of 8
+            _v4d_prod2(w, b, bvec, rho, poff, e0, e1)
+        # block totals (s0 + s1) + (s2 + s3) and their running sums pre[b] (blocks of 4 lanes)
+        tot = 0.0
+        pre[0] = tot
+        for pb in range(n_blk // 2):  # n_blk is even
+            t0, t1 = _v4d_tot2(w, 2 * _LANES64 * pb)
+            tot += t0
+            pre[2 * pb + 1] = tot
+            tot += t1
+            pre[2 * pb + 2] = tot
+        if tot >= _FALLBACK_BELOW:  # False for NaN
+            if not draw:
+                for c in range(n_comp):
+                    probs[u, c] = w[c] / tot
+                continue
+            for r in range(pat_start[u], pat_start[u + 1]):
+                # Branch-free categorical draw (the draws are unpredictable). Lane i of block b ends at
+                # pre[b] + (w0 + ... + wi) summed left to right, the block at pre[b + 1] = pre[b] + ((w0 +
+                # w1) + (w2 + w3)) >= pre[b] + ((w0 + w1) + w2): the breakpoints never decrease (rounding is
+                # monotone and fadd commutative), so counting those <= t gives the interval, and a lane of
+                # weight 0 has an empty one.
+                t = ubuf[r] * tot
+                blk = 0  # the last block with pre[blk] <= t (binary search; pre is padded with +inf)
+                h = n_half
+                while h > 0:
+                    blk += h * (pre[blk + h] <= t)
+                    h >>= 1
+                base = pre[blk]
+                k0 = _LANES64 * blk
+                s0 = w[k0]
+                s1 = s0 + w[k0 + 1]
+                s2 = s1 + w[k0 + 2]
+                k = k0 + (base + s0 <= t) + (base + s1 <= t) + (base + s2 <= t)
+                z[row_of[r]] = k
+                nc[k] += 1
+                for e in range(e0, e1):
+                    cnt[poff[e] + k] += 1
+            continue
+        # exact float64 log space: a NaN ratio (tiny baseline probability) or a total below range
+        n_fallback += 1
+        _sparse_logweights(lbase, nzero, prof, base_col, ecol, evar, n_col, pexc, e0, e1, lrat, zhit, stamp,
+                           sweep, lw)
+        tot64 = 0.0
+        for c in range(n_comp):
+            tot64 += lw[c]
+        if not draw:
+            for c in range(n_comp):
+                probs[u, c] = lw[c] / tot64
+            continue
+        for r in range(pat_start[u], pat_start[u + 1]):
+            t = ubuf[r] * tot64
+            acc64 = 0.0
+            k = n_comp - 1
+            for c in range(n_comp):
+                acc64 += lw[c]
+                if acc64 > t:
+                    k = c
+                    break
+            while lw[k] == 0.0:
+                k -= 1
+            z[row_of[r]] = k
+            nc[k] += 1
+            for e in range(e0, e1):
+                cnt[poff[e] + k] += 1
+    return n_fallback
+
+
+@njit(cache=True)
+def _allocation_probabilities_sparse(base_col, ecol, evar, pat_start, row_of, pexc_start, pexc, n_col, logpi,
+                                     prof, out):
+    """Normalised allocation probabilities of every pattern through the sparse code path (tests); returns
+    how many patterns took the exact log-space fallback."""
+    n_comp = prof.shape[0]
+    n_lane = ((n_comp + _LANES - 1) // _LANES) * _LANES
+    n_slot = ecol.shape[0]
+    bvec = np.zeros(n_lane)
+    rho = np.zeros((n_slot, n_lane))
+    lbase = np.empty(n_comp)
+    nzero = np.empty(n_comp, dtype=np.int64)
+    _fill_sparse_tables(logpi, prof, base_col, ecol, evar, n_col, bvec, rho, lbase, nzero, np.empty(n_comp))
+    poff = pexc * np.uint32(n_lane)
+    return _sparse_pass(bvec, rho, pexc_start, pexc, poff, pat_start, row_of, lbase, nzero, prof, base_col,
+                        ecol, evar, n_col, 0, np.empty(0), False, np.empty(0, dtype=np.int16),
+                        np.zeros(n_comp, dtype=np.int64), np.zeros(n_slot * n_lane, dtype=np.int64),
+                        np.empty(n_lane), np.empty(_pre_size(n_lane // _LANES64)), np.empty(n_comp),
+                        np.empty((n_slot, n_comp)), np.zeros((n_slot, n_comp), dtype=np.int64),
+                        np.full(n_slot, -1, dtype=np.int64), out)
+
+
+@njit(cache=True)
+def _gibbs_block_sparse(base_col, ecol, evar, pat_start, row_of, pexc_start, pexc, z, pi, logpi, prof,
+                        logprof, alpha, beta, offsets, const, n_iter, first_iter, burn_in, thin, keep_z, keep_pi,
+                        keep_prof, keep_nocc, keep_lp, keep_at, rng):
+    """Sparse-path twin of :func:`vcmc.silo.sampler._gibbs_block` (same arguments after the layout)."""
+    n_var = offsets.shape[0] - 1
+    n_comp = pi.shape[0]
+    n_col = offsets[n_var]
+    n_lane = ((n_comp + _LANES - 1) // _LANES) * _LANES
+    n_slot = ecol.shape[0]
+    bvec = np.zeros(n_lane)  # padding lanes stay 0: never drawn
+    rho = np.zeros((n_slot, n_lane))
+    lbase = np.empty(n_comp)
+    nzero = np.empty(n_comp, dtype=np.int64)
+    tmp = np.empty(n_comp)
+    w = np.empty(n_lane)
+    pre = np.empty(_pre_size(n_lane // _LANES64))
+    lw = np.empty(n_comp)
+    lrat = np.empty((n_slot, n_comp))
+    zhit = np.zeros((n_slot, n_comp), dtype=np.int64)
+    stamp = np.full(n_slot, -1, dtype=np.int64)
+    nc = np.zeros(n_comp, dtype=np.int64)
+    cnt = np.zeros(n_slot * n_lane, dtype=np.int64)
+    poff = pexc * np.uint32(n_lane)
+    ct = np.zeros((n_col + n_var, n_lane), dtype=np.int64)
+    shp = np.empty(max(n_comp, n_col))
+    ubuf = np.empty(row_of.shape[0])
+    no_probs = np.empty((0, n_comp))
+    bg = rng.bit_generator
+    n_kept = 0
+    for it in range(first_iter, first_iter + n_iter):
+        _fill_sparse_tables(logpi, prof, base_col, ecol, evar, n_col, bvec, rho, lbase, nzero, tmp)
+        # ---- 1. allocations (the uniforms first, in a tight loop: a bit-generator call inside the row loop
+        # costs twice as much, every live register being spilled around it)
+        for r in range(ubuf.shape[0]):
+            ubuf[r] = _unit(bg)
+        _sparse_pass(bvec, rho, pexc_start, pexc, poff, pat_start, row_of, lbase, nzero, prof, base_col, ecol, evar,
+                     n_col, it, ubuf, True, z, nc, cnt, w, pre, lw, lrat, zhit, stamp, no_probs)
+        _expand_sparse(nc, cnt, ecol, evar, base_col, ct)
+        # ---- 2-3. weights and profiles given the allocations (variates straight from the bit generator)
+        keep = it >= burn_in and (it - burn_in) % thin == thin - 1
+        _draw_parameters(nc, ct, alpha, beta, offsets, shp, pi, logpi, prof, logprof, keep, bg)
+        if keep:
+            s = keep_at + n_kept
+            occ = 0
+            for c in range(n_comp):
+                if nc[c] > 0:
+                    occ += 1
+            keep_nocc[s] = occ
+            keep_lp[s] = _log_joint(nc, ct, logpi, logprof, alpha, beta, offsets, const)
+            keep_pi[s] = pi
+            keep_prof[s] = prof
+            keep_z[n_kept] = z
+            n_kept += 1
+    return n_kept
+
+
+def initial_counts(lay: SparseLayout, z: np.ndarray, n_comp: int, n_rows_ct: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(nc, ct)`` of an allocation as :func:`vcmc.silo.sampler._count` gives them, from the layout."""
+    nc = np.zeros(n_comp, dtype=np.int64)
+    cnt = np.zeros(lay.n_slots * n_comp, dtype=np.int64)
+    _count_sparse(z.astype(np.int64), lay.pat_start, lay.row_of, lay.pexc_start, lay.pexc, n_comp, nc, cnt)
+    ct = np.zeros((n_rows_ct, n_comp), dtype=np.int64)
+    _expand_sparse(nc, cnt, lay.ecol, lay.evar, lay.base_col, ct)
+    return nc, ct
