@@ -36,6 +36,7 @@ own ``next_double`` does for PCG64 (``(u >> 11) * 2^-53``), without its slower f
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -48,7 +49,6 @@ from numba.extending import intrinsic
 from vcmc.exceptions import ConfigError
 from vcmc.silo.sampler import (
     _LANES,
-    _MAX_GROUP_TABLE,
     _draw_parameters,
     _group_bounds,
     _group_cap,
@@ -110,6 +110,47 @@ def _v4d_tot2(typingctx, src, soff):
         t = builder.fadd(h, shuf(h, h, [2, 3, 0, 1]))
         totals = [builder.extract_element(t, ir.Constant(i32, i)) for i in range(2)]
         return context.make_tuple(builder, signature.return_type, totals)
+
+    return sig, codegen
+
+
+@intrinsic
+def _v4d_count_le(typingctx, pre, n_chunks, t):
+    """Number of ``pre[1:1 + 4 * n_chunks]`` entries ``<= t`` (vector compares and popcounts: a binary search
+    or a scalar loop compiles to data-dependent branches, mispredicted on random draws)."""
+    _check_f64(pre)
+    sig = types.intp(pre, types.intp, types.float64)
+
+    def codegen(context, builder, signature, args):
+        pre_v, n_v, t_v = args
+        pp = context.make_array(signature.args[0])(context, builder, pre_v).data
+        i64 = n_v.type
+        tv = builder.insert_element(ir.Constant(_V4D, ir.Undefined), t_v, ir.Constant(ir.IntType(32), 0))
+        tv = builder.shuffle_vector(tv, tv, ir.Constant(ir.VectorType(ir.IntType(32), 4), [0] * 4))
+        ctpop = builder.module.declare_intrinsic("llvm.ctpop", [i64])
+        pre_bb = builder.basic_block
+        loop_bb = builder.append_basic_block("count.loop")
+        exit_bb = builder.append_basic_block("count.exit")
+        zero = ir.Constant(i64, 0)
+        builder.cbranch(builder.icmp_signed(">", n_v, zero), loop_bb, exit_bb)
+        builder.position_at_end(loop_bb)
+        i_phi = builder.phi(i64)
+        i_phi.add_incoming(zero, pre_bb)
+        acc = builder.phi(i64)
+        acc.add_incoming(zero, pre_bb)
+        off = builder.add(builder.mul(i_phi, ir.Constant(i64, 4)), ir.Constant(i64, 1))
+        v = builder.load(builder.bitcast(builder.gep(pp, [off]), _V4D.as_pointer()), align=8)
+        bits = builder.bitcast(builder.fcmp_ordered("<=", v, tv), ir.IntType(4))
+        new = builder.add(acc, builder.call(ctpop, [builder.zext(bits, i64)]))
+        i_next = builder.add(i_phi, ir.Constant(i64, 1))
+        i_phi.add_incoming(i_next, loop_bb)
+        acc.add_incoming(new, loop_bb)
+        builder.cbranch(builder.icmp_signed("<", i_next, n_v), loop_bb, exit_bb)
+        builder.position_at_end(exit_bb)
+        res = builder.phi(i64)
+        res.add_incoming(zero, pre_bb)
+        res.add_incoming(new, loop_bb)
+        return res
 
     return sig, codegen
 
@@ -358,52 +399,69 @@ def sparse_layout(x16: np.ndarray, offsets: np.ndarray) -> SparseLayout:
 # ------------------------------------------------------------------------------------ path choice
 def choose_layout(x16: np.ndarray, k: np.ndarray, offsets: np.ndarray, n_comp: int,
                   layout: str = "auto") -> tuple[str, SparseLayout | None, dict]:
-    """Pick the dense or the sparse path from the data (never from timings).
+    """Pick the dense or the sparse path from the data (deterministic: never from timings).
 
-    Returns the path, the sparse layout when it was built (always for ``"auto"`` and ``"sparse"``) and the
-    two work estimates (``ns``-like units per sweep, the parameter step excluded since both share it).
+    ``"auto"`` takes the sparse path when its estimated allocation work per sweep (:func:`work_estimates`)
+    is below ``_SPARSE_IF_BELOW`` times the dense path's: the margin keeps the dense path, whose draws
+    earlier versions reproduce, wherever the two are close (the estimates are good to about 25%).
+
+    Returns
+    -------
+    path : {"dense", "sparse"}
+    layout : SparseLayout or None
+        Built for ``"auto"`` (the estimates need it) and ``"sparse"``.
+    estimates : dict
+        Both work estimates (ns per sweep) and the data features behind them; empty for ``"dense"``.
     """
     if layout not in ("auto", "dense", "sparse"):
-        raise ConfigError(f"The 'layout' argument must be 'auto', 'dense' or 'sparse'. Got {layout!r}.")
+        raise ConfigError(f"The 'layout' argument of run_chain must be 'auto', 'dense' or 'sparse'. Got "
+                          f"{layout!r} instead.")
     if layout == "dense":
         return "dense", None, {}
     lay = sparse_layout(x16, offsets)
     est = work_estimates(x16, k, n_comp, lay)
     if layout == "sparse":
         return "sparse", lay, est
-    return ("sparse" if est["sparse"] < est["dense"] else "dense"), lay, est
+    return ("sparse" if est["sparse_ns"] < _SPARSE_IF_BELOW * est["dense_ns"] else "dense"), lay, est
+
+
+# The sparse path is chosen when its estimated work is below this fraction of the dense path's.
+_SPARSE_IF_BELOW = 0.6
 
 
 def work_estimates(x16: np.ndarray, k: np.ndarray, n_comp: int, lay: SparseLayout) -> dict:
-    """Deterministic per-sweep work of both allocation paths (arbitrary units ~ ns on a 2020s core).
+    """Estimated allocation-step work of both paths, in ns per sweep on the reference machine (the
+    parameter step, common to both, excluded).
 
-    Dense: per row pattern one 8-lane float32 product per group and lane vector, per row one count per
-    group, per sweep the joint tables and the count expansion (about their size times the variables of the
-    group); tables beyond the L1/L2 caches cost a miss per lookup. Sparse: per pattern one 4-lane float64
-    product per exception (and the baseline copy), per row one count per exception, per sweep the baseline
-    product and the ratio table. Both pay the same uniform and categorical draw per row (omitted).
-    Constants from ``benchmarks/sampler.py`` measurements.
+    Dense: ``U`` row patterns times ``G`` groups times ``L/8`` float32 vectors (2.75 ns each), ``n`` rows
+    times ``G`` group counts (2.9 ns), the joint tables and the count expansion (5.1 ns per table entry,
+    variable of its group and vector), and 0.5 ns more per lookup and count when the tables and counts
+    outgrow the L1 cache. Sparse: pattern slots plus exceptions times ``L/4`` float64 vectors (0.3 ns),
+    3 ns per pattern and vector (totals, loop), 7 ns per row (uniform, draw), 0.3 ns per counted exception
+    and 2 ns per (slot or variable, component) for the tables. Constants fitted (nonnegative least squares,
+    relative error) to the allocation step timed in isolation on 12 data sets, from the paper's to EHR-like
+    ones (``python benchmarks/sampler.py --layout-model`` re-measures both paths next to these figures).
     """
     n, n_var = x16.shape
-    miss = (x16 == -1).any(axis=0)
-    radix = k + miss
-    bounds = _group_bounds(radix, _group_cap(n))
-    sizes = np.array([int(np.prod(radix[a:b])) for a, b in zip(bounds[:-1], bounds[1:], strict=True)])
-    n_grp = sizes.size
+    radix = k + (x16 == -1).any(axis=0)
+    bounds = np.asarray(_group_bounds(radix, _group_cap(n)))
+    sizes = np.array([int(np.prod(radix[a:b])) for a, b in itertools.pairwise(bounds)])
+    n_grp = int(sizes.size)
     lanes = -(-n_comp // _LANES) * _LANES
-    v8 = lanes // 8
-    v4 = lanes // _LANES64
+    v8, v4 = lanes / 8, lanes / _LANES64
     n_pat = lay.n_patterns
-    table_bytes = int(sizes.sum()) * lanes * 12  # float32 table + int64 counts
-    miss_cost = 0.0 if table_bytes <= 32 * 1024 else (4.0 if table_bytes <= 512 * 1024 else 12.0)
-    nvars = np.diff(bounds)
-    dense = (n_pat * n_grp * v8 * 0.6 + n * n_grp * (0.8 + miss_cost)
-             + float((sizes * nvars).sum()) * v8 * 0.5 + n_pat * n_grp * miss_cost)
-    e_pat = lay.pexc.size
-    sparse = ((n_pat + e_pat) * v4 * 0.4 + lay.n_row_exceptions * 0.8
-              + (lay.n_slots + n_var) * n_comp * 1.5)
-    return {"dense": float(dense), "sparse": float(sparse), "groups": int(n_grp), "patterns": n_pat,
-            "mean_exceptions_per_row": lay.n_row_exceptions / n, "table_cap": _MAX_GROUP_TABLE}
+    grp_work = float((sizes * np.diff(bounds)).sum())
+    over_l1 = float(sizes.sum() * lanes * 12 > _L1_BYTES)  # float32 tables + int64 counts
+    dense = (2.75 * n_pat * n_grp * v8 + 2.9 * n * n_grp + 5.1 * grp_work * v8
+             + 0.5 * (n_pat + n) * n_grp * over_l1)
+    e_pat = int(lay.pexc.size)
+    sparse = (0.3 * (n_pat + e_pat) * v4 + 3.0 * n_pat * v4 + 7.0 * n + 0.3 * lay.n_row_exceptions
+              + 2.0 * (lay.n_slots + n_var) * n_comp)
+    return {"dense_ns": float(dense), "sparse_ns": float(sparse), "groups": n_grp, "patterns": n_pat,
+            "exceptions_per_row": lay.n_row_exceptions / n, "exceptions_per_pattern": e_pat / max(n_pat, 1)}
+
+
+_L1_BYTES = 48 * 1024
 
 
 # ---------------------------------------------------------------------------------------- kernels
@@ -540,18 +598,9 @@ def _expand_sparse(nc, cnt, ecol, evar, base_col, ct):
 
 
 @njit(cache=True)
-def _half_blocks(n_blk):
-    """Largest power of two h with 2h >= n_blk: the first step of the block search of the draw."""
-    h = 1
-    while 2 * h < n_blk:
-        h *= 2
-    return h
-
-
-@njit(cache=True)
 def _pre_size(n_blk):
-    """Entries of the block prefix sums: pre[0..n_blk] and +inf up to the search's power of two."""
-    return max(n_blk + 1, 2 * _half_blocks(n_blk))
+    """Entries of the block prefix sums: pre[0..n_blk], then +inf up to whole 4-lane compares."""
+    return 1 + _LANES64 * ((n_blk + _LANES64 - 1) // _LANES64)
 
 
 @njit(cache=True)
@@ -571,10 +620,10 @@ def _sparse_pass(bvec, rho, pexc_start, pexc, poff, pat_start, row_of, lbase, nz
     n_lane = w.shape[0]
     n_comp = nc.shape[0]
     n_blk = n_lane // _LANES64
-    n_half = _half_blocks(n_blk)
+    n_cmp = (n_blk + _LANES64 - 1) // _LANES64
     if pre.shape[0] != _pre_size(n_blk):
         raise ValueError("pre must have _pre_size(n_blk) entries")
-    pre[n_blk + 1:] = np.inf  # the binary search of the draw never stops beyond the last block
+    pre[n_blk + 1:] = np.inf  # never counted by the block search of the draw
     if draw:
         nc[:] = 0
         cnt[:] = 0
@@ -612,11 +661,7 @@ def _sparse_pass(bvec, rho, pexc_start, pexc, poff, pat_start, row_of, lbase, nz
                 # monotone and fadd commutative), so counting those <= t gives the interval, and a lane of
                 # weight 0 has an empty one.
                 t = ubuf[r] * tot
-                blk = 0  # the last block with pre[blk] <= t (binary search; pre is padded with +inf)
-                h = n_half
-                while h > 0:
-                    blk += h * (pre[blk + h] <= t)
-                    h >>= 1
+                blk = _v4d_count_le(pre, n_cmp, t)  # pre[n_blk] = tot > t and the padding is +inf
                 base = pre[blk]
                 k0 = _LANES64 * blk
                 s0 = w[k0]
