@@ -99,7 +99,7 @@ def _profiles(k, n_comp, conc, rng):
 def _sparse_probabilities(codes, k, pi, prof, logpi=None):
     lay = layout_of(codes, k)
     out = np.full((lay.n_patterns, pi.size), np.nan)
-    n_fb = SP._allocation_probabilities_sparse(lay.base_col, lay.ecol, lay.evar, lay.pat_start, lay.row_of,
+    n_fb = SP._allocation_probabilities_sparse(lay.base_col, lay.ecol, lay.evar, lay.pat_start,
                                                lay.pexc_start, lay.pexc, int(np.sum(k)),
                                                np.log(pi) if logpi is None else logpi, prof, out)
     return lay, out, n_fb

@@ -30,8 +30,13 @@ row's total, so every row with such an exception takes the exact fallback (where
 baseline is handled by counting). Rows with identical exception lists (= identical rows) share one
 likelihood computation.
 
-Uniforms for the allocation draws are made from ``next_uint64`` of the chain's bit generator as numpy's
-own ``next_double`` does for PCG64 (``(u >> 11) * 2^-53``), without its slower function-pointer path.
+Random variates. The allocation uniforms (one per row, drawn for the whole sweep before the row loop: a
+bit-generator call inside it costs twice as much) and the parameter step's variates come straight from the
+chain's bit generator (``vcmc.silo.sampler._unit`` and friends), so for one seed the sparse path's draws
+differ from the dense path's; their law is the same (tests/silo/test_sampler_sparse.py).
+
+Speed: see the module docstring of :mod:`vcmc.silo.sampler` (figures) and ``benchmarks/sampler.py``
+(case c, ``--breakdown``, ``--layout-model``).
 """
 
 from __future__ import annotations
@@ -115,22 +120,28 @@ def _v4d_tot2(typingctx, src, soff):
 
 
 @intrinsic
-def _v4d_count_le(typingctx, pre, n_chunks, t):
-    """Number of ``pre[1:1 + 4 * n_chunks]`` entries ``<= t`` (vector compares and popcounts: a binary search
-    or a scalar loop compiles to data-dependent branches, mispredicted on random draws)."""
-    _check_f64(pre)
-    sig = types.intp(pre, types.intp, types.float64)
+def _v4d_pick(typingctx, w, woff, pre, qoff, n_cmp, t):
+    """Component of the categorical draw ``t`` in [0, total) given the lane weights ``w[woff:]`` and the
+    block prefix sums ``pre[qoff:]`` (see :func:`_sparse_pass`), without data-dependent branches (the draws are
+    unpredictable). The block is the number of ``pre[1:1 + 4 n_cmp]`` entries ``<= t`` (vector compares and
+    popcounts; ``pre[n_blk] = total > t`` and the padding is +inf), the lane the number of in-block lane ends
+    ``pre[b] + w0``, ``pre[b] + (w0 + w1)``, ``pre[b] + ((w0 + w1) + w2)`` that are ``<= t``. Written in IR:
+    the same code in numba carries negative-index wrap-around on every access and spills registers."""
+    _check_f64(w, pre)
+    sig = types.uintp(w, types.intp, pre, types.intp, types.intp, types.float64)
 
     def codegen(context, builder, signature, args):
-        pre_v, n_v, t_v = args
-        pp = context.make_array(signature.args[0])(context, builder, pre_v).data
+        w_v, woff_v, pre_v, qoff_v, n_v, t_v = args
+        wp = builder.gep(context.make_array(signature.args[0])(context, builder, w_v).data, [woff_v])
+        pp = builder.gep(context.make_array(signature.args[2])(context, builder, pre_v).data, [qoff_v])
         i64 = n_v.type
-        tv = builder.insert_element(ir.Constant(_V4D, ir.Undefined), t_v, ir.Constant(ir.IntType(32), 0))
-        tv = builder.shuffle_vector(tv, tv, ir.Constant(ir.VectorType(ir.IntType(32), 4), [0] * 4))
+        i32 = ir.IntType(32)
+        tv = builder.insert_element(ir.Constant(_V4D, ir.Undefined), t_v, ir.Constant(i32, 0))
+        tv = builder.shuffle_vector(tv, tv, ir.Constant(ir.VectorType(i32, 4), [0] * 4))
         ctpop = builder.module.declare_intrinsic("llvm.ctpop", [i64])
         pre_bb = builder.basic_block
-        loop_bb = builder.append_basic_block("count.loop")
-        exit_bb = builder.append_basic_block("count.exit")
+        loop_bb = builder.append_basic_block("pick.loop")
+        exit_bb = builder.append_basic_block("pick.exit")
         zero = ir.Constant(i64, 0)
         builder.cbranch(builder.icmp_signed(">", n_v, zero), loop_bb, exit_bb)
         builder.position_at_end(loop_bb)
@@ -147,30 +158,72 @@ def _v4d_count_le(typingctx, pre, n_chunks, t):
         acc.add_incoming(new, loop_bb)
         builder.cbranch(builder.icmp_signed("<", i_next, n_v), loop_bb, exit_bb)
         builder.position_at_end(exit_bb)
-        res = builder.phi(i64)
-        res.add_incoming(zero, pre_bb)
-        res.add_incoming(new, loop_bb)
-        return res
+        blk = builder.phi(i64)
+        blk.add_incoming(zero, pre_bb)
+        blk.add_incoming(new, loop_bb)
+        base = builder.load(builder.gep(pp, [blk]))
+        k0 = builder.mul(blk, ir.Constant(i64, 4))
+        lanes = [builder.load(builder.gep(wp, [builder.add(k0, ir.Constant(i64, i))])) for i in range(3)]
+        s1 = builder.fadd(lanes[0], lanes[1])
+        s2 = builder.fadd(s1, lanes[2])
+        k = k0
+        for part in (lanes[0], s1, s2):
+            le = builder.fcmp_ordered("<=", builder.fadd(base, part), t_v)
+            k = builder.add(k, builder.zext(le, i64))
+        return k
+
+    return sig, codegen
+
+
+@intrinsic
+def _count_row(typingctx, cnt, poff, e0, e1, k):
+    """``cnt[poff[e] + k] += 1`` for ``e`` in ``[e0, e1)`` (int32 counts, uint32 offsets), in IR for the
+    reason given in :func:`_v4d_pick`."""
+    if not (isinstance(cnt, types.Array) and cnt.dtype == types.int32 and cnt.layout == "C"
+            and isinstance(poff, types.Array) and poff.dtype == types.uint32 and poff.layout == "C"):
+        raise TypingError("cnt must be C-contiguous int32 and poff C-contiguous uint32")
+    sig = types.void(cnt, poff, types.intp, types.intp, types.uintp)
+
+    def codegen(context, builder, signature, args):
+        cnt_v, poff_v, e0_v, e1_v, k_v = args
+        cp = context.make_array(signature.args[0])(context, builder, cnt_v).data
+        op = context.make_array(signature.args[1])(context, builder, poff_v).data
+        i64 = e0_v.type
+        pre_bb = builder.basic_block
+        loop_bb = builder.append_basic_block("count.loop")
+        exit_bb = builder.append_basic_block("count.exit")
+        builder.cbranch(builder.icmp_signed("<", e0_v, e1_v), loop_bb, exit_bb)
+        builder.position_at_end(loop_bb)
+        e_phi = builder.phi(i64)
+        e_phi.add_incoming(e0_v, pre_bb)
+        idx = builder.add(builder.zext(builder.load(builder.gep(op, [e_phi])), i64), k_v)
+        ptr = builder.gep(cp, [idx])
+        builder.store(builder.add(builder.load(ptr), ir.Constant(ir.IntType(32), 1)), ptr)
+        e_next = builder.add(e_phi, ir.Constant(i64, 1))
+        e_phi.add_incoming(e_next, loop_bb)
+        builder.cbranch(builder.icmp_signed("<", e_next, e1_v), loop_bb, exit_bb)
+        builder.position_at_end(exit_bb)
+        return context.get_dummy_value()
 
     return sig, codegen
 
 
 def _make_v4d_prod(n_chunks: int):
-    """Intrinsic ``dst[off:off+4m] = beta[off:off+4m] * prod_e tab.flat[idx[e] + off : ... + 4m]`` over
-    ``e`` in ``[e0, e1)`` for ``m = n_chunks`` vectors of 4 float64 lanes, the running products held in
+    """Intrinsic ``dst[doff+off : doff+off+4m] = beta[off:off+4m] * prod_e tab.flat[idx[e]+off : ...+4m]``
+    over ``e`` in ``[e0, e1)`` for ``m = n_chunks`` vectors of 4 float64 lanes, the running products held in
     registers across the loop (with a store and reload per exception, the loop would be bound by the
     store-to-load forwarding latency)."""
 
     @intrinsic
-    def _prod(typingctx, dst, off, beta, tab, idx, e0, e1):
+    def _prod(typingctx, dst, doff, off, beta, tab, idx, e0, e1):
         _check_f64(dst, beta, tab)
         if not (isinstance(idx, types.Array) and idx.dtype == types.uint32 and idx.layout == "C"):
             raise TypingError("idx must be a C-contiguous uint32 array")
-        sig = types.void(dst, types.intp, beta, tab, idx, types.intp, types.intp)
+        sig = types.void(dst, types.intp, types.intp, beta, tab, idx, types.intp, types.intp)
 
         def codegen(context, builder, signature, args):
-            dst_v, off_v, beta_v, tab_v, idx_v, e0_v, e1_v = args
-            dst_t, _, beta_t, tab_t, idx_t = signature.args[:5]
+            dst_v, doff_v, off_v, beta_v, tab_v, idx_v, e0_v, e1_v = args
+            dst_t, _, _, beta_t, tab_t, idx_t = signature.args[:6]
             dp = context.make_array(dst_t)(context, builder, dst_v).data
             bp = context.make_array(beta_t)(context, builder, beta_v).data
             tp = context.make_array(tab_t)(context, builder, tab_v).data
@@ -208,8 +261,9 @@ def _make_v4d_prod(n_chunks: int):
                 f.add_incoming(start[k], pre_bb)
                 f.add_incoming(new[k], loop_bb)
                 fin.append(f)
+            dst_off = builder.add(doff_v, off_v)
             for k in range(n_chunks):
-                builder.store(fin[k], vptr(dp, off_v, k), align=8)
+                builder.store(fin[k], vptr(dp, dst_off, k), align=8)
             return context.get_dummy_value()
 
         return sig, codegen
@@ -402,8 +456,9 @@ def choose_layout(x16: np.ndarray, k: np.ndarray, offsets: np.ndarray, n_comp: i
     """Pick the dense or the sparse path from the data (deterministic: never from timings).
 
     ``"auto"`` takes the sparse path when its estimated allocation work per sweep (:func:`work_estimates`)
-    is below ``_SPARSE_IF_BELOW`` times the dense path's: the margin keeps the dense path, whose draws
-    earlier versions reproduce, wherever the two are close (the estimates are good to about 25%).
+    is below ``_SPARSE_IF_BELOW`` (one half) of the dense path's: the margin keeps the dense path, whose
+    draws earlier versions reproduce, wherever the two are within a factor 2 (the estimates are good to
+    about 25%).
 
     Returns
     -------
@@ -425,22 +480,24 @@ def choose_layout(x16: np.ndarray, k: np.ndarray, offsets: np.ndarray, n_comp: i
     return ("sparse" if est["sparse_ns"] < _SPARSE_IF_BELOW * est["dense_ns"] else "dense"), lay, est
 
 
-# The sparse path is chosen when its estimated work is below this fraction of the dense path's.
-_SPARSE_IF_BELOW = 0.6
+# The sparse path is chosen when its estimated work is below this fraction of the dense path's. At 0.5
+# the paper's data (4 binary + 6 ternary variables, C+ = 15) stay on the dense path whatever their number of
+# distinct rows: the dense path's per-row work there (three group lookups and counts, ~14 ns) is never
+# twice the sparse path's (~9 ns).
+_SPARSE_IF_BELOW = 0.5
 
 
 def work_estimates(x16: np.ndarray, k: np.ndarray, n_comp: int, lay: SparseLayout) -> dict:
     """Estimated allocation-step work of both paths, in ns per sweep on the reference machine (the
     parameter step, common to both, excluded).
 
-    Dense: ``U`` row patterns times ``G`` groups times ``L/8`` float32 vectors (2.75 ns each), ``n`` rows
-    times ``G`` group counts (2.9 ns), the joint tables and the count expansion (5.1 ns per table entry,
-    variable of its group and vector), and 0.5 ns more per lookup and count when the tables and counts
-    outgrow the L1 cache. Sparse: pattern slots plus exceptions times ``L/4`` float64 vectors (0.3 ns),
-    3 ns per pattern and vector (totals, loop), 7 ns per row (uniform, draw), 0.3 ns per counted exception
-    and 2 ns per (slot or variable, component) for the tables. Constants fitted (nonnegative least squares,
-    relative error) to the allocation step timed in isolation on 12 data sets, from the paper's to EHR-like
-    ones (``python benchmarks/sampler.py --layout-model`` re-measures both paths next to these figures).
+    Dense: per row pattern and group, 2.5 ns per 8-lane float32 vector; per row, 7.9 ns (uniform, draw)
+    and 2.1 ns per group count; 1.4 ns per joint-table entry, variable of its group and vector (tables and
+    count expansion); and 1 ns more per lookup and count for each doubling of the tables and counts beyond
+    32 KiB (cache misses). Sparse: per pattern, 12 ns and 2 ns per 4-lane float64 vector (totals, loop);
+    0.28 ns per exception and vector (products); 8.75 ns per row (uniform, draw, counts). Constants fitted
+    (nonnegative least squares on relative errors) to the allocation step of both paths timed in isolation
+    on 22 data sets, from the paper's silos to EHR-like ones: within 25% of 43 of the 44 timings.
     """
     n, n_var = x16.shape
     radix = k + (x16 == -1).any(axis=0)
@@ -451,17 +508,16 @@ def work_estimates(x16: np.ndarray, k: np.ndarray, n_comp: int, lay: SparseLayou
     v8, v4 = lanes / 8, lanes / _LANES64
     n_pat = lay.n_patterns
     grp_work = float((sizes * np.diff(bounds)).sum())
-    over_l1 = float(sizes.sum() * lanes * 12 > _L1_BYTES)  # float32 tables + int64 counts
-    dense = (2.75 * n_pat * n_grp * v8 + 2.9 * n * n_grp + 5.1 * grp_work * v8
-             + 0.5 * (n_pat + n) * n_grp * over_l1)
+    spill = max(0.0, math.log2(sizes.sum() * lanes * 12 / _L1_BYTES))  # float32 tables + int64 counts
+    dense = (2.5 * n_pat * n_grp * v8 + 7.9 * n + 2.1 * n * n_grp + 1.4 * grp_work * v8
+             + 1.0 * (n_pat + n) * n_grp * spill)
     e_pat = int(lay.pexc.size)
-    sparse = (0.3 * (n_pat + e_pat) * v4 + 3.0 * n_pat * v4 + 7.0 * n + 0.3 * lay.n_row_exceptions
-              + 2.0 * (lay.n_slots + n_var) * n_comp)
+    sparse = 12.0 * n_pat + 2.0 * n_pat * v4 + 0.28 * e_pat * v4 + 8.75 * n
     return {"dense_ns": float(dense), "sparse_ns": float(sparse), "groups": n_grp, "patterns": n_pat,
             "exceptions_per_row": lay.n_row_exceptions / n, "exceptions_per_pattern": e_pat / max(n_pat, 1)}
 
 
-_L1_BYTES = 48 * 1024
+_L1_BYTES = 32 * 1024
 
 
 # ---------------------------------------------------------------------------------------- kernels
@@ -604,74 +660,84 @@ def _pre_size(n_blk):
 
 
 @njit(cache=True)
-def _sparse_pass(bvec, rho, pexc_start, pexc, poff, pat_start, row_of, lbase, nzero, prof, base_col, ecol, evar,
-                 n_col, sweep, ubuf, draw, z, nc, cnt, w, pre, lw, lrat, zhit, stamp, probs):
-    """Step 1 of a sweep on the sparse path: every row's component into ``z``, ``nc`` (sizes) and ``cnt``
+def _sparse_pass(bvec, rho, pexc_start, pexc, poff, pat_start, lbase, nzero, prof, base_col, ecol, evar, n_col,
+                 sweep, ubuf, draw, zp, nc, cnt, w, pre, lw, lrat, zhit, stamp, probs):
+    """Step 1 of a sweep on the sparse path: every row's component into ``zp``, ``nc`` (sizes) and ``cnt``
     (flat, ``cnt[s * L + c]`` per slot and component lane), one likelihood computation per pattern; ``poff``
-    is ``pexc * L``, the offset of each slot's row in ``rho`` and ``cnt``; ``ubuf[r]`` is the uniform of the
-    ``r``-th row of ``row_of``. With ``draw`` False it draws nothing and writes each pattern's normalised
+    is ``pexc * L``, the offset of each slot's row in ``rho`` and ``cnt``. Rows are in pattern order: ``zp[r]``
+    and the uniform ``ubuf[r]`` belong to row ``row_of[r]`` (sequential stores; the caller scatters ``zp``
+    when it needs the allocations). With ``draw`` False it draws nothing and writes each pattern's normalised
     probabilities to ``probs[u]`` instead (the tests' view of this very code). Returns how many patterns
     took the exact log-space fallback.
 
-    One function for the whole pass on purpose: numba inlines a helper taking arrays with reference-count
-    updates at every call, which cost as much as the products (so the categorical draw of
-    :func:`vcmc.silo.sampler._pick` is written out here).
+    Software-pipelined: the weights of pattern ``u + 1`` are computed (into the other half of the
+    double-length ``w`` and ``pre``) before the rows of pattern ``u`` are drawn, so that the two long
+    dependency chains (products then running totals; draw then counts) overlap instead of running one after
+    the other. One function for the whole pass, the pieces being intrinsics: numba inlines a helper taking
+    arrays with reference-count updates at every call.
     """
-    n_lane = w.shape[0]
+    n_lane = bvec.shape[0]
     n_comp = nc.shape[0]
     n_blk = n_lane // _LANES64
     n_cmp = (n_blk + _LANES64 - 1) // _LANES64
-    if pre.shape[0] != _pre_size(n_blk):
-        raise ValueError("pre must have _pre_size(n_blk) entries")
-    pre[n_blk + 1:] = np.inf  # never counted by the block search of the draw
+    n_pre = _pre_size(n_blk)
+    if pre.shape[0] != 2 * n_pre or w.shape[0] != 2 * n_lane:
+        raise ValueError("w and pre must hold two buffers of L and _pre_size(L / 4) entries")
+    for h in range(2):
+        pre[h * n_pre + n_blk + 1:(h + 1) * n_pre] = np.inf  # never counted by the draw's block search
     if draw:
         nc[:] = 0
         cnt[:] = 0
     n_fallback = 0
-    for u in range(pat_start.shape[0] - 1):
-        e0 = pexc_start[u]
-        e1 = pexc_start[u + 1]
-        b = 0
-        while b + 32 <= n_lane:
-            _v4d_prod8(w, b, bvec, rho, poff, e0, e1)
-            b += 32
-        if b + 16 <= n_lane:
-            _v4d_prod4(w, b, bvec, rho, poff, e0, e1)
-            b += 16
-        if b + 8 <= n_lane:  # n_lane is a multiple of 8
-            _v4d_prod2(w, b, bvec, rho, poff, e0, e1)
-        # block totals (s0 + s1) + (s2 + s3) and their running sums pre[b] (blocks of 4 lanes)
-        tot = 0.0
-        pre[0] = tot
-        for pb in range(n_blk // 2):  # n_blk is even
-            t0, t1 = _v4d_tot2(w, 2 * _LANES64 * pb)
-            tot += t0
-            pre[2 * pb + 1] = tot
-            tot += t1
-            pre[2 * pb + 2] = tot
+    n_pat = pat_start.shape[0] - 1
+    tot_c = 0.0
+    e0_c = 0
+    e1_c = 0
+    for step in range(n_pat + 1):
+        # ---- the pattern drawn at this step is the one whose weights the previous step computed
+        u = step - 1
+        tot, e0, e1 = tot_c, e0_c, e1_c
+        if step < n_pat:
+            e0_c = pexc_start[step]
+            e1_c = pexc_start[step + 1]
+            woff = (step & 1) * n_lane
+            qoff = (step & 1) * n_pre
+            b = 0
+            while b + 32 <= n_lane:
+                _v4d_prod8(w, woff, b, bvec, rho, poff, e0_c, e1_c)
+                b += 32
+            if b + 16 <= n_lane:
+                _v4d_prod4(w, woff, b, bvec, rho, poff, e0_c, e1_c)
+                b += 16
+            if b + 8 <= n_lane:  # n_lane is a multiple of 8
+                _v4d_prod2(w, woff, b, bvec, rho, poff, e0_c, e1_c)
+            # block totals (s0 + s1) + (s2 + s3) and their running sums pre[b] (blocks of 4 lanes)
+            tot_c = 0.0
+            pre[qoff] = tot_c
+            for pb in range(n_blk // 2):  # n_blk is even
+                t0, t1 = _v4d_tot2(w, woff + 2 * _LANES64 * pb)
+                tot_c += t0
+                pre[qoff + 2 * pb + 1] = tot_c
+                tot_c += t1
+                pre[qoff + 2 * pb + 2] = tot_c
+        if u < 0:
+            continue
+        woff = (u & 1) * n_lane
+        qoff = (u & 1) * n_pre
         if tot >= _FALLBACK_BELOW:  # False for NaN
             if not draw:
                 for c in range(n_comp):
-                    probs[u, c] = w[c] / tot
+                    probs[u, c] = w[woff + c] / tot
                 continue
             for r in range(pat_start[u], pat_start[u + 1]):
-                # Branch-free categorical draw (the draws are unpredictable). Lane i of block b ends at
-                # pre[b] + (w0 + ... + wi) summed left to right, the block at pre[b + 1] = pre[b] + ((w0 +
-                # w1) + (w2 + w3)) >= pre[b] + ((w0 + w1) + w2): the breakpoints never decrease (rounding is
-                # monotone and fadd commutative), so counting those <= t gives the interval, and a lane of
-                # weight 0 has an empty one.
-                t = ubuf[r] * tot
-                blk = _v4d_count_le(pre, n_cmp, t)  # pre[n_blk] = tot > t and the padding is +inf
-                base = pre[blk]
-                k0 = _LANES64 * blk
-                s0 = w[k0]
-                s1 = s0 + w[k0 + 1]
-                s2 = s1 + w[k0 + 2]
-                k = k0 + (base + s0 <= t) + (base + s1 <= t) + (base + s2 <= t)
-                z[row_of[r]] = k
+                # Categorical draw. Lane i of block b ends at pre[b] + (w0 + ... + wi) summed left to right,
+                # the block at pre[b + 1] = pre[b] + ((w0 + w1) + (w2 + w3)) >= pre[b] + ((w0 + w1) + w2): the
+                # breakpoints never decrease (rounding is monotone and fadd commutative), so counting those
+                # <= t gives the interval, and a lane of weight 0 has an empty one.
+                k = _v4d_pick(w, woff, pre, qoff, n_cmp, ubuf[r] * tot)
+                zp[r] = k
                 nc[k] += 1
-                for e in range(e0, e1):
-                    cnt[poff[e] + k] += 1
+                _count_row(cnt, poff, e0, e1, k)
             continue
         # exact float64 log space: a NaN ratio (tiny baseline probability) or a total below range
         n_fallback += 1
@@ -695,16 +761,15 @@ def _sparse_pass(bvec, rho, pexc_start, pexc, poff, pat_start, row_of, lbase, nz
                     break
             while lw[k] == 0.0:
                 k -= 1
-            z[row_of[r]] = k
+            zp[r] = k
             nc[k] += 1
-            for e in range(e0, e1):
-                cnt[poff[e] + k] += 1
+            _count_row(cnt, poff, e0, e1, np.uintp(k))
     return n_fallback
 
 
 @njit(cache=True)
-def _allocation_probabilities_sparse(base_col, ecol, evar, pat_start, row_of, pexc_start, pexc, n_col, logpi,
-                                     prof, out):
+def _allocation_probabilities_sparse(base_col, ecol, evar, pat_start, pexc_start, pexc, n_col, logpi, prof,
+                                     out):
     """Normalised allocation probabilities of every pattern through the sparse code path (tests); returns
     how many patterns took the exact log-space fallback."""
     n_comp = prof.shape[0]
@@ -716,10 +781,10 @@ def _allocation_probabilities_sparse(base_col, ecol, evar, pat_start, row_of, pe
     nzero = np.empty(n_comp, dtype=np.int64)
     _fill_sparse_tables(logpi, prof, base_col, ecol, evar, n_col, bvec, rho, lbase, nzero, np.empty(n_comp))
     poff = pexc * np.uint32(n_lane)
-    return _sparse_pass(bvec, rho, pexc_start, pexc, poff, pat_start, row_of, lbase, nzero, prof, base_col,
-                        ecol, evar, n_col, 0, np.empty(0), False, np.empty(0, dtype=np.int16),
-                        np.zeros(n_comp, dtype=np.int64), np.zeros(n_slot * n_lane, dtype=np.int64),
-                        np.empty(n_lane), np.empty(_pre_size(n_lane // _LANES64)), np.empty(n_comp),
+    return _sparse_pass(bvec, rho, pexc_start, pexc, poff, pat_start, lbase, nzero, prof, base_col, ecol, evar,
+                        n_col, 0, np.empty(0), False, np.empty(0, dtype=np.int16),
+                        np.zeros(n_comp, dtype=np.int64), np.zeros(n_slot * n_lane, dtype=np.int32),
+                        np.empty(2 * n_lane), np.empty(2 * _pre_size(n_lane // _LANES64)), np.empty(n_comp),
                         np.empty((n_slot, n_comp)), np.zeros((n_slot, n_comp), dtype=np.int64),
                         np.full(n_slot, -1, dtype=np.int64), out)
 
@@ -739,18 +804,21 @@ def _gibbs_block_sparse(base_col, ecol, evar, pat_start, row_of, pexc_start, pex
     lbase = np.empty(n_comp)
     nzero = np.empty(n_comp, dtype=np.int64)
     tmp = np.empty(n_comp)
-    w = np.empty(n_lane)
-    pre = np.empty(_pre_size(n_lane // _LANES64))
+    w = np.empty(2 * n_lane)  # two buffers: see _sparse_pass
+    pre = np.empty(2 * _pre_size(n_lane // _LANES64))
     lw = np.empty(n_comp)
     lrat = np.empty((n_slot, n_comp))
     zhit = np.zeros((n_slot, n_comp), dtype=np.int64)
     stamp = np.full(n_slot, -1, dtype=np.int64)
     nc = np.zeros(n_comp, dtype=np.int64)
-    cnt = np.zeros(n_slot * n_lane, dtype=np.int64)
+    cnt = np.zeros(n_slot * n_lane, dtype=np.int32)  # int32: with rho, within the L1 cache
     poff = pexc * np.uint32(n_lane)
     ct = np.zeros((n_col + n_var, n_lane), dtype=np.int64)
     shp = np.empty(max(n_comp, n_col))
     ubuf = np.empty(row_of.shape[0])
+    zp = np.empty(row_of.shape[0], dtype=z.dtype)  # allocations in pattern order
+    for r in range(row_of.shape[0]):
+        zp[r] = z[row_of[r]]
     no_probs = np.empty((0, n_comp))
     bg = rng.bit_generator
     n_kept = 0
@@ -760,8 +828,8 @@ def _gibbs_block_sparse(base_col, ecol, evar, pat_start, row_of, pexc_start, pex
         # costs twice as much, every live register being spilled around it)
         for r in range(ubuf.shape[0]):
             ubuf[r] = _unit(bg)
-        _sparse_pass(bvec, rho, pexc_start, pexc, poff, pat_start, row_of, lbase, nzero, prof, base_col, ecol, evar,
-                     n_col, it, ubuf, True, z, nc, cnt, w, pre, lw, lrat, zhit, stamp, no_probs)
+        _sparse_pass(bvec, rho, pexc_start, pexc, poff, pat_start, lbase, nzero, prof, base_col, ecol, evar, n_col,
+                     it, ubuf, True, zp, nc, cnt, w, pre, lw, lrat, zhit, stamp, no_probs)
         _expand_sparse(nc, cnt, ecol, evar, base_col, ct)
         # ---- 2-3. weights and profiles given the allocations (variates straight from the bit generator)
         keep = it >= burn_in and (it - burn_in) % thin == thin - 1
@@ -776,15 +844,18 @@ def _gibbs_block_sparse(base_col, ecol, evar, pat_start, row_of, pexc_start, pex
             keep_lp[s] = _log_joint(nc, ct, logpi, logprof, alpha, beta, offsets, const)
             keep_pi[s] = pi
             keep_prof[s] = prof
-            keep_z[n_kept] = z
+            for r in range(row_of.shape[0]):
+                keep_z[n_kept, row_of[r]] = zp[r]
             n_kept += 1
+    for r in range(row_of.shape[0]):
+        z[row_of[r]] = zp[r]
     return n_kept
 
 
 def initial_counts(lay: SparseLayout, z: np.ndarray, n_comp: int, n_rows_ct: int) -> tuple[np.ndarray, np.ndarray]:
     """``(nc, ct)`` of an allocation as :func:`vcmc.silo.sampler._count` gives them, from the layout."""
     nc = np.zeros(n_comp, dtype=np.int64)
-    cnt = np.zeros(lay.n_slots * n_comp, dtype=np.int64)
+    cnt = np.zeros(lay.n_slots * n_comp, dtype=np.int32)
     _count_sparse(z.astype(np.int64), lay.pat_start, lay.row_of, lay.pexc_start, lay.pexc, n_comp, nc, cnt)
     ct = np.zeros((n_rows_ct, n_comp), dtype=np.int64)
     _expand_sparse(nc, cnt, lay.ecol, lay.evar, lay.base_col, ct)
