@@ -165,6 +165,49 @@ def test_zero_and_tiny_baseline_probabilities_are_exact():
     assert (out[~covers, 3] == 0).all() and (out[covers, 3] > 0).all()
 
 
+@pytest.mark.parametrize("n_comp", [3, 12, 20, 40])  # 8, 16, 24 and 40 lanes (block search with a loop)
+def test_categorical_draw_maps_uniforms_to_the_probabilities(n_comp):
+    # A pattern shared by m rows drawn with the uniforms (i + 1/2) / m: each component must get the grid
+    # points of its interval, i.e. m * p_c of them up to one, and a zero-probability one (an empty lane, an
+    # impossible component) none.
+    k = [2, 3, 2]
+    rng = np.random.default_rng(9)
+    m = 4000
+    codes = np.repeat(random_codes(6, k, rng), m // 6 + 1, axis=0)[:m]
+    pi = draw_dirichlet(np.full(n_comp, 0.5), rng=rng)
+    pi[1] = 0.0  # impossible component
+    prof = _profiles(k, n_comp, 0.7, rng)
+    lay = layout_of(codes, k)
+    logpi = np.log(np.maximum(pi, 1e-320))
+    logpi[1] = -800.0  # as the log-space Dirichlet gives it
+    _, probs, _ = _sparse_probabilities(codes, k, np.maximum(pi, 0.0), prof, logpi=logpi)
+    n_lane = -(-n_comp // 8) * 8
+    n_slot = lay.n_slots
+    bvec, rho = np.zeros(n_lane), np.zeros((n_slot, n_lane))
+    lbase, nzero = np.empty(n_comp), np.empty(n_comp, dtype=np.int64)
+    SP._fill_sparse_tables(logpi, prof, lay.base_col, lay.ecol, lay.evar, int(np.sum(k)), bvec, rho, lbase, nzero,
+                           np.empty(n_comp))
+    ubuf = np.empty(m)
+    for u in range(lay.n_patterns):  # the grid within each pattern's rows
+        a, b = lay.pat_start[u], lay.pat_start[u + 1]
+        ubuf[a:b] = (np.arange(b - a) + 0.5) / (b - a)
+    zp = np.full(m, -1, dtype=np.int16)
+    nc = np.zeros(n_comp, dtype=np.int64)
+    SP._sparse_pass(bvec, rho, lay.pexc_start, lay.pexc, lay.pexc * np.uint32(n_lane), lay.pat_start, lbase, nzero,
+                    prof, lay.base_col, lay.ecol, lay.evar, int(np.sum(k)), 0, ubuf, True, zp, nc,
+                    np.zeros(n_slot * n_lane, dtype=np.int32), np.empty(2 * n_lane),
+                    np.empty(2 * SP._pre_size(n_lane // 4)), np.empty(n_comp), np.empty((n_slot, n_comp)),
+                    np.zeros((n_slot, n_comp), dtype=np.int64), np.full(n_slot, -1, dtype=np.int64),
+                    np.empty((0, n_comp)))
+    assert zp.min() >= 0 and zp.max() < n_comp
+    np.testing.assert_array_equal(nc, np.bincount(zp, minlength=n_comp))
+    for u in range(lay.n_patterns):
+        a, b = lay.pat_start[u], lay.pat_start[u + 1]
+        got = np.bincount(zp[a:b], minlength=n_comp)
+        assert np.all(np.abs(got - (b - a) * probs[u]) <= 1.0 + 1e-9), u
+        assert got[1] == 0 and np.all(got[probs[u] == 0] == 0)
+
+
 # --------------------------------------------------------------------------------- counts
 def test_derived_baseline_counts_equal_an_independent_count():
     k = [2, 3, 4, 2]

@@ -94,39 +94,14 @@ def _v4d_ptr(context, builder, arr_t, arr_v, off):
 
 
 @intrinsic
-def _v4d_tot2(typingctx, src, soff):
-    """Totals of the two blocks of 4 lanes ``src[soff:soff+4]`` and ``src[soff+4:soff+8]``, each summed as
-    ``(s0 + s1) + (s2 + s3)`` in registers (the order the categorical draw relies on)."""
-    _check_f64(src)
-    sig = types.UniTuple(types.float64, 2)(src, types.intp)
-
-    def codegen(context, builder, signature, args):
-        src_v, soff_v = args
-        va = builder.load(_v4d_ptr(context, builder, signature.args[0], src_v, soff_v), align=8)
-        off4 = builder.add(soff_v, ir.Constant(soff_v.type, 4))
-        vb = builder.load(_v4d_ptr(context, builder, signature.args[0], src_v, off4), align=8)
-        i32 = ir.IntType(32)
-
-        def shuf(x, y, mask):
-            return builder.shuffle_vector(x, y, ir.Constant(ir.VectorType(i32, 4), mask))
-
-        # [a0+a1, b0+b1, a2+a3, b2+b3], then lanes 0, 1 + lanes 2, 3
-        h = builder.fadd(shuf(va, vb, [0, 4, 2, 6]), shuf(va, vb, [1, 5, 3, 7]))
-        t = builder.fadd(h, shuf(h, h, [2, 3, 0, 1]))
-        totals = [builder.extract_element(t, ir.Constant(i32, i)) for i in range(2)]
-        return context.make_tuple(builder, signature.return_type, totals)
-
-    return sig, codegen
-
-
-@intrinsic
 def _v4d_pick(typingctx, w, woff, pre, qoff, n_cmp, t):
     """Component of the categorical draw ``t`` in [0, total) given the lane weights ``w[woff:]`` and the
-    block prefix sums ``pre[qoff:]`` (see :func:`_sparse_pass`), without data-dependent branches (the draws are
-    unpredictable). The block is the number of ``pre[1:1 + 4 n_cmp]`` entries ``<= t`` (vector compares and
-    popcounts; ``pre[n_blk] = total > t`` and the padding is +inf), the lane the number of in-block lane ends
-    ``pre[b] + w0``, ``pre[b] + (w0 + w1)``, ``pre[b] + ((w0 + w1) + w2)`` that are ``<= t``. Written in IR:
-    the same code in numba carries negative-index wrap-around on every access and spills registers."""
+    block prefix sums ``pre[qoff:]`` (see :func:`_sparse_pass`), without data-dependent branches (the draws
+    are unpredictable). The block is the number of ``pre[1:1 + 4 max(n_cmp, 2)]`` entries ``<= t`` (vector
+    compares and popcounts; ``pre[n_blk] = total > t`` and the padding is +inf), the lane the number of
+    in-block lane ends ``pre[b] + w0``, ``pre[b] + (w0 + w1)``, ``pre[b] + ((w0 + w1) + w2)`` that are
+    ``<= t``. Written in IR: the same code in numba carries negative-index wrap-around on every access and
+    spills registers."""
     _check_f64(w, pre)
     sig = types.uintp(w, types.intp, pre, types.intp, types.intp, types.float64)
 
@@ -139,27 +114,34 @@ def _v4d_pick(typingctx, w, woff, pre, qoff, n_cmp, t):
         tv = builder.insert_element(ir.Constant(_V4D, ir.Undefined), t_v, ir.Constant(i32, 0))
         tv = builder.shuffle_vector(tv, tv, ir.Constant(ir.VectorType(i32, 4), [0] * 4))
         ctpop = builder.module.declare_intrinsic("llvm.ctpop", [i64])
+
+        def count(chunk_index):  # entries pre[1 + 4i .. 4 + 4i] <= t
+            off = builder.add(builder.mul(chunk_index, ir.Constant(i64, 4)), ir.Constant(i64, 1))
+            v = builder.load(builder.bitcast(builder.gep(pp, [off]), _V4D.as_pointer()), align=8)
+            bits = builder.bitcast(builder.fcmp_ordered("<=", v, tv), ir.IntType(4))
+            return builder.call(ctpop, [builder.zext(bits, i64)])
+
+        # the first two compares unconditionally (pre holds at least 8 entries after pre[0]: up to 32 lanes
+        # without a loop), the others (more than 32 lanes) in a loop
+        two = ir.Constant(i64, 2)
+        first = builder.add(count(ir.Constant(i64, 0)), count(ir.Constant(i64, 1)))
         pre_bb = builder.basic_block
         loop_bb = builder.append_basic_block("pick.loop")
         exit_bb = builder.append_basic_block("pick.exit")
-        zero = ir.Constant(i64, 0)
-        builder.cbranch(builder.icmp_signed(">", n_v, zero), loop_bb, exit_bb)
+        builder.cbranch(builder.icmp_signed(">", n_v, two), loop_bb, exit_bb)
         builder.position_at_end(loop_bb)
         i_phi = builder.phi(i64)
-        i_phi.add_incoming(zero, pre_bb)
+        i_phi.add_incoming(two, pre_bb)
         acc = builder.phi(i64)
-        acc.add_incoming(zero, pre_bb)
-        off = builder.add(builder.mul(i_phi, ir.Constant(i64, 4)), ir.Constant(i64, 1))
-        v = builder.load(builder.bitcast(builder.gep(pp, [off]), _V4D.as_pointer()), align=8)
-        bits = builder.bitcast(builder.fcmp_ordered("<=", v, tv), ir.IntType(4))
-        new = builder.add(acc, builder.call(ctpop, [builder.zext(bits, i64)]))
+        acc.add_incoming(first, pre_bb)
+        new = builder.add(acc, count(i_phi))
         i_next = builder.add(i_phi, ir.Constant(i64, 1))
         i_phi.add_incoming(i_next, loop_bb)
         acc.add_incoming(new, loop_bb)
         builder.cbranch(builder.icmp_signed("<", i_next, n_v), loop_bb, exit_bb)
         builder.position_at_end(exit_bb)
         blk = builder.phi(i64)
-        blk.add_incoming(zero, pre_bb)
+        blk.add_incoming(first, pre_bb)
         blk.add_incoming(new, loop_bb)
         base = builder.load(builder.gep(pp, [blk]))
         k0 = builder.mul(blk, ir.Constant(i64, 4))
@@ -210,29 +192,38 @@ def _count_row(typingctx, cnt, poff, e0, e1, k):
 
 def _make_v4d_prod(n_chunks: int):
     """Intrinsic ``dst[doff+off : doff+off+4m] = beta[off:off+4m] * prod_e tab.flat[idx[e]+off : ...+4m]``
-    over ``e`` in ``[e0, e1)`` for ``m = n_chunks`` vectors of 4 float64 lanes, the running products held in
-    registers across the loop (with a store and reload per exception, the loop would be bound by the
-    store-to-load forwarding latency)."""
+    over ``e`` in ``[e0, e1)`` for ``m = n_chunks`` (even) vectors of 4 float64 lanes, then the running
+    totals of those blocks of 4 lanes: block ``b = off / 4 + i`` sums to ``(s0 + s1) + (s2 + s3)`` and
+    ``pre[qoff + b + 1] = acc + (totals of blocks off / 4 .. b)``, summed left to right from ``acc``; returns
+    the last one. The running products are held in registers across the loop (with a store and reload per
+    exception, the loop would be bound by the store-to-load forwarding latency) and the totals are made
+    from them, not reloaded."""
 
     @intrinsic
-    def _prod(typingctx, dst, doff, off, beta, tab, idx, e0, e1):
-        _check_f64(dst, beta, tab)
+    def _prod(typingctx, dst, doff, off, beta, tab, idx, e0, e1, pre, qoff, acc_in):
+        _check_f64(dst, beta, tab, pre)
         if not (isinstance(idx, types.Array) and idx.dtype == types.uint32 and idx.layout == "C"):
             raise TypingError("idx must be a C-contiguous uint32 array")
-        sig = types.void(dst, types.intp, types.intp, beta, tab, idx, types.intp, types.intp)
+        sig = types.float64(dst, types.intp, types.intp, beta, tab, idx, types.intp, types.intp, pre, types.intp,
+                            types.float64)
 
         def codegen(context, builder, signature, args):
-            dst_v, doff_v, off_v, beta_v, tab_v, idx_v, e0_v, e1_v = args
-            dst_t, _, _, beta_t, tab_t, idx_t = signature.args[:6]
+            dst_v, doff_v, off_v, beta_v, tab_v, idx_v, e0_v, e1_v, pre_v, qoff_v, acc_v = args
+            dst_t, _, _, beta_t, tab_t, idx_t, _, _, pre_t = signature.args[:9]
             dp = context.make_array(dst_t)(context, builder, dst_v).data
             bp = context.make_array(beta_t)(context, builder, beta_v).data
             tp = context.make_array(tab_t)(context, builder, tab_v).data
             ip = context.make_array(idx_t)(context, builder, idx_v).data
+            pp = context.make_array(pre_t)(context, builder, pre_v).data
             i64 = off_v.type
+            i32 = ir.IntType(32)
 
             def vptr(p, o, k):
                 o = builder.add(o, ir.Constant(i64, 4 * k))
                 return builder.bitcast(builder.gep(p, [o]), _V4D.as_pointer())
+
+            def shuf(x, y, mask):
+                return builder.shuffle_vector(x, y, ir.Constant(ir.VectorType(i32, 4), mask))
 
             start = [builder.load(vptr(bp, off_v, k), align=8) for k in range(n_chunks)]
             pre_bb = builder.basic_block
@@ -264,7 +255,16 @@ def _make_v4d_prod(n_chunks: int):
             dst_off = builder.add(doff_v, off_v)
             for k in range(n_chunks):
                 builder.store(fin[k], vptr(dp, dst_off, k), align=8)
-            return context.get_dummy_value()
+            # block totals of pairs of blocks: [a0+a1, b0+b1, a2+a3, b2+b3], then lanes 0, 1 + lanes 2, 3
+            run = acc_v
+            first = builder.add(builder.add(qoff_v, builder.sdiv(off_v, ir.Constant(i64, 4))), ir.Constant(i64, 1))
+            for k in range(0, n_chunks, 2):
+                h = builder.fadd(shuf(fin[k], fin[k + 1], [0, 4, 2, 6]), shuf(fin[k], fin[k + 1], [1, 5, 3, 7]))
+                t = builder.fadd(h, shuf(h, h, [2, 3, 0, 1]))
+                for i in range(2):
+                    run = builder.fadd(run, builder.extract_element(t, ir.Constant(i32, i)))
+                    builder.store(run, builder.gep(pp, [builder.add(first, ir.Constant(i64, k + i))]))
+            return run
 
         return sig, codegen
 
@@ -655,8 +655,9 @@ def _expand_sparse(nc, cnt, ecol, evar, base_col, ct):
 
 @njit(cache=True)
 def _pre_size(n_blk):
-    """Entries of the block prefix sums: pre[0..n_blk], then +inf up to whole 4-lane compares."""
-    return 1 + _LANES64 * ((n_blk + _LANES64 - 1) // _LANES64)
+    """Entries of the block prefix sums: pre[0..n_blk], then +inf up to whole 4-lane compares (two at least,
+    made without a loop by the draw)."""
+    return 1 + _LANES64 * max(2, (n_blk + _LANES64 - 1) // _LANES64)
 
 
 @njit(cache=True)
@@ -702,24 +703,18 @@ def _sparse_pass(bvec, rho, pexc_start, pexc, poff, pat_start, lbase, nzero, pro
             e1_c = pexc_start[step + 1]
             woff = (step & 1) * n_lane
             qoff = (step & 1) * n_pre
-            b = 0
-            while b + 32 <= n_lane:
-                _v4d_prod8(w, woff, b, bvec, rho, poff, e0_c, e1_c)
-                b += 32
-            if b + 16 <= n_lane:
-                _v4d_prod4(w, woff, b, bvec, rho, poff, e0_c, e1_c)
-                b += 16
-            if b + 8 <= n_lane:  # n_lane is a multiple of 8
-                _v4d_prod2(w, woff, b, bvec, rho, poff, e0_c, e1_c)
-            # block totals (s0 + s1) + (s2 + s3) and their running sums pre[b] (blocks of 4 lanes)
+            # products, block totals (s0 + s1) + (s2 + s3) and their running sums pre[b] (blocks of 4 lanes)
             tot_c = 0.0
             pre[qoff] = tot_c
-            for pb in range(n_blk // 2):  # n_blk is even
-                t0, t1 = _v4d_tot2(w, woff + 2 * _LANES64 * pb)
-                tot_c += t0
-                pre[qoff + 2 * pb + 1] = tot_c
-                tot_c += t1
-                pre[qoff + 2 * pb + 2] = tot_c
+            b = 0
+            while b + 32 <= n_lane:
+                tot_c = _v4d_prod8(w, woff, b, bvec, rho, poff, e0_c, e1_c, pre, qoff, tot_c)
+                b += 32
+            if b + 16 <= n_lane:
+                tot_c = _v4d_prod4(w, woff, b, bvec, rho, poff, e0_c, e1_c, pre, qoff, tot_c)
+                b += 16
+            if b + 8 <= n_lane:  # n_lane is a multiple of 8
+                tot_c = _v4d_prod2(w, woff, b, bvec, rho, poff, e0_c, e1_c, pre, qoff, tot_c)
         if u < 0:
             continue
         woff = (u & 1) * n_lane
