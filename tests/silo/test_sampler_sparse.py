@@ -82,7 +82,8 @@ def test_patterns_are_exact_even_when_every_hash_collides():
     codes = random_codes(300, k, rng=2, missing=0.1)
     kk = np.asarray(k)
     _, _, _, row_start, rexc, hashes = SP._encode(S._check_codes(codes, kk), profile_offsets(kk))
-    pat_start, row_of, pexc_start, pexc = SP._patterns(row_start, rexc, np.zeros_like(hashes))
+    collide = np.zeros_like(hashes)
+    pat_start, row_of, pexc_start, pexc = SP._patterns(row_start, rexc, collide, np.arange(hashes.size))
     assert pat_start.size - 1 == np.unique(codes, axis=0).shape[0]
     for u in range(pat_start.size - 1):
         rows = row_of[pat_start[u]:pat_start[u + 1]]

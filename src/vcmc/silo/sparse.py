@@ -385,11 +385,11 @@ def _encode(x, offsets):
 
 
 @njit(cache=True)
-def _patterns(row_start, rexc, hashes):
-    """Group rows with identical exception lists (sorted by hash, each list checked, so exact); pattern
-    ids in order of first appearance along the hash order, rows in increasing order within a pattern."""
+def _patterns(row_start, rexc, hashes, order):
+    """Group rows with identical exception lists along ``order`` (rows sorted by hash, stably), each list
+    checked, so exact; pattern ids in order of first appearance, rows in increasing order within a
+    pattern."""
     n = hashes.shape[0]
-    order = np.argsort(hashes, kind="mergesort")
     pid = np.empty(n, dtype=np.int64)
     rep = np.empty(n, dtype=np.int64)  # representative row of each pattern
     n_pat = 0
@@ -445,7 +445,9 @@ def _patterns(row_start, rexc, hashes):
 def sparse_layout(x16: np.ndarray, offsets: np.ndarray) -> SparseLayout:
     """Baseline coding of validated int16 codes (n, Q) (``-1`` missing); no Python loop over rows."""
     base_col, ecol, evar, row_start, rexc, hashes = _encode(x16, offsets.astype(np.int64))
-    pat_start, row_of, pexc_start, pexc = _patterns(row_start, rexc, hashes)
+    # numpy's stable sort (radix sort for integers): numba's merge sort would add seconds of compilation
+    order = np.argsort(hashes, kind="stable")
+    pat_start, row_of, pexc_start, pexc = _patterns(row_start, rexc, hashes, order)
     return SparseLayout(base_col=base_col, ecol=ecol, evar=evar, pat_start=pat_start, row_of=row_of,
                         pexc_start=pexc_start, pexc=pexc, n_row_exceptions=int(row_start[-1]))
 
