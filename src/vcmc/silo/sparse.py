@@ -78,7 +78,9 @@ _LANES64 = 4  # float64 lanes of an AVX2 register
 
 
 # ------------------------------------------------------------------------ 4-lane float64 vector ops
-# As the float32 ops of vcmc.silo.sampler: numba's loop vectoriser leaves these short loops scalar.
+# LLVM IR intrinsics, as the float32 ops of vcmc.silo.sampler: numba's loop vectoriser leaves these short
+# loops scalar, and a numba helper taking arrays pays reference counting at every call. Plain IEEE
+# operations (no fast-math flags).
 _V4D = ir.VectorType(ir.DoubleType(), 4)
 
 
@@ -86,11 +88,6 @@ def _check_f64(*arrs):
     for a in arrs:
         if not (isinstance(a, types.Array) and a.dtype == types.float64 and a.layout == "C"):
             raise TypingError("4-lane vector ops need C-contiguous float64 arrays")
-
-
-def _v4d_ptr(context, builder, arr_t, arr_v, off):
-    ary = context.make_array(arr_t)(context, builder, arr_v)
-    return builder.bitcast(builder.gep(ary.data, [off]), _V4D.as_pointer())
 
 
 @intrinsic
@@ -445,7 +442,7 @@ def _patterns(row_start, rexc, hashes, order):
 def sparse_layout(x16: np.ndarray, offsets: np.ndarray) -> SparseLayout:
     """Baseline coding of validated int16 codes (n, Q) (``-1`` missing); no Python loop over rows."""
     base_col, ecol, evar, row_start, rexc, hashes = _encode(x16, offsets.astype(np.int64))
-    # numpy's stable sort (radix sort for integers): numba's merge sort would add seconds of compilation
+    # rows sorted by hash with numpy's stable sort (a radix sort for integer keys), ties in row order
     order = np.argsort(hashes, kind="stable")
     pat_start, row_of, pexc_start, pexc = _patterns(row_start, rexc, hashes, order)
     return SparseLayout(base_col=base_col, ecol=ecol, evar=evar, pat_start=pat_start, row_of=row_of,
