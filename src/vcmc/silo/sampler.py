@@ -405,7 +405,8 @@ def _draw_parameters(nc, ct, alpha, beta, offsets, shp, pi, logpi, prof, logprof
 
     ``ct`` holds the counts column-major, ``ct[j, c]`` (``P + Q`` rows, the last Q collect missing
     values and are ignored; at least C+ columns). ``shp`` is scratch of length ``max(C+, P)``.
-    ``logpi`` is always filled; ``logprof`` where the log path was used or ``want_log``.
+    ``logpi`` is always filled; ``logprof`` where the log path was used or ``want_log``. ``rng`` is a numpy
+    Generator (dense path) or its bit generator (sparse path), see ``_unit``.
     """
     n_comp = pi.shape[0]
     n_var = offsets.shape[0] - 1
