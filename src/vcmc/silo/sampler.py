@@ -32,10 +32,28 @@ draws are made in log space (ecosystem.md section 3): ``Gamma(a)`` with a tiny s
 half the draws at ``a = 1e-3``, so for shapes below ``_LOG_PATH_SHAPE`` we use
 ``log G(a) = log G(a + 1) - E / a`` (``E ~ Exp(1)``, i.e. ``log U``) and normalise with log-sum-exp.
 
-Measured (``benchmarks/sampler.py``, n = 1000, 4 binary + 6 ternary variables, C+ = 15): about 5.5 times
-faster than a straightforward numba loop, i.e. ~42 us per iteration where that loop takes 235 us; roughly
-60% allocation (a quarter of it the likelihood products, the rest the per-row uniform, draw and counts),
-25% Gamma draws, 10% tables and count expansion (``--breakdown``).
+Two allocation paths. The grouped tables above cost per row in proportion to the number of variables. For
+data where most cells hold one code per variable (electronic health records: ~80 binary conditions, ~6
+present per person) the sparse path of :mod:`vcmc.silo.sparse` multiplies, per row, only the ratios of its
+non-baseline (and missing) cells to a per-variable baseline code, in float64 (the ratios' range needs it),
+with the same exact log-space fallback; its counts are kept per exception and the baseline counts derived.
+``run_chain`` picks the path from the data (``layout="auto"``: the sparse one when its estimated work per
+sweep is below half the dense path's, :func:`vcmc.silo.sparse.choose_layout`); the paper's data stay on the
+dense path, whose draws are unchanged. Both paths sample the same model exactly but consume the random
+stream differently.
+
+Measured (``benchmarks/sampler.py``, one core shared with other jobs, medians of 5 chains):
+
+* (a) n = 1000, 4 binary + 6 ternary variables, C+ = 15, dense path: about 5.3 times faster than a
+  straightforward numba loop, i.e. ~35 us per iteration (~44 us at the issue's 235 us reference); roughly
+  75% allocation (a quarter of it the likelihood products, the rest the per-row uniform, draw and
+  counts), 20% Gamma draws, 10% tables and count expansion (``--breakdown``);
+* (b) n = 10,000, 80 binary variables (Dirichlet(0.5) profiles, 31 non-baseline values per row), C+ = 30:
+  sparse path (chosen) ~0.92 ms per iteration, dense path ~2.3 ms;
+* (c) an EHR-like silo, n = 9,700, 80 binary conditions (6.1 present per person, 2 to 33), 27 clusters,
+  C+ = 30: sparse path (chosen) ~0.39 ms per iteration, dense path ~1.7 ms (4.4 times); ~75% allocation,
+  ~20% Gamma draws (bound by the bit generator: ~13,000 variates per sweep), 5% uniforms. Building the
+  sparse layout of 290,000 x 80 such rows takes ~0.1 s.
 """
 
 from __future__ import annotations
@@ -50,7 +68,9 @@ import numpy as np
 from llvmlite import ir
 from numba import njit, types
 from numba.core.errors import TypingError
-from numba.extending import intrinsic
+from numba.extending import intrinsic, overload
+from numba.np.random.distributions import random_standard_exponential, random_standard_normal
+from numba.np.random.generator_core import next_uint64
 
 from vcmc._rng import as_generator
 from vcmc.config import PriorConfig, SamplerConfig
@@ -255,6 +275,51 @@ def _v8_cumsum4(typingctx, src, soff, dst, doff):
     return sig, codegen
 
 
+# ------------------------------------------------------------------------------ random variate sources
+# The kernels draw from a numpy Generator (dense path, the calls numba provides) or directly from its bit
+# generator (sparse path): numba's ``Generator.random`` reaches numpy's ``next_double`` through a slower
+# function-pointer path than ``next_uint64``, and PCG64's ``next_double`` is ``(next_uint64 >> 11) * 2^-53``,
+# so the bit-generator uniform costs ~2 ns instead of ~6 (per row and per Gamma draw). Dispatch is on the
+# argument's type at compile time: the dense path compiles exactly the Generator calls.
+def _unit(r):
+    """Uniform on [0, 1) (53 bits)."""
+
+
+def _std_normal(r):
+    """Standard normal (numpy's ziggurat)."""
+
+
+def _std_exponential(r):
+    """Standard exponential (numpy's ziggurat)."""
+
+
+@overload(_unit, inline="always")
+def _ol_unit(r):
+    if isinstance(r, types.NumPyRandomGeneratorType):
+        return lambda r: r.random()
+    if isinstance(r, types.NumPyRandomBitGeneratorType):
+        return lambda r: np.float64(next_uint64(r) >> np.uint64(11)) * (1.0 / 9007199254740992.0)
+    return None
+
+
+@overload(_std_normal, inline="always")
+def _ol_std_normal(r):
+    if isinstance(r, types.NumPyRandomGeneratorType):
+        return lambda r: r.standard_normal()
+    if isinstance(r, types.NumPyRandomBitGeneratorType):
+        return lambda r: random_standard_normal(r)
+    return None
+
+
+@overload(_std_exponential, inline="always")
+def _ol_std_exponential(r):
+    if isinstance(r, types.NumPyRandomGeneratorType):
+        return lambda r: r.standard_exponential()
+    if isinstance(r, types.NumPyRandomBitGeneratorType):
+        return lambda r: random_standard_exponential(r)
+    return None
+
+
 # ------------------------------------------------------------------------------------- numba kernels
 @njit(cache=True, inline="always")
 def _gamma_ge1(a, rng):
@@ -267,12 +332,12 @@ def _gamma_ge1(a, rng):
     b = a - 1.0 / 3.0
     c = 1.0 / math.sqrt(9.0 * b)
     while True:
-        x = rng.standard_normal()
+        x = _std_normal(rng)
         v = 1.0 + c * x
         if v <= 0.0:
             continue
         v = v * v * v
-        u = rng.random()
+        u = _unit(rng)
         x2 = x * x
         if u < 1.0 - 0.0331 * x2 * x2:  # squeeze: accepts ~98% without a log
             return b * v
@@ -301,7 +366,7 @@ def _dirichlet_block(shp, lo, hi, out, logout, want_log, rng):
         for i in range(lo, hi):
             a = shp[i]
             if a < 1.0:
-                lg = math.log(_gamma_ge1(a + 1.0, rng)) - rng.standard_exponential() / a
+                lg = math.log(_gamma_ge1(a + 1.0, rng)) - _std_exponential(rng) / a
             else:
                 lg = math.log(_gamma_ge1(a, rng))
             logout[i] = lg
@@ -322,7 +387,7 @@ def _dirichlet_block(shp, lo, hi, out, logout, want_log, rng):
         for i in range(lo, hi):
             a = shp[i]
             # a >= _LOG_PATH_SHAPE here: exp(-E/a) < 1e-300 needs E > 170, probability e^-170
-            g = (_gamma_ge1(a + 1.0, rng) * math.exp(-rng.standard_exponential() / a) if a < 1.0
+            g = (_gamma_ge1(a + 1.0, rng) * math.exp(-_std_exponential(rng) / a) if a < 1.0
                  else _gamma_ge1(a, rng))
             out[i] = g
             s += g
@@ -340,7 +405,8 @@ def _draw_parameters(nc, ct, alpha, beta, offsets, shp, pi, logpi, prof, logprof
 
     ``ct`` holds the counts column-major, ``ct[j, c]`` (``P + Q`` rows, the last Q collect missing
     values and are ignored; at least C+ columns). ``shp`` is scratch of length ``max(C+, P)``.
-    ``logpi`` is always filled; ``logprof`` where the log path was used or ``want_log``.
+    ``logpi`` is always filled; ``logprof`` where the log path was used or ``want_log``. ``rng`` is a numpy
+    Generator (dense path) or its bit generator (sparse path), see ``_unit``.
     """
     n_comp = pi.shape[0]
     n_var = offsets.shape[0] - 1
@@ -364,7 +430,7 @@ def _draw_parameters(nc, ct, alpha, beta, offsets, shp, pi, logpi, prof, logprof
         # (per-variable calls cost as much as the draws themselves)
         for j in range(n_col):
             a = shp[j]
-            pc[j] = (_gamma_ge1(a + 1.0, rng) * math.exp(-rng.standard_exponential() / a) if a < 1.0
+            pc[j] = (_gamma_ge1(a + 1.0, rng) * math.exp(-_std_exponential(rng) / a) if a < 1.0
                      else _gamma_ge1(a, rng))
         for q in range(n_var):
             t = 0.0
@@ -826,19 +892,24 @@ def _group_cap(n_rows: int) -> int:
     return int(min(_MAX_GROUP_TABLE, max(1, n_rows // 8)))
 
 
-def _layout(x: np.ndarray, k: np.ndarray, offsets: np.ndarray) -> _Layout:
-    n, n_var = x.shape
-    miss = x == MISSING
-    radix = k + miss.any(axis=0)
-    cap = _group_cap(n)
+def _group_bounds(radix: np.ndarray, cap: int) -> list[int]:
+    """Variable ranges of the groups: consecutive variables while their joint table stays within ``cap``."""
     bounds = [0]
     size = 1
-    for q in range(n_var):
+    for q in range(radix.size):
         if q > bounds[-1] and size * radix[q] > cap:
             bounds.append(q)
             size = 1
         size *= int(radix[q])
-    bounds.append(n_var)
+    bounds.append(int(radix.size))
+    return bounds
+
+
+def _layout(x: np.ndarray, k: np.ndarray, offsets: np.ndarray) -> _Layout:
+    n, n_var = x.shape
+    miss = x == MISSING
+    radix = k + miss.any(axis=0)
+    bounds = _group_bounds(radix, _group_cap(n))
     grp_var = np.asarray(bounds, dtype=np.int64)
     sizes = [int(np.prod(radix[a:b])) for a, b in itertools.pairwise(bounds)]
     grp_off = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
@@ -966,7 +1037,7 @@ def conditional_draws(codes, n_modalities, z, alpha_local, beta_local, rng=None,
 # -------------------------------------------------------------------------------------------- driver
 def run_chain(codes: np.ndarray, n_modalities, *, prior: PriorConfig, sampler: SamplerConfig,
               n_silos: int = 1, rng=None, on_block: Callable[[KeptBlock], None] | None = None,
-              progress: Callable[[int], None] | None = None) -> ChainDraws:
+              progress: Callable[[int], None] | None = None, layout: str = "auto") -> ChainDraws:
     """Run one Gibbs chain of the (fractionated) over-fitted latent class model.
 
     Parameters
@@ -989,6 +1060,11 @@ def run_chain(codes: np.ndarray, n_modalities, *, prior: PriorConfig, sampler: S
     progress : callable or None
         Called after every block with the number of iterations just completed (an increment, as
         ``tqdm.update`` expects).
+    layout : {"auto", "dense", "sparse"}
+        Allocation-step path. ``"auto"`` (default) picks it from the data by estimated work per sweep
+        (:func:`vcmc.silo.sparse.choose_layout`): the dense grouped tables, or the sparse path whose cost
+        per row grows with the row's non-baseline values (electronic health records). Both sample the same
+        model exactly; they consume the random stream differently, so the draws of one seed differ.
 
     Returns
     -------
@@ -1013,8 +1089,9 @@ def run_chain(codes: np.ndarray, n_modalities, *, prior: PriorConfig, sampler: S
     const = _dirichlet_normaliser(alpha, beta, offsets)
     gen = as_generator(rng)
 
-    lay = _layout(x, k, offsets)
-    pidx_rows = _table_index(x, offsets)
+    from vcmc.silo import sparse  # imports this module: deferred
+
+    path, slay, _ = sparse.choose_layout(x, k, offsets, n_comp, layout)
 
     # Random initialisation (paper section 5.1): uniform allocations, parameters given them.
     z = gen.integers(0, n_comp, size=n).astype(np.int16)
@@ -1022,9 +1099,13 @@ def run_chain(codes: np.ndarray, n_modalities, *, prior: PriorConfig, sampler: S
     logpi = np.empty(n_comp)
     prof = np.empty((n_comp, n_col))
     logprof = np.empty((n_comp, n_col))
-    nc = np.zeros(n_comp, dtype=np.int64)
-    ct = np.zeros((n_col + k.size, n_comp), dtype=np.int64)
-    _count(pidx_rows, z.astype(np.int64), nc, ct)
+    if path == "dense":
+        lay = _layout(x, k, offsets)
+        nc = np.zeros(n_comp, dtype=np.int64)
+        ct = np.zeros((n_col + k.size, n_comp), dtype=np.int64)
+        _count(_table_index(x, offsets), z.astype(np.int64), nc, ct)
+    else:
+        nc, ct = sparse.initial_counts(slay, z, n_comp, n_col + k.size)
     _draw_parameters(nc, ct, alpha, beta, offsets, np.empty(max(n_comp, n_col)), pi, logpi, prof, logprof,
                      False, gen)
 
@@ -1037,6 +1118,11 @@ def run_chain(codes: np.ndarray, n_modalities, *, prior: PriorConfig, sampler: S
     z_buf = np.empty((-(-block // sampler.thin), n), dtype=np.int16)  # most kept iterations in one block
 
     def call(first, n_it, keep_at):
+        if path == "sparse":
+            return sparse._gibbs_block_sparse(slay.base_col, slay.ecol, slay.evar, slay.pat_start, slay.row_of,
+                                              slay.pexc_start, slay.pexc, z, pi, logpi, prof, logprof, alpha,
+                                              beta, offsets, const, n_it, first, sampler.burn_in, sampler.thin,
+                                              z_buf, out_pi, out_prof, out_nocc, out_lp, keep_at, gen)
         return _gibbs_block(lay.gcode, lay.pidx, lay.pat_start, lay.row_of, lay.grp_var, lay.grp_off,
                             lay.radix, lay.kmod, lay.check, z, pi, logpi, prof, logprof, alpha, beta,
                             offsets, const, n_it, first, sampler.burn_in, sampler.thin, z_buf, out_pi,
