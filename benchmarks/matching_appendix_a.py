@@ -20,8 +20,8 @@ import numpy as np
 
 from vcmc.config import MatchingConfig
 from vcmc.matching import in_process_divergence, match
-from vcmc.study.evaluate import appendix_a_silos, evaluate_matching
 from vcmc.simulate import DESIGNS, SEPARABILITIES, simulate_design
+from vcmc.study.evaluate import appendix_a_silos, evaluate_matching
 
 METHODS = {
     "hungarian": MatchingConfig(method="hungarian"),

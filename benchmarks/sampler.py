@@ -25,7 +25,7 @@ thinning); ``other`` is the rest of the measured time (driver, calls, cache effe
 together).
 
 With ``--layout-model`` it times the allocation step of both paths on a few data sets next to the work
-estimates that choose between them (``vcmc.silo.sparse.work_estimates``).
+estimates that choose between them (``vcmc.silo.sampler.layout.work_estimates``).
 
     python benchmarks/sampler.py [--runs 5] [--iters 2000] [--no-compile] [--breakdown] [--layout-model]
 """
@@ -41,10 +41,15 @@ import time
 import numpy as np
 from numba import njit
 
+import vcmc.dirichlet as DI
+import vcmc.silo.sampler.draws as DR
+import vcmc.silo.sampler.driver as DV
+import vcmc.silo.sampler.intrinsics as IN
+import vcmc.silo.sampler.kernels_dense as KD
+import vcmc.silo.sampler.kernels_sparse as KS
+import vcmc.silo.sampler.layout as LA
 from vcmc.config import PriorConfig, SamplerConfig
 from vcmc.model import profile_offsets
-from vcmc.silo import sampler as S
-from vcmc.silo import sparse as SP
 from vcmc.silo.sampler import run_chain
 
 CASES = {
@@ -169,12 +174,12 @@ def time_case(n, k, c, iters, runs, thin=5, reference=False, data="lcm", compare
     median of the per-run ratios, so that both sides of every ratio see the same machine load; with
     ``compare`` each chain is followed by one on the other path (``iters_other`` iterations)."""
     from vcmc.model import profile_offsets as _offsets
-    from vcmc.silo.sparse import choose_layout
+    from vcmc.silo.sampler.layout import choose_layout
 
     codes = case_codes(n, k, data, seed)
     prior = PriorConfig(n_components=c)
     kk = np.asarray(k)
-    path, _, est = choose_layout(S._check_codes(codes, kk), kk, _offsets(kk), c)
+    path, _, est = choose_layout(LA._check_codes(codes, kk), kk, _offsets(kk), c)
     other = "dense" if path == "sparse" else "sparse"
     sampler = SamplerConfig(n_iter=iters, burn_in=0, thin=thin, block_size=min(iters, 1000))
     iters_other = max(20, iters // 5) if other == "dense" else iters
@@ -216,9 +221,9 @@ def time_case(n, k, c, iters, runs, thin=5, reference=False, data="lcm", compare
 def sparse_layout_seconds(runs=3) -> float:
     """Median time to build the sparse layout of 290,000 x 80 EHR-like rows (30 silos of (c) stacked)."""
     from vcmc.model import profile_offsets as _offsets
-    from vcmc.silo.sparse import sparse_layout
+    from vcmc.silo.sampler.layout import sparse_layout
 
-    x = S._check_codes(np.concatenate([make_ehr_codes(9700, seed=s) for s in range(30)])[:290_000],
+    x = LA._check_codes(np.concatenate([make_ehr_codes(9700, seed=s) for s in range(30)])[:290_000],
                        np.full(80, 2))
     off = _offsets(np.full(80, 2))
     sparse_layout(x[:100], off)  # compile or load
@@ -233,8 +238,8 @@ def sparse_layout_seconds(runs=3) -> float:
 @njit(cache=True)
 def _loop_tables(n_iter, pi, prof, grp_var, grp_off, radix, kmod, offsets, wpi, tab, gtab):
     for _ in range(n_iter):
-        S._fill_tables(pi, prof, wpi, tab)
-        S._fill_group_tables(tab, wpi, grp_var, grp_off, radix, kmod, offsets, gtab)
+        KD._fill_tables(pi, prof, wpi, tab)
+        KD._fill_group_tables(tab, wpi, grp_var, grp_off, radix, kmod, offsets, gtab)
 
 
 @njit(cache=True)
@@ -242,7 +247,7 @@ def _loop_weights(n_iter, gtab, gcode, check, w, cum, pre):
     s = 0.0
     for _ in range(n_iter):
         for u in range(gcode.shape[0]):
-            s += S._row_weights(gtab, gcode, u, check, w, cum, pre)
+            s += KD._row_weights(gtab, gcode, u, check, w, cum, pre)
     return s
 
 
@@ -250,20 +255,20 @@ def _loop_weights(n_iter, gtab, gcode, check, w, cum, pre):
 def _loop_allocate(n_iter, gtab, gcode, pidx, pat_start, row_of, check, prof, logpi, z, nc, cnt_g, w, cum, pre,
                    lw, logtab, rng):
     for _ in range(n_iter):
-        S._allocate(gtab, gcode, pidx, pat_start, row_of, check, prof, logpi, z, nc, cnt_g, w, cum, pre, lw,
+        KD._allocate(gtab, gcode, pidx, pat_start, row_of, check, prof, logpi, z, nc, cnt_g, w, cum, pre, lw,
                     logtab, rng)
 
 
 @njit(cache=True)
 def _loop_expand(n_iter, cnt_g, grp_var, grp_off, radix, kmod, offsets, ct):
     for _ in range(n_iter):
-        S._expand_counts(cnt_g, grp_var, grp_off, radix, kmod, offsets, ct)
+        KD._expand_counts(cnt_g, grp_var, grp_off, radix, kmod, offsets, ct)
 
 
 @njit(cache=True)
 def _loop_parameters(n_iter, nc, ct, alpha, beta, offsets, shp, pi, logpi, prof, logprof, want_log, rng):
     for _ in range(n_iter):
-        S._draw_parameters(nc, ct, alpha, beta, offsets, shp, pi, logpi, prof, logprof, want_log, rng)
+        DR._draw_parameters(nc, ct, alpha, beta, offsets, shp, pi, logpi, prof, logprof, want_log, rng)
 
 
 @njit(cache=True)
@@ -271,7 +276,7 @@ def _loop_keep(n_iter, nc, ct, logpi, logprof, alpha, beta, offsets, const, z, p
                keep_prof):
     s = 0.0
     for _ in range(n_iter):
-        s += S._log_joint(nc, ct, logpi, logprof, alpha, beta, offsets, const)
+        s += DR._log_joint(nc, ct, logpi, logprof, alpha, beta, offsets, const)
         keep_pi[0] = pi
         keep_prof[0] = prof
         keep_z[0] = z
@@ -283,18 +288,18 @@ def breakdown(n, k, c, iters, runs, thin=5):
     codes = make_codes(n, k)
     kk = np.asarray(k)
     prior = PriorConfig(n_components=c)
-    alpha, beta = S.local_prior(prior, kk, 4)
+    alpha, beta = DV.local_prior(prior, kk, 4)
     offsets = profile_offsets(kk)
-    x = S._check_codes(codes, kk)
-    lay = S._layout(x, kk, offsets)
-    const = S._dirichlet_normaliser(alpha, beta, offsets)
+    x = LA._check_codes(codes, kk)
+    lay = LA._layout(x, kk, offsets)
+    const = DR._dirichlet_normaliser(alpha, beta, offsets)
     state = run_chain(codes, k, prior=prior, sampler=SamplerConfig(n_iter=500, burn_in=0, thin=5), n_silos=4,
                       rng=0, layout="dense")
     pi, prof = state.pi[-1].copy(), state.profiles[-1].copy()
     logpi, logprof = np.log(pi), np.log(prof)
     z = state.final_z.copy()
     n_col, n_var = int(offsets[-1]), kk.size
-    lanes = -(-c // S._LANES) * S._LANES
+    lanes = -(-c // IN._LANES) * IN._LANES
     n_gt = int(lay.grp_off[-1])
     tab = np.zeros((n_col, lanes), np.float32)
     gtab = np.zeros((n_gt, lanes), np.float32)
@@ -346,7 +351,7 @@ def breakdown(n, k, c, iters, runs, thin=5):
 @njit(cache=True)
 def _loop_sparse_tables(n_iter, logpi, prof, base_col, ecol, evar, n_col, bvec, rho, lbase, nzero, tmp):
     for _ in range(n_iter):
-        SP._fill_sparse_tables(logpi, prof, base_col, ecol, evar, n_col, bvec, rho, lbase, nzero, tmp)
+        KS._fill_sparse_tables(logpi, prof, base_col, ecol, evar, n_col, bvec, rho, lbase, nzero, tmp)
 
 
 @njit(cache=True)
@@ -354,7 +359,7 @@ def _loop_uniforms(n_iter, ubuf, rng):
     bg = rng.bit_generator
     for _ in range(n_iter):
         for r in range(ubuf.shape[0]):
-            ubuf[r] = S._unit(bg)
+            ubuf[r] = DI._unit(bg)
 
 
 @njit(cache=True)
@@ -362,7 +367,7 @@ def _loop_sparse_pass(n_iter, bvec, rho, pexc_start, pexc, poff, pat_start, lbas
                       evar, n_col, ubuf, zp, nc, cnt, w, pre, lw, lrat, zhit, stamp, probs):
     n_fb = 0
     for it in range(n_iter):
-        n_fb += SP._sparse_pass(bvec, rho, pexc_start, pexc, poff, pat_start, lbase, nzero, prof, base_col, ecol,
+        n_fb += KS._sparse_pass(bvec, rho, pexc_start, pexc, poff, pat_start, lbase, nzero, prof, base_col, ecol,
                                 evar, n_col, it, ubuf, True, zp, nc, cnt, w, pre, lw, lrat, zhit, stamp, probs)
     return n_fb
 
@@ -370,14 +375,14 @@ def _loop_sparse_pass(n_iter, bvec, rho, pexc_start, pexc, poff, pat_start, lbas
 @njit(cache=True)
 def _loop_sparse_expand(n_iter, nc, cnt, ecol, evar, base_col, ct):
     for _ in range(n_iter):
-        SP._expand_sparse(nc, cnt, ecol, evar, base_col, ct)
+        KS._expand_sparse(nc, cnt, ecol, evar, base_col, ct)
 
 
 @njit(cache=True)
 def _loop_parameters_bg(n_iter, nc, ct, alpha, beta, offsets, shp, pi, logpi, prof, logprof, rng):
     bg = rng.bit_generator
     for _ in range(n_iter):
-        S._draw_parameters(nc, ct, alpha, beta, offsets, shp, pi, logpi, prof, logprof, False, bg)
+        DR._draw_parameters(nc, ct, alpha, beta, offsets, shp, pi, logpi, prof, logprof, False, bg)
 
 
 def _median_us(fn, iters, runs):
@@ -395,28 +400,28 @@ def breakdown_sparse(n, k, c, iters, runs, thin=5, data="ehr", seed=0):
     codes = case_codes(n, k, data, seed)
     kk = np.asarray(k)
     prior = PriorConfig(n_components=c)
-    alpha, beta = S.local_prior(prior, kk, 4)
+    alpha, beta = DV.local_prior(prior, kk, 4)
     offsets = profile_offsets(kk)
-    lay = SP.sparse_layout(S._check_codes(codes, kk), offsets)
-    const = S._dirichlet_normaliser(alpha, beta, offsets)
+    lay = LA.sparse_layout(LA._check_codes(codes, kk), offsets)
+    const = DR._dirichlet_normaliser(alpha, beta, offsets)
     state = run_chain(codes, k, prior=prior, sampler=SamplerConfig(n_iter=300, burn_in=0, thin=5), n_silos=4,
                       rng=0, layout="sparse")
     pi, prof = state.pi[-1].copy(), state.profiles[-1].copy()
     logpi, logprof = np.log(pi), np.log(prof)
     z = state.final_z.copy()
     n_col, n_var = int(offsets[-1]), kk.size
-    lanes = -(-c // S._LANES) * S._LANES
+    lanes = -(-c // IN._LANES) * IN._LANES
     n_slot = lay.n_slots
     bvec, rho = np.zeros(lanes), np.zeros((n_slot, lanes))
     lbase, nzero, tmp = np.empty(c), np.empty(c, np.int64), np.empty(c)
-    SP._fill_sparse_tables(logpi, prof, lay.base_col, lay.ecol, lay.evar, n_col, bvec, rho, lbase, nzero, tmp)
+    KS._fill_sparse_tables(logpi, prof, lay.base_col, lay.ecol, lay.evar, n_col, bvec, rho, lbase, nzero, tmp)
     rng = np.random.default_rng(0)
     ubuf = rng.random(n)
     nc, cnt = np.zeros(c, np.int64), np.zeros(n_slot * lanes, np.int32)
     ct = np.zeros((n_col + n_var, lanes), np.int64)
     pass_args = (bvec, rho, lay.pexc_start, lay.pexc, lay.pexc * np.uint32(lanes), lay.pat_start, lbase, nzero,
                  prof, lay.base_col, lay.ecol, lay.evar, n_col, ubuf, z[lay.row_of], nc, cnt, np.empty(2 * lanes),
-                 np.empty(2 * SP._pre_size(lanes // 4)), np.empty(c), np.empty((n_slot, c)),
+                 np.empty(2 * KS._pre_size(lanes // 4)), np.empty(c), np.empty((n_slot, c)),
                  np.zeros((n_slot, c), np.int64), np.full(n_slot, -1, np.int64), np.empty((0, c)))
     keep_z, keep_pi, keep_prof = np.empty((1, n), np.int16), np.empty((1, c)), np.empty((1, c, n_col))
     pieces = {
@@ -448,7 +453,7 @@ def breakdown_sparse(n, k, c, iters, runs, thin=5, data="ehr", seed=0):
 def layout_model(runs=5):
     """Allocation step of both paths (tables, uniforms or not, draws, count expansion; no parameter step)
     timed in isolation on a few data sets, next to ``work_estimates``: the check behind the path choice."""
-    from vcmc.silo.sparse import choose_layout
+    from vcmc.silo.sampler.layout import choose_layout
     from vcmc.simulate import simulate_design
 
     sets = {
@@ -465,22 +470,22 @@ def layout_model(runs=5):
     for name, (codes, k, c) in sets.items():
         kk = np.asarray(k)
         offsets = profile_offsets(kk)
-        x = S._check_codes(codes, kk)
+        x = LA._check_codes(codes, kk)
         path, slay, est = choose_layout(x, kk, offsets, c)
-        dlay = S._layout(x, kk, offsets)
+        dlay = LA._layout(x, kk, offsets)
         state = run_chain(codes, k, prior=PriorConfig(n_components=c), sampler=SamplerConfig(n_iter=100, burn_in=0,
                           thin=100), n_silos=4, rng=0)
         pi, prof = state.pi[-1].copy(), state.profiles[-1].copy()
         logpi = np.log(pi)
         n, n_var, n_col = x.shape[0], kk.size, int(offsets[-1])
-        lanes = -(-c // S._LANES) * S._LANES
+        lanes = -(-c // IN._LANES) * IN._LANES
         n_slot, n_gt = slay.n_slots, int(dlay.grp_off[-1])
         rng = np.random.default_rng(0)
         sargs = (logpi, prof, slay.base_col, slay.ecol, slay.evar, n_col, np.zeros(lanes), np.zeros((n_slot, lanes)),
                  np.empty(c), np.empty(c, np.int64), np.empty(c), slay.pexc_start, slay.pexc,
                  slay.pexc * np.uint32(lanes), slay.pat_start, np.empty(n), state.final_z[slay.row_of],
                  np.zeros(c, np.int64), np.zeros(n_slot * lanes, np.int32), np.empty(2 * lanes),
-                 np.empty(2 * SP._pre_size(lanes // 4)), np.empty(c), np.empty((n_slot, c)),
+                 np.empty(2 * KS._pre_size(lanes // 4)), np.empty(c), np.empty((n_slot, c)),
                  np.zeros((n_slot, c), np.int64), np.full(n_slot, -1, np.int64), np.empty((0, c)),
                  np.zeros((n_col + n_var, lanes), np.int64), rng)
         dargs = (pi, prof, dlay.grp_var, dlay.grp_off, dlay.radix, dlay.kmod, offsets, np.zeros(lanes, np.float32),
@@ -505,23 +510,23 @@ def _loop_sparse_alloc(n_iter, logpi, prof, base_col, ecol, evar, n_col, bvec, r
                        pexc, poff, pat_start, ubuf, zp, nc, cnt, w, pre, lw, lrat, zhit, stamp, probs, ct, rng):
     bg = rng.bit_generator
     for it in range(n_iter):
-        SP._fill_sparse_tables(logpi, prof, base_col, ecol, evar, n_col, bvec, rho, lbase, nzero, tmp)
+        KS._fill_sparse_tables(logpi, prof, base_col, ecol, evar, n_col, bvec, rho, lbase, nzero, tmp)
         for r in range(ubuf.shape[0]):
-            ubuf[r] = S._unit(bg)
-        SP._sparse_pass(bvec, rho, pexc_start, pexc, poff, pat_start, lbase, nzero, prof, base_col, ecol, evar,
+            ubuf[r] = DI._unit(bg)
+        KS._sparse_pass(bvec, rho, pexc_start, pexc, poff, pat_start, lbase, nzero, prof, base_col, ecol, evar,
                         n_col, it, ubuf, True, zp, nc, cnt, w, pre, lw, lrat, zhit, stamp, probs)
-        SP._expand_sparse(nc, cnt, ecol, evar, base_col, ct)
+        KS._expand_sparse(nc, cnt, ecol, evar, base_col, ct)
 
 
 @njit(cache=True)
 def _loop_dense_alloc(n_iter, pi, prof, grp_var, grp_off, radix, kmod, offsets, wpi, tab, gtab, gcode, pidx,
                       pat_start, row_of, check, logpi, z, nc, cnt_g, w, cum, pre, lw, logtab, ct, rng):
     for _ in range(n_iter):
-        S._fill_tables(pi, prof, wpi, tab)
-        S._fill_group_tables(tab, wpi, grp_var, grp_off, radix, kmod, offsets, gtab)
-        S._allocate(gtab, gcode, pidx, pat_start, row_of, check, prof, logpi, z, nc, cnt_g, w, cum, pre, lw, logtab,
+        KD._fill_tables(pi, prof, wpi, tab)
+        KD._fill_group_tables(tab, wpi, grp_var, grp_off, radix, kmod, offsets, gtab)
+        KD._allocate(gtab, gcode, pidx, pat_start, row_of, check, prof, logpi, z, nc, cnt_g, w, cum, pre, lw, logtab,
                     rng)
-        S._expand_counts(cnt_g, grp_var, grp_off, radix, kmod, offsets, ct)
+        KD._expand_counts(cnt_g, grp_var, grp_off, radix, kmod, offsets, ct)
 
 
 _COMPILE_SNIPPET = """
@@ -532,8 +537,6 @@ import numpy as np
 from numba import njit
 from vcmc.config import PriorConfig, SamplerConfig
 from vcmc.model import profile_offsets
-from vcmc.silo import sampler as S
-from vcmc.silo import sparse as SP
 from vcmc.silo.sampler import run_chain
 t1 = time.perf_counter()
 run_chain(np.zeros((5, 2), dtype=np.int64), [2, 3], prior=PriorConfig(n_components=3),

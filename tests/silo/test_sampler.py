@@ -8,10 +8,11 @@ import pytest
 from scipy import stats
 from sklearn.metrics import adjusted_rand_score
 
+import vcmc.silo.sampler.kernels_dense as KD
+import vcmc.silo.sampler.layout as LA
 from vcmc.config import PriorConfig, SamplerConfig
 from vcmc.exceptions import ConfigError, DataError
 from vcmc.model import MISSING, log_likelihood_rows, one_hot_counts, profile_offsets
-from vcmc.silo import sampler as S
 from vcmc.silo.sampler import (
     conditional_draws,
     draw_dirichlet,
@@ -168,10 +169,10 @@ def test_allocation_probabilities_match_exact_log_space(k, n_comp, sharp):
     prof = np.concatenate([draw_dirichlet(np.full(kq, sharp), rng=rng, size=n_comp) for kq in k], axis=1)
     prof = np.maximum(prof, 1e-300)
     prof /= np.add.reduceat(prof, profile_offsets(k)[:-1], axis=1).repeat(k, axis=1)
-    x = S._check_codes(codes, np.asarray(k))
-    lay = S._layout(x, np.asarray(k), profile_offsets(k))
+    x = LA._check_codes(codes, np.asarray(k))
+    lay = LA._layout(x, np.asarray(k), profile_offsets(k))
     out = np.empty((lay.gcode.shape[0], n_comp))
-    S._allocation_probabilities(lay.gcode, lay.pidx, lay.grp_var, lay.grp_off, lay.radix, lay.kmod,
+    KD._allocation_probabilities(lay.gcode, lay.pidx, lay.grp_var, lay.grp_off, lay.radix, lay.kmod,
                                 profile_offsets(k), lay.check, pi, np.log(pi), prof, out)
     expected = _exact_allocation(codes, k, pi, prof)[lay.row_of[lay.pat_start[:-1]]]
     np.testing.assert_allclose(out, expected, atol=2e-6, rtol=1e-4)

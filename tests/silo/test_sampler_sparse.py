@@ -1,16 +1,16 @@
-"""Sparse path of the Gibbs sampler (vcmc.silo.sparse): baseline coding, allocation probabilities against
-exact log space, count bookkeeping, the same transition law as the dense path, reproducibility and the
+"""Sparse path of the Gibbs sampler (vcmc.silo.sampler.kernels_sparse): baseline coding, allocation probabilities
+against exact log space, count bookkeeping, the same transition law as the dense path, reproducibility and the
 automatic choice of the path."""
 
 import numpy as np
 import pytest
 from scipy import stats
 
+import vcmc.silo.sampler.kernels_sparse as KS
+import vcmc.silo.sampler.layout as LA
 from vcmc.config import PriorConfig, SamplerConfig
 from vcmc.exceptions import ConfigError
 from vcmc.model import MISSING, log_likelihood_rows, one_hot_counts, profile_offsets
-from vcmc.silo import sampler as S
-from vcmc.silo import sparse as SP
 from vcmc.silo.sampler import draw_dirichlet, local_prior, log_joint, run_chain
 
 K_PAPER = [2, 2, 2, 2, 3, 3, 3, 3, 3, 3]
@@ -36,7 +36,7 @@ def random_codes(n, k, rng, missing=0.0):
 
 def layout_of(codes, k):
     kk = np.asarray(k)
-    return SP.sparse_layout(S._check_codes(codes, kk), profile_offsets(kk))
+    return LA.sparse_layout(LA._check_codes(codes, kk), profile_offsets(kk))
 
 
 def decode(lay, k, n):
@@ -81,9 +81,9 @@ def test_patterns_are_exact_even_when_every_hash_collides():
     k = [3, 3, 2]
     codes = random_codes(300, k, rng=2, missing=0.1)
     kk = np.asarray(k)
-    _, _, _, row_start, rexc, hashes = SP._encode(S._check_codes(codes, kk), profile_offsets(kk))
+    _, _, _, row_start, rexc, hashes = LA._encode(LA._check_codes(codes, kk), profile_offsets(kk))
     collide = np.zeros_like(hashes)
-    pat_start, row_of, pexc_start, pexc = SP._patterns(row_start, rexc, collide, np.arange(hashes.size))
+    pat_start, row_of, pexc_start, pexc = LA._patterns(row_start, rexc, collide, np.arange(hashes.size))
     assert pat_start.size - 1 == np.unique(codes, axis=0).shape[0]
     for u in range(pat_start.size - 1):
         rows = row_of[pat_start[u]:pat_start[u + 1]]
@@ -100,7 +100,7 @@ def _profiles(k, n_comp, conc, rng):
 def _sparse_probabilities(codes, k, pi, prof, logpi=None):
     lay = layout_of(codes, k)
     out = np.full((lay.n_patterns, pi.size), np.nan)
-    n_fb = SP._allocation_probabilities_sparse(lay.base_col, lay.ecol, lay.evar, lay.pat_start,
+    n_fb = KS._allocation_probabilities_sparse(lay.base_col, lay.ecol, lay.evar, lay.pat_start,
                                                lay.pexc_start, lay.pexc, int(np.sum(k)),
                                                np.log(pi) if logpi is None else logpi, prof, out)
     return lay, out, n_fb
@@ -186,7 +186,7 @@ def test_categorical_draw_maps_uniforms_to_the_probabilities(n_comp):
     n_slot = lay.n_slots
     bvec, rho = np.zeros(n_lane), np.zeros((n_slot, n_lane))
     lbase, nzero = np.empty(n_comp), np.empty(n_comp, dtype=np.int64)
-    SP._fill_sparse_tables(logpi, prof, lay.base_col, lay.ecol, lay.evar, int(np.sum(k)), bvec, rho, lbase, nzero,
+    KS._fill_sparse_tables(logpi, prof, lay.base_col, lay.ecol, lay.evar, int(np.sum(k)), bvec, rho, lbase, nzero,
                            np.empty(n_comp))
     ubuf = np.empty(m)
     for u in range(lay.n_patterns):  # the grid within each pattern's rows
@@ -194,10 +194,10 @@ def test_categorical_draw_maps_uniforms_to_the_probabilities(n_comp):
         ubuf[a:b] = (np.arange(b - a) + 0.5) / (b - a)
     zp = np.full(m, -1, dtype=np.int16)
     nc = np.zeros(n_comp, dtype=np.int64)
-    SP._sparse_pass(bvec, rho, lay.pexc_start, lay.pexc, lay.pexc * np.uint32(n_lane), lay.pat_start, lbase, nzero,
+    KS._sparse_pass(bvec, rho, lay.pexc_start, lay.pexc, lay.pexc * np.uint32(n_lane), lay.pat_start, lbase, nzero,
                     prof, lay.base_col, lay.ecol, lay.evar, int(np.sum(k)), 0, ubuf, True, zp, nc,
                     np.zeros(n_slot * n_lane, dtype=np.int32), np.empty(2 * n_lane),
-                    np.empty(2 * SP._pre_size(n_lane // 4)), np.empty(n_comp), np.empty((n_slot, n_comp)),
+                    np.empty(2 * KS._pre_size(n_lane // 4)), np.empty(n_comp), np.empty((n_slot, n_comp)),
                     np.zeros((n_slot, n_comp), dtype=np.int64), np.full(n_slot, -1, dtype=np.int64),
                     np.empty((0, n_comp)))
     assert zp.min() >= 0 and zp.max() < n_comp
@@ -218,7 +218,7 @@ def test_derived_baseline_counts_equal_an_independent_count():
     z = rng.integers(0, n_comp, 500)
     z[z == 4] = 0  # an empty component
     lay = layout_of(codes, k)
-    nc, ct = SP.initial_counts(lay, z, n_comp, int(np.sum(k)) + len(k))
+    nc, ct = KS.initial_counts(lay, z, n_comp, int(np.sum(k)) + len(k))
     np.testing.assert_array_equal(nc, np.bincount(z, minlength=n_comp))
     p = int(np.sum(k))
     np.testing.assert_array_equal(ct[:p].T, one_hot_counts(codes, z, n_comp, k))
@@ -300,7 +300,7 @@ def test_paper_data_keep_the_dense_path_and_its_draws():
             for seed in range(3):
                 silos = [s.codes for s in simulate_design(design, sep, rng=seed).silos]
                 for x in [*silos, np.concatenate(silos)]:
-                    path, _, est = SP.choose_layout(S._check_codes(x, k), k, off, PriorConfig().n_components)
+                    path, _, est = LA.choose_layout(LA._check_codes(x, k), k, off, PriorConfig().n_components)
                     assert path == "dense", (design, sep, seed, est)
     codes = silos[0]
     cfg = dict(prior=PriorConfig(), sampler=SamplerConfig(n_iter=60, burn_in=20, thin=2), n_silos=4, rng=3)
@@ -313,7 +313,7 @@ def test_paper_data_keep_the_dense_path_and_its_draws():
 def test_ehr_like_data_take_the_sparse_path():
     codes = ehr_like(3000, 80, rng=12, n_clusters=20)
     k = np.full(80, 2)
-    path, lay, est = SP.choose_layout(S._check_codes(codes, k), k, profile_offsets(k), 30)
+    path, lay, est = LA.choose_layout(LA._check_codes(codes, k), k, profile_offsets(k), 30)
     assert path == "sparse" and est["sparse_ns"] < 0.5 * est["dense_ns"]
     assert 2 < est["exceptions_per_row"] < 12 and lay.n_slots == 80
 
