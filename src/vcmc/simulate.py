@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from vcmc._rng import RngLike, as_seed_sequence, root_entropy
+from vcmc.atomic import atomic_path, atomic_write_text
 from vcmc.data.schema import Schema, SiloData
 from vcmc.exceptions import ConfigError
 from vcmc.model import MISSING, profile_offsets
@@ -216,10 +217,11 @@ class SimulatedData:
             "cluster": self.pooled_labels.astype(np.int64) + 1,
         })
         path = out / "truth.csv"
-        truth.to_csv(path, index=False)
+        with atomic_path(path) as tmp:
+            truth.to_csv(tmp, index=False)
         written.append(path)
         path = out / "truth.json"
-        path.write_text(json.dumps(self.truth_dict(), indent=1) + "\n", encoding="utf-8")
+        atomic_write_text(path, json.dumps(self.truth_dict(), indent=1) + "\n")
         written.append(path)
         path = out / "schema.json"
         self.schema.to_json(path)
@@ -243,7 +245,7 @@ def _write_codes_csv(path: Path, codes: np.ndarray, schema: Schema, chunk: int =
         raise ConfigError("codes must lie in [-1, K^q - 1] for every variable of the schema.")
     # One table per variable: modality labels, then "" for MISSING (-1 indexes the last entry).
     tables = [np.array([*var.modalities, ""], dtype=object) for var in schema.variables]
-    with open(path, "w", newline="", encoding="utf-8") as fh:
+    with atomic_path(path) as tmp, open(tmp, "w", newline="", encoding="utf-8") as fh:
         writer = csv.writer(fh, lineterminator=os.linesep)
         writer.writerow(schema.names)
         block = np.empty((min(chunk, codes.shape[0]), schema.n_variables), dtype=object)

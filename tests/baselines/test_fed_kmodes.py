@@ -154,7 +154,7 @@ def test_clearly_worse_than_bayesian_comparator_over_ten_datasets(scenario):
 
 def test_errors_name_the_argument_and_silo():
     good = np.zeros((5, 2), dtype=int)
-    with pytest.raises(DataError, match=r"silo 'b', column 1") as err:
+    with pytest.raises(DataError, match=r"silo 'b': column 1 holds codes outside") as err:
         fit_fed_kmodes([good, np.array([[0, 0], [1, 7]])], (2, 3), n_clusters=2, silo_names=["a", "b"])
     assert "7" not in str(err.value)  # no data value in the message
     with pytest.raises(ConfigError, match="n_clusters"):

@@ -95,7 +95,7 @@ def test_soft_counts_errors_name_the_problem_without_values():
     codes, pi, prof = _random_problem(5, n=10)
     bad = codes.copy()
     bad[3, 1] = 7
-    with pytest.raises(DataError, match=r"column\(s\) \[1\]") as err:
+    with pytest.raises(DataError, match=r"codes: column 1 holds codes outside") as err:
         soft_counts(bad, N_MOD, pi, prof)
     assert "7" not in str(err.value)
     with pytest.raises(DataError, match="profiles"):

@@ -254,7 +254,7 @@ def test_bad_inputs_raise_typed_errors_without_values():
     codes = np.array([[0, 1], [1, 2], [0, 0]])
     bad = codes.copy()
     bad[1, 1] = 7
-    with pytest.raises(DataError, match=r"column\(s\) \[1\]") as err:
+    with pytest.raises(DataError, match=r"codes: column 1 holds codes outside") as err:
         run_chain(bad, k, prior=prior, sampler=sampler)
     assert "7" not in str(err.value)
     with pytest.raises(DataError, match="2 columns"):

@@ -102,7 +102,7 @@ def test_errors_name_the_argument_not_the_values():
     codes, labels = _data()
     bad = codes.copy()
     bad[0, 1] = 7
-    with pytest.raises(DataError, match=r"column 1 of codes holds codes outside 0..2") as err:
+    with pytest.raises(DataError, match=r"codes: column 1 holds codes outside 0..2") as err:
         oracle_local_posterior(bad, N_MOD, labels, prior=PriorConfig(), n_silos=2)
     assert "7" not in str(err.value)
     with pytest.raises(DataError, match=r"labels must have one entry per row: expected shape \(6,\)"):

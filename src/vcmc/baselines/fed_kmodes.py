@@ -28,6 +28,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from vcmc._rng import as_generator, as_seed_sequence, root_entropy
+from vcmc.data.codes import check_codes
 from vcmc.exceptions import ConfigError, DataError
 from vcmc.model import MISSING, one_hot_counts, profile_offsets
 from vcmc.results import GlobalResult
@@ -62,27 +63,8 @@ def check_silos(silos, n_modalities, silo_names=None, *, owner: str):
         if len(names) != len(silos) or len(set(names)) != len(names):
             raise ConfigError(f"{owner}: 'silo_names' must give {len(silos)} distinct names (one per silo). "
                               f"Got {len(names)} names instead.")
-    out = []
-    kmax = np.asarray(mods)
-    for name, x in zip(names, silos, strict=True):
-        x = np.asarray(x)
-        if x.ndim != 2 or x.shape[1] != len(mods):
-            raise DataError(f"{owner}: silo {name!r} must be a 2-D array with {len(mods)} columns (one per "
-                            f"variable), got shape {x.shape}.")
-        if x.shape[0] == 0:
-            raise DataError(f"{owner}: silo {name!r} has no rows.")
-        integral = np.issubdtype(x.dtype, np.integer) or (
-            np.issubdtype(x.dtype, np.floating) and np.all(np.isfinite(x)) and np.all(x == np.round(x)))
-        if not integral:
-            raise DataError(f"{owner}: silo {name!r} must hold integer codes (-1 for missing), got dtype "
-                            f"{x.dtype} with non-integer or non-finite entries.")
-        x = x.astype(np.int64)
-        bad = (x < MISSING) | (x >= kmax)
-        if bad.any():
-            q = int(np.nonzero(bad.any(axis=0))[0][0])
-            raise DataError(f"{owner}: silo {name!r}, column {q}: codes must lie in 0..{mods[q] - 1} "
-                            f"(or -1 for missing); {int(bad[:, q].sum())} entries do not.")
-        out.append(np.ascontiguousarray(x))
+    out = [check_codes(x, mods, where=f"{owner}: silo {name!r}", dtype=np.int64)
+           for name, x in zip(names, silos, strict=True)]
     return out, mods, names
 
 

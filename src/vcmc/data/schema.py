@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from vcmc.atomic import atomic_write_text
 from vcmc.exceptions import DataError, SchemaError
 from vcmc.model import MISSING
 
@@ -236,7 +237,7 @@ class Schema:
         """Return the JSON text; also write it to ``path`` when given."""
         text = json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n"
         if path is not None:
-            Path(path).write_text(text, encoding="utf-8")
+            atomic_write_text(path, text)
         return text
 
     @classmethod

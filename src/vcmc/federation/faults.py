@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from vcmc.atomic import atomic_path, atomic_write_text
 from vcmc.exceptions import ConfigError, InconsistentSiloSummaries, SiloFailure
 from vcmc.protocol import (
     REPLY_TYPE,
@@ -231,13 +232,13 @@ def save_summaries(summaries: Mapping[str, SiloSummary] | Sequence[SiloSummary],
         file = f"summary-{i:03d}.npz"   # silo names are operator-chosen text: keep them out of paths
         arrays = {k: (np.asarray(v) if not isinstance(v, np.ndarray) else v)
                   for k, v in summary.to_arrays().items()}
-        with open(directory / file, "wb") as fh:
+        with atomic_path(directory / file) as tmp, open(tmp, "wb") as fh:
             np.savez(fh, **arrays)
         entries.append({"silo": summary.silo, "file": file, "kind": summary.KIND, "version": summary.VERSION,
                         "sha256": hashlib.sha256((directory / file).read_bytes()).hexdigest()})
     manifest = directory / MANIFEST
-    manifest.write_text(json.dumps({"format": "vcmc-silo-summaries", "format_version": 1,
-                                    "summaries": entries}, indent=2))
+    atomic_write_text(manifest, json.dumps({"format": "vcmc-silo-summaries", "format_version": 1,
+                                            "summaries": entries}, indent=2))
     return manifest
 
 

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 
 import numpy as np
 
 from vcmc._version import __version__
+from vcmc.atomic import atomic_path, atomic_write_text
 from vcmc.results import GlobalResult
 
 RESULT_FORMAT_VERSION = 1
@@ -81,12 +81,6 @@ def result_summary(result: GlobalResult) -> dict:
     })
 
 
-def _atomic_write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 def write_outputs(result: GlobalResult, out_dir, *, schema=None, netcdf: bool = True) -> dict[str, Path]:
     """Write the result files into ``out_dir`` (created if needed); return their paths by kind."""
     import pandas as pd
@@ -96,13 +90,14 @@ def write_outputs(result: GlobalResult, out_dir, *, schema=None, netcdf: bool = 
     paths: dict[str, Path] = {}
 
     paths["result"] = out / "result.json"
-    _atomic_write_text(paths["result"], json.dumps(result_summary(result), indent=2, default=_json_default))
+    atomic_write_text(paths["result"], json.dumps(result_summary(result), indent=2, default=_json_default))
 
     if result.assignments is not None:
         frames = [pd.DataFrame({"silo": name, "row": np.arange(lab.shape[0]), "cluster": lab + 1})
                   for name, lab in zip(result.silos, result.assignments, strict=True)]
         paths["assignments"] = out / "assignments.csv"
-        pd.concat(frames, ignore_index=True).to_csv(paths["assignments"], index=False)
+        with atomic_path(paths["assignments"]) as tmp:
+            pd.concat(frames, ignore_index=True).to_csv(tmp, index=False)
 
     labels = column_labels(result.n_modalities, schema)
     c, p = result.profiles.shape
@@ -115,11 +110,13 @@ def write_outputs(result: GlobalResult, out_dir, *, schema=None, netcdf: bool = 
         frame["ci95_low"] = result.profiles_ci[..., 0].ravel()
         frame["ci95_high"] = result.profiles_ci[..., 1].ravel()
     paths["profiles"] = out / "profiles.csv"
-    frame.to_csv(paths["profiles"], index=False)
+    with atomic_path(paths["profiles"]) as tmp:
+        frame.to_csv(tmp, index=False)
 
     if netcdf and result.pi_draws is not None:
         paths["posterior"] = out / "posterior.nc"
-        to_datatree(result, schema=schema).to_netcdf(paths["posterior"])
+        with atomic_path(paths["posterior"]) as tmp:
+            to_datatree(result, schema=schema).to_netcdf(tmp)
     return paths
 
 

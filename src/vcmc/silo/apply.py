@@ -20,8 +20,8 @@ import numpy as np
 
 from vcmc._rng import RngLike, spawn_generators
 from vcmc.config import PostprocessConfig, PriorConfig, SamplerConfig
-from vcmc.exceptions import ConfigError, DataError
-from vcmc.model import MISSING
+from vcmc.data.codes import check_codes as check_codes_
+from vcmc.exceptions import ConfigError
 from vcmc.parallel import parallel_map, resolve_jobs
 from vcmc.silo.diagnostics import local_diagnostics
 from vcmc.silo.posterior import LocalPosterior
@@ -33,24 +33,9 @@ __all__ = ["run_apply_step", "run_relabelled_chain", "check_codes"]
 
 
 def check_codes(codes, n_modalities) -> tuple[np.ndarray, tuple[int, ...]]:
-    """Validate a silo's integer codes against the modalities; messages never carry data values."""
-    codes = np.asarray(codes)
-    n_mod = tuple(int(k) for k in n_modalities)
-    if codes.ndim != 2:
-        raise DataError(f"codes must be a 2-D array (rows, variables); got {codes.ndim} dimension(s)")
-    if codes.shape[1] != len(n_mod):
-        raise DataError(f"codes has {codes.shape[1]} columns but n_modalities lists {len(n_mod)} variables")
-    if codes.shape[0] == 0:
-        raise DataError("codes has no row: a silo needs at least one individual")
-    if not np.issubdtype(codes.dtype, np.integer):
-        raise DataError(f"codes must hold integer codes; got dtype {codes.dtype}")
-    if any(k < 2 for k in n_mod):
-        raise DataError(f"every variable needs at least 2 modalities; n_modalities is {n_mod}")
-    bad = ((codes < 0) & (codes != MISSING)) | (codes >= np.asarray(n_mod)[None, :])
-    if np.any(bad):
-        col = int(np.flatnonzero(bad.any(axis=0))[0])
-        raise DataError(f"column {col} of codes holds codes outside 0..{n_mod[col] - 1} (and -1 for missing)")
-    return codes, n_mod
+    """The silo's codes checked against the modalities (``vcmc.data.codes``; at least 2 per variable)."""
+    codes = check_codes_(codes, n_modalities, min_modalities=2)
+    return codes, tuple(int(k) for k in n_modalities)
 
 
 def run_relabelled_chain(codes: np.ndarray, n_modalities, *, prior: PriorConfig, sampler: SamplerConfig,

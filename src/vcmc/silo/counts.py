@@ -12,8 +12,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from vcmc.data.codes import check_codes
 from vcmc.exceptions import DataError
-from vcmc.model import MISSING, one_hot_counts, profile_offsets
+from vcmc.model import one_hot_counts, profile_offsets
 
 
 @njit(cache=True)
@@ -62,23 +63,6 @@ def _soft_counts_kernel(codes, offsets, log_pi, log_prof_t, cluster, modality_t,
         loglik[m] = total
 
 
-def _check_codes(codes, n_modalities) -> np.ndarray:
-    codes = np.asarray(codes)
-    k = np.asarray(n_modalities, dtype=np.int64)
-    if codes.ndim != 2 or codes.shape[1] != k.size:
-        raise DataError(f"codes must be a 2-d array with one column per variable ({k.size}); "
-                        f"got shape {codes.shape}")
-    if not np.issubdtype(codes.dtype, np.integer):
-        raise DataError(f"codes must be integer codes 0..K^q-1 (or {MISSING} for missing); "
-                        f"got dtype {codes.dtype}")
-    # only the positions of bad values are reported, never the values (errors may leave the silo)
-    bad = (codes < MISSING) | (codes >= k[None, :])
-    if np.any(bad):
-        cols = np.unique(np.nonzero(bad)[1]).tolist()
-        raise DataError(f"codes out of range in variable column(s) {cols}: expected 0..K^q-1 or {MISSING}")
-    return np.ascontiguousarray(codes, dtype=np.int64)
-
-
 def soft_counts(codes, n_modalities, pi, profiles) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """E-step soft counts and log-likelihood of a silo's rows at M parameter draws.
 
@@ -107,7 +91,7 @@ def soft_counts(codes, n_modalities, pi, profiles) -> tuple[np.ndarray, np.ndarr
     Computed in log space with a log-sum-exp per row, so no product of Q probabilities can underflow.
     ``cluster[m].sum()`` equals the number of rows (every row's responsibilities sum to 1).
     """
-    codes = _check_codes(codes, n_modalities)
+    codes = check_codes(codes, n_modalities, dtype=np.int64)
     offsets = profile_offsets(n_modalities)
     pi = np.asarray(pi, dtype=np.float64)
     profiles = np.asarray(profiles, dtype=np.float64)
@@ -143,7 +127,7 @@ def hard_counts(codes, n_modalities, labels, n_global: int) -> tuple[np.ndarray,
     modality : ndarray of shape (C, P), int
         Members of each cluster having each modality (missing values skipped).
     """
-    codes = _check_codes(codes, n_modalities)
+    codes = check_codes(codes, n_modalities, dtype=np.int64)
     labels = np.asarray(labels)
     if labels.shape != (codes.shape[0],) or not np.issubdtype(labels.dtype, np.integer):
         raise DataError(f"labels must be an integer array of shape ({codes.shape[0]},); "

@@ -12,12 +12,12 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import numpy as np
 
+from vcmc.atomic import atomic_path
 from vcmc.config import PrivacyConfig, config_from_mapping
 from vcmc.exceptions import ConfigError, NotFittedError
 from vcmc.protocol import (
@@ -191,9 +191,8 @@ class LocalSilo:
         arrays = {f"summary.{k}": np.asarray(v) for k, v in summary.to_arrays().items()}
         arrays.update({f"state.{k}": v for k, v in self.export_state().items()
                        if k not in ("assignments", "memberships")})
-        tmp = path.with_name(path.name + ".tmp.npz")
-        np.savez(tmp, **arrays)
-        os.replace(tmp, path)
+        with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+            np.savez(fh, **arrays)
 
     def _summarize(self, request: SummarizeRequest) -> SiloSummary:
         from vcmc.silo.apply import run_apply_step

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from vcmc.atomic import atomic_path
 from vcmc.study import paper
 from vcmc.study.profiles import SCENARIOS
 
@@ -79,7 +80,8 @@ def figure3(df, path: Path, true_k: dict[str, int]) -> Path:
     fig.legend(handles, labels, loc="lower center", ncol=max(len(labels), 1), frameon=False)
     fig.suptitle("Figure 3: estimated number of clusters (dashed: truth)")
     fig.tight_layout(rect=(0, 0.06, 1, 0.96))
-    fig.savefig(path, dpi=120)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=120)
     plt.close(fig)
     return path
 
@@ -125,7 +127,8 @@ def ari_figure(df, path: Path) -> Path:
                 ax.set_ylabel("ARI (pooled data)")
     fig.suptitle("ARI per replicate (boxes: ours; black diamonds: the paper's mean)")
     fig.tight_layout(rect=(0, 0, 1, 0.95))
-    fig.savefig(path, dpi=120)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=120)
     plt.close(fig)
     return path
 
@@ -161,7 +164,8 @@ def pi_vs_paper(t4, path: Path) -> Path:
         axes[0, 0].legend(fontsize=8)
     fig.suptitle("Table 4 against the paper (dashed: identity)")
     fig.tight_layout(rect=(0, 0, 1, 0.94))
-    fig.savefig(path, dpi=120)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=120)
     plt.close(fig)
     return path
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from vcmc.atomic import atomic_path, atomic_write_text
 from vcmc.study.runner import SENSITIVITY_LEVELS, atomic_write_json, load_cells
 
 __all__ = ["DEFAULT_METHOD", "RECOVERED_F1", "suite_frame", "suite_table", "write_suite_tables"]
@@ -197,7 +198,8 @@ def suite_figure(t: pd.DataFrame, path: Path) -> Path:
     axes[0].legend(loc="lower left", fontsize=8)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=110)
     plt.close(fig)
     return path
 
@@ -215,10 +217,13 @@ def write_suite_tables(out, cells: list[dict] | None = None, *, figures: bool = 
     tables.mkdir(parents=True, exist_ok=True)
     paths = {"csv": tables / "generalisation.csv", "levels": tables / "generalisation_levels.csv",
              "markdown": tables / "generalisation.md", "replicates": tables / "generalisation_replicates.csv"}
-    t.to_csv(paths["csv"], index=False)
-    sens.to_csv(paths["levels"], index=False)
-    df.to_csv(paths["replicates"], index=False)
-    paths["markdown"].write_text(suite_markdown(t, sens), encoding="utf-8")
+    with atomic_path(paths["csv"]) as tmp:
+        t.to_csv(tmp, index=False)
+    with atomic_path(paths["levels"]) as tmp:
+        sens.to_csv(tmp, index=False)
+    with atomic_path(paths["replicates"]) as tmp:
+        df.to_csv(tmp, index=False)
+    atomic_write_text(paths["markdown"], suite_markdown(t, sens))
     if figures and not t.empty:
         paths["figure"] = suite_figure(t, out / "figures" / "generalisation.png")
     atomic_write_json(tables / "generalisation_verdict.json",

@@ -16,9 +16,10 @@ from scipy.special import gammaln
 
 from vcmc._rng import as_generator
 from vcmc.config import PriorConfig
+from vcmc.data.codes import check_codes
 from vcmc.dirichlet import sample_dirichlet_blocks
 from vcmc.exceptions import DataError
-from vcmc.model import MISSING, beta_per_column, fractionate, one_hot_counts, profile_offsets
+from vcmc.model import beta_per_column, fractionate, one_hot_counts, profile_offsets
 from vcmc.protocol import SiloSummary
 from vcmc.silo.posterior import LocalPosterior
 
@@ -37,33 +38,14 @@ def _schema_fingerprint(n_modalities) -> str:
 
 
 def _check_inputs(codes, n_modalities, labels):
-    codes = np.asarray(codes)
+    codes = check_codes(codes, n_modalities)
     labels = np.asarray(labels)
-    n_mod = tuple(int(k) for k in n_modalities)
-    if codes.ndim != 2:
-        raise DataError(f"codes must be a 2-D array (rows, variables); got {codes.ndim} dimension(s)")
-    if codes.shape[1] != len(n_mod):
-        raise DataError(f"codes has {codes.shape[1]} columns but n_modalities lists {len(n_mod)} variables")
-    if not np.issubdtype(codes.dtype, np.integer):
-        raise DataError(f"codes must hold integer codes; got dtype {codes.dtype}")
     if labels.shape != (codes.shape[0],):
         raise DataError(f"labels must have one entry per row: expected shape ({codes.shape[0]},), "
                         f"got {labels.shape}")
-    if not np.issubdtype(labels.dtype, np.integer):
-        raise DataError(f"labels must be integers; got dtype {labels.dtype}")
-    if codes.shape[0] == 0:
-        raise DataError("codes has no row: a silo needs at least one individual")
-    if any(k < 1 for k in n_mod):
-        raise DataError("every variable needs at least one modality in n_modalities")
-    # no data value in the message (it may be raised inside a silo): only the column index
-    upper = np.asarray(n_mod)[None, :]
-    bad = ((codes < 0) & (codes != MISSING)) | (codes >= upper)
-    if np.any(bad):
-        col = int(np.nonzero(bad.any(axis=0))[0][0])
-        raise DataError(f"column {col} of codes holds codes outside 0..{n_mod[col] - 1} (and -1 for missing)")
-    if np.any(labels < 0):
-        raise DataError("labels must be non-negative cluster labels")
-    return codes, labels, n_mod
+    if not np.issubdtype(labels.dtype, np.integer) or np.any(labels < 0):
+        raise DataError(f"labels must be non-negative integer cluster labels; got dtype {labels.dtype}")
+    return codes, labels, tuple(int(k) for k in n_modalities)
 
 
 def oracle_local_posterior(codes, n_modalities, labels, *, prior: PriorConfig, n_silos: int,

@@ -27,7 +27,6 @@ import math
 import os
 import platform
 import sys
-import tempfile
 import time
 import traceback
 import zlib
@@ -37,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
+from vcmc.atomic import atomic_write_json as write_json
 from vcmc.exceptions import ConfigError
 from vcmc.progress import progress_bar
 from vcmc.study.profiles import SCENARIOS, StudyProfile, normalise_scenario
@@ -127,25 +127,8 @@ def _to_jsonable(x):
 
 
 def atomic_write_json(path: Path, obj) -> None:
-    """Write JSON to ``path`` through a temporary file in the same folder and ``os.replace``: a reader
-    (or a restart after a kill) sees either the old file or the new one, never a partial file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(_to_jsonable(obj), fh, separators=(",", ":"), allow_nan=False)
-            fh.flush()
-            os.fsync(fh.fileno())
-        # mkstemp creates the file 0600; give it the permissions of a normally created file
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    """Write ``obj`` as strict JSON (arrays as lists, non-finite floats as null) atomically (``vcmc.atomic``)."""
+    write_json(path, _to_jsonable(obj), separators=(",", ":"))
 
 
 def read_cell(path: Path) -> dict | None:

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from vcmc.atomic import atomic_path
 from vcmc.study import paper
 from vcmc.study.profiles import SCENARIOS
 
@@ -507,14 +508,16 @@ def write_tables(out, cells: list[dict] | None = None) -> dict[str, Path]:
     sections = []
     for key, t in tabs.items():
         csv = tdir / f"{key}.csv"
-        t.to_csv(csv, index=False)
+        with atomic_path(csv) as tmp:
+            t.to_csv(tmp, index=False)
         body = md_fns[key](t) if not t.empty else "(no results yet)"
         text = f"## {titles[key]}\n\n{_NOTE.format(R=rtxt)}\n\n{body}\n"
         (tdir / f"{key}.md").write_text(text, encoding="utf-8")
         sections.append(text)
         paths[key] = csv
     ag = agreement(tabs, cells)
-    ag.to_csv(tdir / "agreement.csv", index=False)
+    with atomic_path(tdir / "agreement.csv") as tmp:
+        ag.to_csv(tmp, index=False)
     paths["agreement"] = tdir / "agreement.csv"
     sections.insert(0, "## Agreement with the paper\n\nA quantity agrees when ours and the paper's differ by "
                     "at most 2 combined Monte Carlo standard errors (z); run times are not compared.\n\n"

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from vcmc.exceptions import ConfigError, DataError
+from vcmc.data.codes import check_codes, check_modalities
+from vcmc.exceptions import ConfigError
 from vcmc.model import MISSING
 from vcmc.silo.sampler.intrinsics import _LANES, _LANES64
 
@@ -343,33 +344,12 @@ _L1_BYTES = 32 * 1024
 
 
 def _check_modalities(n_modalities) -> np.ndarray:
-    k = np.asarray(n_modalities)
-    if k.ndim != 1 or k.size == 0 or not np.issubdtype(k.dtype, np.integer) or np.any(k < 1):
-        raise DataError("The 'n_modalities' argument must be a non-empty sequence of positive ints (the "
-                        f"number of modalities K^q of each variable). Got shape {k.shape}, dtype {k.dtype}.")
-    return k.astype(np.int64)
+    return check_modalities(n_modalities)
 
 
 def _check_codes(codes, k: np.ndarray) -> np.ndarray:
-    """Validate integer codes (n, Q) in ``[-1, K^q - 1]``; messages carry no data values."""
-    x = np.asarray(codes)
-    if x.ndim != 2:
-        raise DataError(f"The 'codes' argument must be a 2-d array (rows x variables). Got {x.ndim} "
-                        "dimension(s).")
-    if x.shape[1] != k.size:
-        raise DataError(f"The 'codes' argument has {x.shape[1]} columns but 'n_modalities' describes "
-                        f"{k.size} variables.")
-    if x.shape[0] == 0:
-        raise DataError("The 'codes' argument has no rows.")
-    if not np.issubdtype(x.dtype, np.integer):
-        raise DataError(f"The 'codes' argument must hold integer codes (0..K^q-1, {MISSING} = missing). "
-                        f"Got dtype {x.dtype}.")
-    bad = (x < MISSING) | (x >= k[None, :])
-    if bad.any():
-        cols = np.flatnonzero(bad.any(axis=0))
-        raise DataError(f"The 'codes' argument has {int(bad.sum())} value(s) outside 0..K^q-1 (or "
-                        f"{MISSING} for missing) in column(s) {cols.tolist()}.")
-    return x.astype(np.int16)
+    """The codes as the sampler's int16 layout needs them (``vcmc.data.codes.check_codes``)."""
+    return check_codes(codes, k, dtype=np.int16)
 
 
 # Renormalise the running float32 product every this many variables (a product of 10 column-max-scaled
