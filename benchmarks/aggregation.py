@@ -4,7 +4,7 @@ S = 4 silos of 1,000 rows (the nested heterogeneous design of the paper's Table 
 10 variables (4 binary, 6 ternary: P = 26), T = 5,000 draws per silo (50,000 iterations, 25,000 burn-in,
 thinning 5), contingency strategy with the default configuration. The draws are exact conjugate
 subposterior draws given the true partition, so the benchmark measures aggregation only.
-Target (issue 5): at most 2 s. Reports the median over ``--repeats`` runs.
+Target: at most 2 s. Reports the median over ``--repeats`` runs.
 
     .venv/bin/python benchmarks/aggregation.py [--repeats 5] [--strategy contingency]
 

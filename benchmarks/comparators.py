@@ -3,7 +3,7 @@
 For each scenario (design x separability) and seed, simulates the paper's data (4 silos of 1,000 rows,
 4 binary + 6 ternary variables), runs each method and records wall time, number of non-empty clusters,
 ARI and VI (natural log) against the truth, and, after a Hungarian alignment of estimated to true clusters
-(method.md 9.2), the relative bias of the smallest true cluster's weight and, where the method gives
+(docs/design.md §9.2), the relative bias of the smallest true cluster's weight and, where the method gives
 intervals, the 95% coverage of the weights and profiles. Prints a markdown table beside the paper's
 Table 3 values (mean (sd) over seeds).
 

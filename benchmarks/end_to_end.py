@@ -1,4 +1,4 @@
-"""Wall time of a whole VCMC run against full-data MCMC on the same simulated dataset (issue 5 target:
+"""Wall time of a whole VCMC run against full-data MCMC on the same simulated dataset (target:
 VCMC at most half the wall time of full-data MCMC at the paper's protocol; the paper: 1940 s vs 4338 s).
 
 Both methods run in this process tree on the same machine, one after the other, several times; the

@@ -1,7 +1,7 @@
 """Matching in the paper's Appendix A setting: local partitions set to the truth (no MCMC).
 
-For the six scenarios of method.md section 10 and each matching method, prints the percentage of datasets
-where the correct matching (method.md 9.1) is recovered, the mean ARI of the propagated partition on all
+For the six scenarios of docs/design.md §10 and each matching method, prints the percentage of datasets
+where the correct matching (docs/design.md §9.1) is recovered, the mean ARI of the propagated partition on all
 silos pooled and the mean number of global clusters. Oracle summaries come from exact conjugate draws
 given the true partition (``vcmc.study.oracle``); minimum divergence talks to in-process silos.
 

@@ -1,6 +1,6 @@
 """Speed of the Gibbs sampler: microseconds per iteration, compile time, memory of the stored draws.
 
-Cases (issue 3 and the sparse path):
+Cases:
   (a) n = 1,000 rows, the paper's variables (4 binary + 6 ternary), C+ = 15  (target <= 60 us/iteration);
   (b) n = 10,000 rows, 80 binary variables, C+ = 30;
   (c) n = 9,700 rows shaped like an electronic-health-records silo: 80 binary conditions with prevalences

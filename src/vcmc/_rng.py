@@ -1,4 +1,4 @@
-"""Random number handling (SPEC 7): one ``rng`` argument, normalised once, split with ``spawn``."""
+"""Random number handling (docs/design.md §12.3): one ``rng`` argument, normalised once, split with ``spawn``."""
 
 from __future__ import annotations
 

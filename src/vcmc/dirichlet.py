@@ -106,7 +106,7 @@ def _dirichlet_block(shp, lo, hi, out, logout, want_log, rng):
 
     Shapes below 1 use ``G(a) = G(a + 1) U^(1/a)`` with ``log U = -E``, ``E ~ Exp(1)`` (Marsaglia & Tsang's
     boost; one exponential and one ``exp`` instead of numpy's rejection loop with ``pow``). Log-space path
-    when any shape is below ``_LOG_PATH_SHAPE`` (ecosystem.md section 3): ``log G(a) = log G(a+1) - E/a``
+    when any shape is below ``_LOG_PATH_SHAPE`` (docs/design.md §12.5): ``log G(a) = log G(a+1) - E/a``
     then log-sum-exp, so a component with a tiny weight gets ``exp(-800)`` (an exact 0 in float64 at worst)
     while its log in ``logout`` stays finite and correct. ``logout[lo:hi]`` is always filled on the log
     path and, on the direct path, only if ``want_log``.

@@ -1,4 +1,4 @@
-"""Evaluation metrics of the simulation study (method.md section 9).
+"""Evaluation metrics of the simulation study (docs/design.md §9).
 
 ARI (scikit-learn), variation of information (Meila 2003, base selectable), relative bias, 95% coverage,
 alignment of estimated to true clusters by a Hungarian assignment on the confusion matrix (section 9.2),
@@ -39,7 +39,7 @@ def _two_partitions(a, b, where: str) -> tuple[np.ndarray, np.ndarray]:
 def adjusted_rand_index(a, b) -> float:
     """Adjusted Rand index (Hubert & Arabie 1985) of two partitions of the same individuals.
 
-    Thin wrapper of :func:`sklearn.metrics.adjusted_rand_score` (method.md 9.1); label values are arbitrary.
+    Thin wrapper of :func:`sklearn.metrics.adjusted_rand_score` (docs/design.md §9.1); label values are arbitrary.
 
     Parameters
     ----------
@@ -56,7 +56,7 @@ def adjusted_rand_index(a, b) -> float:
 
 
 def variation_of_information(a, b, *, base=np.e) -> float:
-    """Variation of information ``VI = H(U) + H(V) - 2 I(U; V)`` (Meila 2003; method.md 9.1).
+    """Variation of information ``VI = H(U) + H(V) - 2 I(U; V)`` (Meila 2003; docs/design.md §9.1).
 
     Parameters
     ----------
@@ -83,7 +83,7 @@ def variation_of_information(a, b, *, base=np.e) -> float:
 
 
 def relative_bias(estimate, truth) -> np.ndarray:
-    """Elementwise relative error ``(estimate - truth) / truth`` (method.md 9.1).
+    """Elementwise relative error ``(estimate - truth) / truth`` (docs/design.md §9.1).
 
     Average it over datasets (axis 0) for the paper's empirical relative bias. A zero true value gives
     ``inf``/``nan``: the paper's Table 5 puts such entries in their own bin (:func:`p_value_bins`).
@@ -104,7 +104,7 @@ def relative_bias(estimate, truth) -> np.ndarray:
 
 
 def coverage(lower, upper, truth) -> np.ndarray:
-    """Elementwise ``lower <= truth <= upper`` (the 95% coverage indicator, method.md 9.1).
+    """Elementwise ``lower <= truth <= upper`` (the 95% coverage indicator, docs/design.md §9.1).
 
     The coverage rate is the mean of this indicator over datasets. NaN bounds (e.g. a true cluster left
     unmatched) give False.
@@ -187,7 +187,7 @@ def majority_pieces(estimated_labels, true_labels, n_estimated=None, n_true=None
 
 
 def align_clusters(estimated_labels, true_labels, n_estimated=None, n_true=None) -> np.ndarray:
-    """Estimated cluster aligned to each true cluster (method.md 9.2).
+    """Estimated cluster aligned to each true cluster (docs/design.md §9.2).
 
     A Hungarian assignment (:func:`scipy.optimize.linear_sum_assignment`) on the true x estimated confusion
     matrix maximises the number of individuals on matched pairs. Estimated clusters left over (more
@@ -217,7 +217,7 @@ def align_clusters(estimated_labels, true_labels, n_estimated=None, n_true=None)
 
 
 def correct_matching(local_labels: Sequence, true_labels: Sequence, assignment, n_true=None) -> bool:
-    """Whether a matching of local clusters is correct (Table 2 criterion, method.md 9.1).
+    """Whether a matching of local clusters is correct (Table 2 criterion, docs/design.md §9.1).
 
     Each non-empty local cluster (s, l) gets the identity tau(s, l) = the majority true label of its
     members. The matching is correct iff (1) two local clusters, same silo included, share a global cluster

@@ -1,7 +1,7 @@
 """The over-fitted latent class model: layout of the parameters, priors and prior fractionation.
 
 Parameters of one component ``c`` are stored as a flat row of ``P = sum_q K^q`` probabilities: the
-columns ``offsets[q]:offsets[q + 1]`` hold ``p^q_{., c}`` (method.md section 1). Data are integer codes
+columns ``offsets[q]:offsets[q + 1]`` hold ``p^q_{., c}`` (docs/design.md §1). Data are integer codes
 ``0..K^q - 1`` with ``MISSING`` (-1) for a missing value.
 """
 

@@ -1,7 +1,7 @@
-"""Process-parallel map for chains and silos (architecture.md "Performance shape").
+"""Process-parallel map for chains and silos (docs/design.md §12.5).
 
 Chains and silos run in separate processes: a numba Gibbs sweep is serial per chain (a Generator must not
-be shared across threads, ecosystem.md section 3), so parallelism comes from independent work items. All
+be shared across threads, docs/design.md §12.5), so parallelism comes from independent work items. All
 randomness must come from the items (e.g. one spawned ``SeedSequence`` per item), so results never depend
 on ``jobs``.
 """

@@ -1,4 +1,4 @@
-"""The server algorithm, written once against a ``Transport`` to the silos (architecture.md).
+"""The server algorithm, written once against a ``Transport`` to the silos (docs/design.md §12.1).
 
     silo data -> apply step (inside each silo) -> SiloSummary -> matching -> aggregation -> global partition
 

@@ -1,12 +1,12 @@
 """Simulated federated data: the paper's shard designs (Table 1) and a general latent class generator.
 
-The paper's designs (method.md section 10): S = 4 silos of 1000 individuals, four binary and six ternary
+The paper's designs (docs/design.md §10): S = 4 silos of 1000 individuals, four binary and six ternary
 variables, cluster profiles ``p^q_{.,c}`` drawn independently for every (variable, cluster) from a symmetric
 Dirichlet(0.3) ("easy" separability) or Dirichlet(1) ("poor"), redrawn for every dataset, and cluster labels
 drawn within each silo with the probabilities of Table 1 (multinomially by default, exact proportions as
 an option).
 
-Randomness (SPEC 7, architecture.md): the root ``rng`` becomes a ``SeedSequence`` that is spawned into
+Randomness (docs/design.md §12.3): the root ``rng`` becomes a ``SeedSequence`` that is spawned into
 ``1 + S`` children: child 0 draws the profiles, child ``s + 1`` draws silo ``s``
 (labels, values, missingness).
 So changing the size of one silo, or adding a silo, changes neither the profiles nor the other silos.
@@ -34,14 +34,14 @@ __all__ = ["DESIGNS", "PAPER_N_MODALITIES", "SEPARABILITIES", "SimulatedData", "
 
 DESIGNS: tuple[str, ...] = ("homogeneous", "nested", "non-nested")
 
-#: Dirichlet concentration of the profiles for each separability (method.md section 10).
+#: Dirichlet concentration of the profiles for each separability (docs/design.md §10).
 SEPARABILITIES: dict[str, float] = {"easy": 0.3, "poor": 1.0}
 
-#: Four binary then six ternary variables (method.md section 10).
+#: Four binary then six ternary variables (docs/design.md §10).
 PAPER_N_MODALITIES: tuple[int, ...] = (2, 2, 2, 2, 3, 3, 3, 3, 3, 3)
 
 _H, _F, _T, _B = 1 / 6, 1 / 5, 1 / 3, 1 / 2
-# Table 1 (method.md section 10, the consistent reading; also ../shared/reference/paper_tables.json).
+# Table 1 (the paper, docs/design.md §10; the same numbers ship in vcmc/study/paper_tables.json).
 _TABLE1 = {
     "homogeneous": [[_F] * 5] * 4,
     "nested": [[_H] * 6,
@@ -350,7 +350,7 @@ def simulate(*, n_per_silo, weights, n_modalities, concentration=1.0, profiles=N
             raise ConfigError(f"The 'concentration' parameter of simulate must be > 0. "
                               f"Got {concentration!r}.")
         prng = np.random.default_rng(children[0])
-        # One Dirichlet draw per (cluster, variable), independently (method.md section 10).
+        # One Dirichlet draw per (cluster, variable), independently (docs/design.md §10).
         blocks = [prng.dirichlet(np.full(int(k[q]), a[q]), size=n_clusters) for q in range(q_count)]
         prof = np.concatenate(blocks, axis=1)
     else:
@@ -438,7 +438,7 @@ def sparse_binary_profiles(n_clusters: int, n_conditions: int, *, rng: RngLike =
 
 def simulate_design(design: str, separability: str, *, rng: RngLike = None, n_per_silo=1000,
                     exact: bool = False, missing_rate: float = 0.0) -> SimulatedData:
-    """Simulate one dataset of the paper's scenarios (method.md section 10).
+    """Simulate one dataset of the paper's scenarios (docs/design.md §10).
 
     Parameters
     ----------

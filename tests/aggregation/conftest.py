@@ -1,7 +1,7 @@
 """Shared test data for the aggregation tests: silos with a known partition and exact conjugate draws.
 
 Each silo's draws come from its fractionated conjugate posterior given the true (fixed) partition, so the
-product of the silos' subposteriors is an exact Dirichlet (baselines.md section 3.2) and the matching is
+product of the silos' subposteriors is an exact Dirichlet (docs/design.md §11.3.2) and the matching is
 the identity on the true labels. Built directly from arrays so these tests do not depend on the sampler.
 """
 

@@ -43,7 +43,7 @@ def _merged_problem():
 
 
 def _dense_reference(summ, assign, n_global):
-    """method.md 5.5 written out draw by draw: pi-weighted means of the merged local profiles."""
+    """docs/design.md §5.5 written out draw by draw: pi-weighted means of the merged local profiles."""
     t, _, p = summ.profile_draws.shape
     k = np.asarray(N_MOD)
     out = np.tile(np.repeat(1.0 / k, k), (t, n_global, 1))
@@ -88,7 +88,7 @@ def _nested_problem(make, nested, n_draws=30):
 
 
 def _dense_value(m, blocks, layout, tuples, prior):
-    """Relaxed ELBO of objective (a) from dense (S, M, C, P) arrays, as method.md 6.4 writes it."""
+    """Relaxed ELBO of objective (a) from dense (S, M, C, P) arrays, as docs/design.md §6.4 writes it."""
     w0, w = layout.split(blocks[None])
     wcol = w[0][..., layout.var_of_col]                                 # (S, C, P)
     pihat = sum(w0[0, s] * m.pi[s][tuples[s]] for s in range(m.n_silos))
@@ -194,7 +194,7 @@ def test_plateau_rule_threshold_is_z_standard_errors():
 
 
 def test_plateau_stop_reaches_the_long_run_optimum(make):
-    # from uniform weights on silos of unequal sizes the optimiser must climb first (method.md 6.8)
+    # from uniform weights on silos of unequal sizes the optimiser must climb first (docs/design.md §6.8)
     pr = make(3, n_rows=(100, 400, 1600, 3000), n_modalities=(2, 2, 3, 3), n_draws=400)
     m = pr.matched
     long = aggregate(m, config=AggregationConfig(tol=1e-9, max_iter=300), rng=1, init="uniform")

@@ -1,4 +1,4 @@
-"""DisCGS for categorical data (baselines.md 4.3): exact CGS law, unit predictive, one silo, recovery."""
+"""DisCGS for categorical data (docs/design.md §11.4): exact CGS law, unit predictive, one silo, recovery."""
 
 import itertools
 

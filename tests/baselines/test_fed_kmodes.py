@@ -1,4 +1,4 @@
-"""Federated K-modes (baselines.md section 2): reduction to k-modes, weighted modes, ties, recovery."""
+"""Federated K-modes (docs/design.md §11.2): reduction to k-modes, weighted modes, ties, recovery."""
 
 import numpy as np
 import pytest

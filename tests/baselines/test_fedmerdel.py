@@ -1,4 +1,4 @@
-"""FedMerDel (baselines.md section 1): ELBO identities, CAVI monotonicity, greedy moves, recovery."""
+"""FedMerDel (docs/design.md §11.1): ELBO identities, CAVI monotonicity, greedy moves, recovery."""
 
 import numpy as np
 import pytest
@@ -78,7 +78,7 @@ def test_merge_across_silos_equals_pooled_m_step_with_summed_columns():
 
 
 def test_global_elbo_closed_form_matches_term_by_term_formula():
-    # baselines.md 1.3 written out independently (no entropy), K_init convention of 1.5.
+    # the ELBO of the variational posterior written out independently (no entropy term).
     rng = np.random.default_rng(4)
     a = ALPHA + rng.uniform(1, 50, size=4)
     eps = epsilon_columns(None, MODS)

@@ -1,6 +1,5 @@
 """Tests of vcmc.data.readers: CSV/DataFrame/Parquet reading, schema inference, splitting, bad input."""
 
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -16,10 +15,11 @@ from vcmc.data import (
     read_silos,
     split_by_column,
 )
+from vcmc.datasets import ability_path
 from vcmc.exceptions import DataError, SchemaError
 from vcmc.model import MISSING
 
-ABILITY = Path("/work/shared/data/real/ability.csv")
+ABILITY = ability_path()
 
 
 def _write(tmp_path, name, text):
@@ -59,8 +59,6 @@ def test_shared_schema_union_across_silos_and_json(two_silos, tmp_path):
 
 
 def test_read_ability_with_id_column():
-    if not ABILITY.exists():
-        pytest.skip("real dataset not available")
     raw = pd.read_csv(ABILITY)
     silo = read_csv(ABILITY, id_column=0)
     assert silo.n_rows == len(raw) == 1525

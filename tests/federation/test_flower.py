@@ -73,7 +73,7 @@ def test_silo_operator_sets_data_and_limits_in_node_config(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------------
-# Real deployment on loopback (ecosystem.md section 1.8)
+# Real deployment on loopback: a SuperLink and one SuperNode per silo in subprocesses
 
 
 def _free_port():
@@ -185,7 +185,7 @@ def test_flower_run_equals_in_process_run(federation):
     assert submitted.returncode == 0, submitted.stdout + submitted.stderr
     run_id = json.loads(submitted.stdout)["run-id"]
 
-    # `flwr run` exits 0 even when the ServerApp fails: read the run's status (ecosystem.md section 0 item 4).
+    # `flwr run` exits 0 even when the ServerApp fails: read the run's status.
     # Each `flwr` call costs seconds, so poll the cheap result file and ask Flower every ~15 s.
     status, listing, last_list = None, None, 0.0
     t0 = time.monotonic()

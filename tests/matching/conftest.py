@@ -24,7 +24,7 @@ def make_summary(name, profiles, sizes=None, n_rows=1000, n_modalities=None):
 
 
 def binary_profiles(points):
-    """Flat profiles of binary variables whose coordinates (method.md 5.1) are ``points``: (K, D)."""
+    """Flat profiles of binary variables whose coordinates (docs/design.md §5.1) are ``points``: (K, D)."""
     pts = np.atleast_2d(np.asarray(points, dtype=float))
     out = np.empty((pts.shape[0], 2 * pts.shape[1]))
     out[:, 0::2] = pts

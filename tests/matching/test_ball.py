@@ -12,7 +12,7 @@ from vcmc.study.oracle import oracle_posterior_and_summary
 
 
 def test_radius_rates_from_method_md():
-    # method.md 5.4: n_s = 1000 gives r ~ 0.288; the EHR shards (n_s ~ 9,661) give r ~ 0.176
+    # docs/design.md §5.4: n_s = 1000 gives r ~ 0.288; the EHR shards (n_s ~ 9,661) give r ~ 0.176
     assert ball_radius(1000) == pytest.approx(0.288, abs=1e-3)
     assert ball_radius(9661) == pytest.approx(0.176, abs=1e-3)
     assert ball_radius(1000, "finite") == pytest.approx(math.sqrt(math.log(1000) / 1000))

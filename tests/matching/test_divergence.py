@@ -121,7 +121,7 @@ def test_appendix_a_easy_recovers_correct_matching(mh, design, seed):
 
 @pytest.mark.parametrize("seed", [1, 2])
 def test_penalised_rule_beats_augmented_on_overlapping_clusters(mh, seed):
-    # method.md 5.3.1: the augmented reference over-splits when clusters overlap: with a multi-start over
+    # docs/design.md §5.3.1: the augmented reference over-splits when clusters overlap: with a multi-start over
     # orders, runs that open spurious clusters reach a smaller summed KL and win
     data, summaries, locals_, local_labels = mh.appendix_a("nested", "poor", seed)
     route = mh.divergence_for(data, locals_)

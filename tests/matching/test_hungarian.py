@@ -61,7 +61,7 @@ def test_appendix_a_easy_recovers_correct_matching(mh, design, seed):
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_fails_on_non_nested_design(mh, seed):
-    # no silo holds all 6 clusters: the reference has 5, so clusters are forced into 5 (method.md 5.2)
+    # no silo holds all 6 clusters: the reference has 5, so clusters are forced into 5 (docs/design.md §5.2)
     data, summaries, _, local_labels = mh.appendix_a("non-nested", "easy", seed)
     ev = evaluate_matching(match_hungarian(summaries), local_labels, data.labels)
     assert not ev["correct"]

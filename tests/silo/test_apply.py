@@ -43,7 +43,7 @@ def test_recovers_the_six_clusters_of_silo_one_under_fractionation(nested_easy, 
     assert adjusted_rand_score(truth, local.partition) >= 0.9
     _clusters_present_plus_small_ghosts(local, n_true)
     assert local.cluster_sizes.sum() == codes.shape[0]
-    # Fractionation keeps a few tiny components alive (method.md "Decisions"): the chain's own count of
+    # Fractionation keeps a few tiny components alive (docs/design.md §0): the chain's own count of
     # occupied components exceeds the truth
     assert local.diagnostics["k_hat"] > n_true
     np.testing.assert_allclose(local.pi_draws.sum(axis=1), 1.0)

@@ -93,7 +93,7 @@ def test_draw_dirichlet_moments_including_sparse(alpha):
 
 
 def test_draw_dirichlet_sparse_beats_naive_gamma_underflow():
-    # naive normalised gammas give 0/0 for a large share of rows at alpha = 1e-3 (ecosystem.md s.3)
+    # naive normalised gammas give 0/0 for a large share of rows at alpha = 1e-3
     draws = draw_dirichlet([1e-3, 1e-3], rng=3, size=20_000)
     assert not np.isnan(draws).any()
     # by symmetry the first coordinate is near 0 or near 1 each half of the time

@@ -49,7 +49,7 @@ def test_propagated_partition_and_pooled_ari():
     assert part[1].tolist() == [1, 1, 1, 1, 2, 2]
     ev = evaluate_matching(m, LOCAL, TRUE)
     assert ev["correct"] and ev["n_global"] == 3
-    # Hubert-Arabie ARI (method.md 9.1) written out on the pooled partitions
+    # Hubert-Arabie ARI (docs/design.md §9.1) written out on the pooled partitions
     est = np.concatenate(part)
     true = np.concatenate(TRUE)
     n = est.size

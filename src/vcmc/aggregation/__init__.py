@@ -1,4 +1,4 @@
-"""Variational aggregation of matched silo draws: the VCMC core (method.md sections 6-8).
+"""Variational aggregation of matched silo draws: the VCMC core (docs/design.md §6-8).
 
 The public API: ``aggregate`` (the three strategies), ``aggregate_with_weights`` (push-forward alone),
 ``consensus`` (CMC baselines), the weight constructors and ``relaxed_elbo``.

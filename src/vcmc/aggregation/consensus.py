@@ -1,4 +1,4 @@
-"""Consensus Monte Carlo baselines on the same matched draws (baselines.md section 3).
+"""Consensus Monte Carlo baselines on the same matched draws (docs/design.md §11.3).
 
 Three fixed weightings pushed through the same block-wise convex family as VCMC, so every baseline draw
 stays on the simplex: ``"uniform"`` (1/S per block), ``"count"`` (omega proportional to the silo's rows

@@ -1,4 +1,4 @@
-"""Space-filling starting points: Latin hypercube mapped onto each weight simplex (method.md section 7.3).
+"""Space-filling starting points: Latin hypercube mapped onto each weight simplex (docs/design.md §7.3).
 
 A Latin hypercube of N points in ``[0, 1]^m`` (``scipy.stats.qmc.LatinHypercube``), with
 ``m = sum_b (|S_b| - 1)`` free coordinates, is cut into one sub-vector per block and sent onto the block's
@@ -20,7 +20,7 @@ def inverse_rosenblatt_simplex(u: np.ndarray) -> np.ndarray:
 
     The uniform distribution on the simplex factorises into sequential Beta variables:
     ``w_j = (1 - sum_{i<j} w_i) B_j`` with ``B_j ~ Beta(1, k - j)``, whose quantile function is
-    ``1 - (1 - u)^(1 / (k - j))`` (method.md section 7.3). The map sends the uniform distribution on the
+    ``1 - (1 - u)^(1 / (k - j))`` (docs/design.md §7.3). The map sends the uniform distribution on the
     cube to the uniform distribution on the simplex, so a space-filling cube design stays spread out.
 
     Parameters

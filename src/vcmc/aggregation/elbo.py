@@ -1,4 +1,4 @@
-"""Relaxed ELBO of the aggregation family, its gradient and a curvature estimate (method.md 6.3-6.5).
+"""Relaxed ELBO of the aggregation family, its gradient and a curvature estimate (docs/design.md §6.3-6.5).
 
 ``L(omega) = E[g(F_omega(theta^1..theta^S))] + H(omega)`` where the expectation is a sample average over
 draw tuples (one draw per silo; the silos' chains are independent, so any pairing is valid), ``H`` is the
@@ -448,7 +448,7 @@ class Objective:
 def relaxed_elbo(matched: MatchedDraws, weights: AggregationWeights, *, objective: str = "complete",
                  prior: PriorConfig = _DEFAULT_PRIOR, tuples=None, counts_fn: CountsFn | None = None,
                  rng=None, n_tuples: int = 200) -> float:
-    """Relaxed ELBO of ``weights`` (method.md 6.4) on fixed draw tuples.
+    """Relaxed ELBO of ``weights`` (docs/design.md §6.4) on fixed draw tuples.
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""Maximisation of the relaxed ELBO over the block-wise convex weights (method.md sections 6.6-6.8).
+"""Maximisation of the relaxed ELBO over the block-wise convex weights (docs/design.md §6.6-6.8).
 
 Optimisers (``AggregationConfig.optimizer``):
 
@@ -6,7 +6,7 @@ Optimisers (``AggregationConfig.optimizer``):
     Each iteration draws M fresh tuples, computes the gradient and the block curvature, and takes a
     Newton step *in the tangent space of each block simplex*: it maximises ``g.d - d.B.d/2`` subject
     to ``sum_s d_s = 0``, which removes the component of the gradient common to all silos of a block
-    BEFORE the scaling (the trap of method.md 6.8: scaling uncentred gradients moves every weight by
+    BEFORE the scaling (the trap of docs/design.md §6.8: scaling uncentred gradients moves every weight by
     the same amount, which the projection then cancels). The curvature B is the exact Hessian of
     objective (a) and the EM (complete-data) curvature of (b), so the step is scale-free: no step size
     to tune, whatever the number of rows. A fraction-to-boundary rule keeps every weight positive, a
@@ -335,7 +335,7 @@ def _lbfgs_one(objective: Objective, start: np.ndarray, config: AggregationConfi
 
 def _run_lbfgs(objective: Objective, init: np.ndarray, config: AggregationConfig, *, eval_tuples: Tuples,
                n_iter: int | None) -> RunOutput:
-    """Softmax + L-BFGS on the fixed evaluation tuples, one start at a time (method.md 6.8)."""
+    """Softmax + L-BFGS on the fixed evaluation tuples, one start at a time (docs/design.md §6.8)."""
     lay = objective.layout
     n_iter = config.max_iter if n_iter is None else n_iter
     init = project_simplex(np.asarray(init, dtype=np.float64), lay.mask[None], config.floor)

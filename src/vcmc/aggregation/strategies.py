@@ -1,4 +1,4 @@
-"""The three inference strategies of the aggregate step (method.md section 7) and the push-forward.
+"""The three inference strategies of the aggregate step (docs/design.md §7) and the push-forward.
 
 =====================  ==============================================  ===================================
 strategy               what is shared after the upload of the draws    rounds of silo communication
@@ -127,7 +127,7 @@ def pair_draws(matched: MatchedDraws, rng=None, n_out: int | None = None) -> np.
 
 
 def push_forward(matched: MatchedDraws, weights: AggregationWeights, idx: np.ndarray):
-    """Aggregated draws ``sum_s omega^s theta^s`` of paired draws ``idx`` (S, T) (method.md section 8).
+    """Aggregated draws ``sum_s omega^s theta^s`` of paired draws ``idx`` (S, T) (docs/design.md §8).
 
     Only each silo's present clusters are gathered, ``_PUSH_ROWS`` draws at a time, so the work memory
     does not grow with the number of draws (the silos are added in order, as a plain loop would).

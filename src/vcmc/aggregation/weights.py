@@ -1,6 +1,6 @@
 """The aggregation family: block-wise convex weights, their block layout and the simplex projection.
 
-method.md section 6.2: one weight per silo for the pi block and for each (variable q, global cluster c)
+docs/design.md §6.2: one weight per silo for the pi block and for each (variable q, global cluster c)
 block; the weights of a block lie on the simplex over the silos where the block's cluster is present
 (structural zeros, section 5.5). Every aggregated draw is then a convex combination of points of the
 same simplices, so it satisfies the constraints by construction. With ``tie="per_cluster"`` the Q profile
@@ -49,7 +49,7 @@ class AggregationWeights:
 
 
 class BlockLayout:
-    """Block structure of the weights of one matched problem (method.md section 6.2).
+    """Block structure of the weights of one matched problem (docs/design.md §6.2).
 
     Parameters
     ----------
@@ -66,7 +66,7 @@ class BlockLayout:
         Intrinsic dimension d_b of the quantity each block aggregates: C - 1 for pi, K^q - 1 for a
         (q, c) block, D = sum_q (K^q - 1) for a tied cluster block.
     entropy_coef : ndarray of shape (n_blocks,)
-        ``d_b / |S_b|``, the coefficient of the per-block relaxed entropy of method.md section 6.3.
+        ``d_b / |S_b|``, the coefficient of the per-block relaxed entropy of docs/design.md §6.3.
     """
 
     def __init__(self, present, n_modalities, tie: str = "per_block"):
@@ -154,7 +154,7 @@ def project_simplex(v: np.ndarray, mask: np.ndarray | None = None, floor: float 
     """Euclidean projection of each row of ``v`` onto ``{w : w >= floor, sum w = 1}`` over its mask.
 
     Duchi, Shalev-Shwartz, Singer & Chandra (2008), Algorithm 1 (sort-based, as in Blondel et al. 2014),
-    vectorised over all leading axes (method.md section 6.6). The floor is handled by projecting
+    vectorised over all leading axes (docs/design.md §6.6). The floor is handled by projecting
     ``v - floor`` onto the simplex of total ``1 - k floor`` (k = silos in the block) and adding it back.
     Hand-written because neither numpy nor scipy has a simplex projection.
 
@@ -202,7 +202,7 @@ def _layout(matched: MatchedDraws, tie: str) -> BlockLayout:
 
 
 def count_blocks(layout: BlockLayout, n_rows, sizes, floor: float = 0.0) -> np.ndarray:
-    """Count weights as blocks: ``omega_0 ∝ n_s``, ``omega_{q,c} ∝ n_{s,c}`` (method.md section 6.2)."""
+    """Count weights as blocks: ``omega_0 ∝ n_s``, ``omega_{q,c} ∝ n_{s,c}`` (docs/design.md §6.2)."""
     sizes = np.asarray(sizes, dtype=np.float64)
     prof = sizes.T                                                   # (C, S)
     if layout.tie == "per_block":
@@ -214,7 +214,7 @@ def count_blocks(layout: BlockLayout, n_rows, sizes, floor: float = 0.0) -> np.n
 def count_weights(matched: MatchedDraws, *, tie: str = "per_block") -> AggregationWeights:
     """Count weights: ``omega_0 ∝ n_s`` and ``omega_{q,c} ∝ n_{s,c}`` over the silos where c is present.
 
-    Reproduces linear pooling of the silos' posterior means up to prior pseudo-counts (method.md 6.2), so
+    Reproduces linear pooling of the silos' posterior means up to prior pseudo-counts (docs/design.md §6.2), so
     it is both the default starting point and a CMC-like baseline. A present cluster whose members all
     sit in silos reporting size 0 gets uniform weights.
     """
@@ -249,10 +249,10 @@ def random_weights(matched: MatchedDraws, *, tie: str = "per_block", rng=None) -
 
 
 def inverse_variance_weights(matched: MatchedDraws) -> AggregationWeights:
-    """Scott et al.'s consensus weights restricted to the simplex (baselines.md section 3).
+    """Scott et al.'s consensus weights restricted to the simplex (docs/design.md §11.3).
 
     Scalar weights ``omega^s_b ∝ 1 / tr Cov_s(theta_b)`` per block (the scalar member of Scott et al.'s
-    family, the only linear one that keeps every draw on the simplex, baselines.md 3.2), normalised over
+    family, the only linear one that keeps every draw on the simplex, docs/design.md §11.3), normalised over
     the silos present in the block. A silo whose draws do not vary in a block (zero trace) gets the
     largest weight of the block's other silos rather than an infinite one.
     """

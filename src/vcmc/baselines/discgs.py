@@ -1,6 +1,6 @@
 """DisCGS adapted to categorical data (Khoufache et al. 2024/2025), one-shot discrete variant.
 
-baselines.md section 4.3 (a comparator beyond the seed paper's). Each silo (worker) runs a collapsed
+docs/design.md §11.4 (a comparator beyond the paper's). Each silo (worker) runs a collapsed
 Gibbs sampler (CGS) for a mixture of products of Dirichlet-categorical components; it sends, per local
 cluster of its last state, the member count and the contingency counts (Q x K^q). The server (master)
 runs a collapsed Gibbs sampler in which the local clusters are indivisible units, and returns the
@@ -387,7 +387,7 @@ def fit_discgs(silos: Sequence[np.ndarray], n_modalities, *, n_iter: int = 100,
                alpha_master: float | None = None,
                prior: str = "finite", n_components: int = 15, n_init_clusters: int = 10, rng=None,
                silo_names=None) -> GlobalResult:
-    """DisCGS for categorical data, one shot (baselines.md section 4.3).
+    """DisCGS for categorical data, one shot (docs/design.md §11.4).
 
     Parameters
     ----------

@@ -1,6 +1,6 @@
 """Federated K-modes: the Garst & Reinders federated K-means pipeline on categorical data.
 
-baselines.md section 2. The seed paper's comparator (section 5.4): Garst & Reinders' federated K-means
+docs/design.md §11.2. The seed paper's comparator (section 5.4): Garst & Reinders' federated K-means
 (clients run a few local iterations from the server's centres, the server runs a count-weighted
 clustering of the pooled local centres, empty clusters are dropped) with
 
@@ -274,7 +274,7 @@ def server_weighted_kmodes(modes: np.ndarray, counts: np.ndarray, n_clusters: in
 def fit_fed_kmodes(silos: Sequence[np.ndarray], n_modalities, *, n_clusters: int, rounds: int = 10,
                    local_iter: int = 1, server_n_init: int = 10, final_update: bool = True, init=None,
                    rng=None, silo_names=None) -> GlobalResult:
-    """Federated K-modes (baselines.md section 2.2), the seed paper's weakest comparator.
+    """Federated K-modes (docs/design.md §11.2), the paper's weakest comparator.
 
     Parameters
     ----------

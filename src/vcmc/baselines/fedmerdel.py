@@ -1,6 +1,6 @@
 """FedMerDel with greedy global merge (Rao, Crowe, Marshall, Richardson, Kirk 2025), our implementation.
 
-baselines.md section 1. Each silo fits the over-fitted categorical mixture (VICatMix model, section 1.1)
+docs/design.md §11.1. Each silo fits the over-fitted categorical mixture (VICatMix model, section 1.1)
 by mean-field variational inference (CAVI, section 1.2) with local merge and delete moves (section 1.4);
 it then sends, for each of its non-empty clusters, the variational Dirichlet parameters ``alpha*_k``
 (a soft size) and ``eps*_k`` (a soft contingency table) (section 1.6). The server greedily merges
@@ -351,7 +351,7 @@ def _rank_scores(ranking: str, ref, cands, offsets) -> np.ndarray:
         with np.errstate(invalid="ignore", divide="ignore"):
             corr = (b @ a) / den
         return np.where(np.isfinite(corr), corr, -np.inf)
-    # "bhattacharyya": closest Dirichlet posteriors first, using every category (baselines.md 1.7).
+    # "bhattacharyya": closest Dirichlet posteriors first, using every category (docs/design.md §11.1).
     return -_dirichlet_bhattacharyya(ref[None, :], cands, offsets)
 
 
@@ -444,7 +444,7 @@ def fit_fedmerdel(silos: Sequence[np.ndarray], n_modalities, *, k_init: int = 15
                   epsilon=None, tol: float = 5e-6, max_iter: int = 1000, laps: int = 5,
                   ranking: str = "first-category", moves: bool = True, rng=None,
                   silo_names=None) -> GlobalResult:
-    """FedMerDel with greedy global merge (baselines.md section 1), one shot.
+    """FedMerDel with greedy global merge (docs/design.md §11.1), one shot.
 
     Parameters
     ----------

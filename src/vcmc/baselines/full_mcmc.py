@@ -1,4 +1,4 @@
-"""Full-data MCMC: the paper's gold-standard comparator (method.md section 10, paper section 5.4).
+"""Full-data MCMC: the paper's gold-standard comparator (docs/design.md §10, paper section 5.4).
 
 The rows of every silo are pooled and the same Gibbs sampler, relabelling and post-processing as a silo's
 apply step are run on them, with prior fractionation off (there is one "silo", so the prior is the

@@ -1,6 +1,6 @@
 """Build ``FitConfig`` from plain mappings: a Flower run config, a TOML/JSON file or ``FitConfig.to_dict()``.
 
-The CLI, the Python API and the Flower ServerApp must build the same config objects (architecture.md,
+The CLI, the Python API and the Flower ServerApp must build the same config objects (docs/design.md §12.1,
 "Configuration and randomness"), so there is exactly one parser, ``config_from_mapping``. It accepts
 
 - nested sections: ``{"sampler": {"n_iter": 2000}, "privacy": {"min_cluster_size": 5}}`` (the output of

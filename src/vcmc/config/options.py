@@ -70,7 +70,7 @@ def check_new_cluster_rule(rule: str, penalty_multiplier: float, owner: str) -> 
 
 @dataclass(frozen=True)
 class PriorConfig:
-    """Priors of the over-fitted latent class model (method.md section 2).
+    """Priors of the over-fitted latent class model (docs/design.md §2).
 
     Attributes
     ----------
@@ -140,7 +140,7 @@ class SamplerConfig:
 
 @dataclass(frozen=True)
 class PostprocessConfig:
-    """Post-processing of a local chain inside the silo (method.md section 4.2 and "Decisions").
+    """Post-processing of a local chain inside the silo (docs/design.md §4.2).
 
     Attributes
     ----------
@@ -196,7 +196,7 @@ class PostprocessConfig:
 
 @dataclass(frozen=True)
 class PrivacyConfig:
-    """Disclosure control applied inside the silo before anything is sent (ecosystem.md section 6).
+    """Disclosure control applied inside the silo before anything is sent (docs/design.md §13).
 
     Attributes
     ----------
@@ -233,7 +233,7 @@ class PrivacyConfig:
 
 @dataclass(frozen=True)
 class MatchingConfig:
-    """Cluster matching across silos (method.md section 5).
+    """Cluster matching across silos (docs/design.md §5).
 
     Attributes
     ----------
@@ -278,7 +278,7 @@ class MatchingConfig:
 
 @dataclass(frozen=True)
 class AggregationConfig:
-    """Variational aggregation (method.md sections 6-7).
+    """Variational aggregation (docs/design.md §6-7).
 
     Attributes
     ----------

@@ -3,7 +3,7 @@
 A :class:`Schema` is the ordered list of categorical variables and, for each, its ordered modalities. Every
 silo encodes its data with the same schema, so code ``k`` of variable ``q`` means the same modality in every
 silo even when a silo never observes it. Values outside the schema are errors: nothing is silently dropped
-or recoded (issue 2, "Data layer"). Missing values are encoded as :data:`vcmc.model.MISSING` (-1) and keep
+or recoded. Missing values are encoded as :data:`vcmc.model.MISSING` (-1) and keep
 their rows, so row identifiers stay aligned with the source file.
 """
 

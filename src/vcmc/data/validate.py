@@ -1,4 +1,4 @@
-"""Checks a silo's data must pass before anything is computed on it (issue 2, "Bad input").
+"""Checks a silo's data must pass before anything is computed on it (docs/design.md §12.2).
 
 These checks run on the silo's own machine, so their messages may name values of the operator's own data.
 They raise :class:`~vcmc.exceptions.DataError` / :class:`~vcmc.exceptions.SchemaError`, never repair: nothing

@@ -43,7 +43,7 @@ def reply_to_result(silo: str, reply: Message) -> Message | SiloFailure:
 
 @runtime_checkable
 class Transport(Protocol):
-    """How the server reaches the silos (architecture.md "The one idea").
+    """How the server reaches the silos (docs/design.md §12.1).
 
     Attributes
     ----------

@@ -1,7 +1,7 @@
 """Flower adapters: silos as Flower SuperNodes (flwr 1.42 Message API, ``query`` messages).
 
 The Flower app in ``flower_app/`` is a thin shim over this module, so that the code each silo runs is the
-installed, versioned vcmc library its operator reviewed (ecosystem.md section 1.7, "Code trust").
+installed, versioned vcmc library its operator reviewed (docs/design.md §12.4).
 
 Server side
     ``server_main(grid, context)`` (the ServerApp's ``@app.main()``): reads the run config (the same

@@ -1,4 +1,4 @@
-"""Cluster matching across silos (method.md section 5): calibrated Ball (default), the paper's Ball,
+"""Cluster matching across silos (docs/design.md §5): calibrated Ball (default), the paper's Ball,
 Hungarian, minimum divergence.
 
 ``match`` dispatches on ``MatchingConfig.method``. Every algorithm returns a ``Matching`` whose global
@@ -68,7 +68,7 @@ def match(summaries: Sequence[SiloSummary], config: MatchingConfig | None = None
 
 def matched_draws(summaries: Sequence[SiloSummary], matching: Matching, config: MatchingConfig | None = None,
                   *, prior: PriorConfig | None = None, rng=None) -> MatchedDraws:
-    """Matched draws with absent clusters handled as ``config.absent`` says (method.md 5.5).
+    """Matched draws with absent clusters handled as ``config.absent`` says (docs/design.md §5.5).
 
     ``"structural_zero"`` (default): ``build_matched_draws``; ``"placeholder"``: empty over-fitted slots
     drawn from the fractionated ``prior`` (``build_matched_draws_with_placeholders``, uses ``rng``).

@@ -1,4 +1,4 @@
-"""Ball matching, the paper's Algorithm 2 (method.md section 5.4).
+"""Ball matching, the paper's Algorithm 2 (docs/design.md §5.4).
 
 Every local cluster (s, l) gets a ball of radius ``r_s`` around its coordinate; two clusters are linked
 when each lies in the other's ball (``dist <= min(r_a, r_b)``), same-silo pairs included, and every
@@ -52,12 +52,12 @@ def ball_radius(n_rows: int, radius: str | float = "overfitted") -> float:
 
 
 def match_ball(summaries: Sequence[SiloSummary], *, radius: str | float = "overfitted") -> Matching:
-    """Match local clusters across silos by mutual closeness and connected components (method.md 5.4).
+    """Match local clusters across silos by mutual closeness and connected components (docs/design.md §5.4).
 
     Parameters
     ----------
     summaries : sequence of SiloSummary
-        One per silo; coordinates come from ``profile_estimate`` (method.md 5.1).
+        One per silo; coordinates come from ``profile_estimate`` (docs/design.md §5.1).
     radius : {"overfitted", "finite"} or float, default "overfitted"
         See ``ball_radius``; computed per silo from its ``n_rows``.
 

@@ -1,6 +1,6 @@
 """Matching coordinates, distances and the helpers shared by the three matching algorithms.
 
-method.md section 5.1: the coordinate of local cluster (s, l) is the concatenation over variables of the
+docs/design.md §5.1: the coordinate of local cluster (s, l) is the concatenation over variables of the
 first ``K^q - 1`` components of its median profile (the last one is implied by the simplex), and the
 distance is Euclidean in ``R^D``.
 """
@@ -22,7 +22,7 @@ __all__ = ["coordinates", "stacked_coordinates", "distance_matrix", "default_ref
 
 
 def coordinates(profiles: np.ndarray, n_modalities) -> np.ndarray:
-    """Matching coordinates of flat profiles (method.md 5.1).
+    """Matching coordinates of flat profiles (docs/design.md §5.1).
 
     Parameters
     ----------
@@ -80,7 +80,7 @@ def stacked_coordinates(summaries: Sequence[SiloSummary]) -> tuple[np.ndarray, n
 
 
 def distance_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Euclidean distances between rows of two coordinate arrays (method.md 5.1)."""
+    """Euclidean distances between rows of two coordinate arrays (docs/design.md §5.1)."""
     return cdist(np.atleast_2d(a), np.atleast_2d(b), metric="euclidean")
 
 

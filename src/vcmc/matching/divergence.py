@@ -1,4 +1,4 @@
-"""Minimum-divergence matching, fully federated (method.md sections 5.3 and 5.3.1).
+"""Minimum-divergence matching, fully federated (docs/design.md §5.3 and §5.3.1).
 
 Server side (``match_min_divergence``): silos are visited one at a time in an order starting from a
 reference silo. The server sends the current reference point estimate ``(pi^R, p^R)`` to the silo, which
@@ -8,7 +8,7 @@ that. A rectangular assignment sends each local cluster to a distinct reference 
 sizes) and appending the new clusters. Several references/orders are tried and the run with the smallest
 summed cost is kept (paper section 7.3.1).
 
-Silo side (``divergence_cost``): two rules to open a new cluster (method.md 5.3.1).
+Silo side (``divergence_cost``): two rules to open a new cluster (docs/design.md §5.3.1).
 
 - ``"penalised"`` (default): matching l to j costs ``sum_i w_il [log f(X_i | p^s_l) - log f(X_i | p^R_j)]``
   (the log-likelihood lost by describing l's members with j's profile, a KL divergence between the two
@@ -16,7 +16,7 @@ Silo side (``divergence_cost``): two rules to open a new cluster (method.md 5.3.
   profile) times ``penalty_multiplier``.
 - ``"augmented"``: Stephens-type KL between the silo's membership probabilities under its own draws and
   those under the reference; the new-cluster cost is the KL against the reference augmented with l itself.
-  It over-splits when clusters overlap (method.md 5.3.1), hence not the default.
+  It over-splits when clusters overlap (docs/design.md §5.3.1), hence not the default.
 
 Minimum-divergence matching is one-to-one within a silo: it never merges two local clusters of one silo.
 """
@@ -116,7 +116,7 @@ def match_min_divergence(summaries: Sequence[SiloSummary],
                          divergence: Callable[[int, DivergenceRequest], DivergenceReply], *,
                          rule: str = "penalised", penalty_multiplier: float = 1.0, n_starts: int = 4,
                          reference: str | None = None, rng=None) -> Matching:
-    """Sequential, federated minimum-divergence matching with multi-start (method.md 5.3).
+    """Sequential, federated minimum-divergence matching with multi-start (docs/design.md §5.3).
 
     Parameters
     ----------

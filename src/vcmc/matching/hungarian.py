@@ -1,7 +1,7 @@
-"""Hungarian matching against a reference silo (method.md section 5.2).
+"""Hungarian matching against a reference silo (docs/design.md §5.2).
 
 The reference's local clusters are the global clusters; every other silo is matched one-to-one to them by
-the rectangular assignment of minimum summed Euclidean distance between coordinates (method.md 5.1).
+the rectangular assignment of minimum summed Euclidean distance between coordinates (docs/design.md §5.1).
 Local clusters left over (only when a silo has more clusters than the reference) open new global
 clusters. Each silo is matched to the reference alone, so with a fixed reference the result does not
 depend on the order in which the other silos are listed.
@@ -35,7 +35,7 @@ def match_hungarian(summaries: Sequence[SiloSummary], *, reference: str | None =
     summaries : sequence of SiloSummary
     reference : str or None
         Name of the reference silo. Default: the silo with most local clusters (ties: most rows, then
-        smallest name). The paper advises naming a silo known to hold every cluster (method.md 5.6).
+        smallest name). The paper advises naming a silo known to hold every cluster (docs/design.md §5.6).
 
     Returns
     -------
@@ -45,7 +45,7 @@ def match_hungarian(summaries: Sequence[SiloSummary], *, reference: str | None =
 
     Notes
     -----
-    Known failure (method.md 5.2): when no silo holds every true cluster, clusters are forced into
+    Known failure (docs/design.md §5.2): when no silo holds every true cluster, clusters are forced into
     one-to-one pairs and the matching is wrong; the estimated number of clusters is at least the
     reference's.
     """

@@ -1,4 +1,4 @@
-"""Matched draws with placeholders for absent clusters (method.md section 5.5, option "placeholder").
+"""Matched draws with placeholders for absent clusters (docs/design.md §5.5, option "placeholder").
 
 By default a global cluster absent from a silo is a structural zero (``build_matched_draws``). The option
 maps it instead to an empty slot of the silo's over-fitted mixture: under the fractionated prior, an empty

@@ -1,6 +1,6 @@
 """The result of matching (``Matching``) and the matched draws it induces (``MatchedDraws``).
 
-method.md section 5.5: for global cluster c and silo s with local clusters L = {l : m^s(l) = c},
+docs/design.md §5.5: for global cluster c and silo s with local clusters L = {l : m^s(l) = c},
 pi^s_c = sum_{l in L} pi_l, p^s_c = sum_l pi_l p_l / sum_l pi_l (merged clusters combine exactly),
 contingency rows are summed; a cluster absent from a silo is a structural zero (the silo is left out of
 that block's weight simplex).
@@ -72,7 +72,7 @@ class MatchedProfiles:
     clusters x 160 columns is 26 GB in float64) while almost all of it is either a copy of the local draws
     (a global cluster fed by one local cluster) or the uniform filler of an absent cluster. This view keeps
     a reference to the silo's local draws and builds the requested rows on demand, with exactly the values
-    of method.md section 5.5: the local profile itself for a global cluster fed by one local cluster,
+    of docs/design.md §5.5: the local profile itself for a global cluster fed by one local cluster,
     ``sum_l pi_l p_l / sum_l pi_l`` for merged clusters (their plain average where that weight is exactly
     0), the uniform profile for an absent cluster.
 
@@ -217,7 +217,7 @@ class MatchedDraws:
 
 
 def build_matched_draws(summaries, matching: Matching) -> MatchedDraws:
-    """Assemble ``MatchedDraws`` from silo summaries and a matching (method.md section 5.5).
+    """Assemble ``MatchedDraws`` from silo summaries and a matching (docs/design.md §5.5).
 
     The weights ``pi`` are computed (T x C numbers per silo); the profiles are ``MatchedProfiles`` views on
     the summaries' draws, so no ``(T, C, P)`` array is built.

@@ -2,7 +2,7 @@
 
 The server-side algorithms (matching, aggregation strategies, global partition) are written once against
 ``Silo``; whether a silo is an object in this process, a worker process or a hospital reached through
-Flower is a matter of transport (architecture.md). Every request and reply is a frozen ``Message`` with a
+Flower is a matter of transport (docs/design.md §12.1). Every request and reply is a frozen ``Message`` with a
 plain-array encoding; none has a dimension equal to a silo's row count.
 """
 
@@ -180,7 +180,7 @@ class ErrorReply(Message):
 
 @runtime_checkable
 class Silo(Protocol):
-    """What the server can ask a silo (architecture.md, "What a silo can be asked")."""
+    """What the server can ask a silo (docs/design.md §12.1)."""
 
     name: str
 

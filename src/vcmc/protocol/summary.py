@@ -1,4 +1,4 @@
-"""``SiloSummary``: the one object every strategy receives from a silo (method.md section 4.3).
+"""``SiloSummary``: the one object every strategy receives from a silo (docs/design.md §4.3).
 
 Label-consistent draws of (pi, p) for the silo's local clusters, point estimates, cluster sizes and (only
 when the configuration allows it) the local contingency table, all after disclosure control. No field of
@@ -19,7 +19,7 @@ from vcmc.protocol.message import Message
 
 @dataclass(frozen=True)
 class SiloSummary(Message):
-    """The frozen, typed, versioned summary a silo sends (method.md section 4.3).
+    """The frozen, typed, versioned summary a silo sends (docs/design.md §4.3).
 
     Attributes
     ----------

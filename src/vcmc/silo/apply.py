@@ -1,4 +1,4 @@
-"""The apply step of one silo: Gibbs chains, online relabelling, post-processing (method.md section 4).
+"""The apply step of one silo: Gibbs chains, online relabelling, post-processing (docs/design.md §4).
 
 ``run_apply_step`` spawns one random stream per chain from the silo's ``rng`` (``SeedSequence.spawn``),
 runs every chain with the compiled sampler (``vcmc.silo.sampler.run_chain``) and its pivot relabeller as
@@ -58,7 +58,7 @@ def run_apply_step(codes: np.ndarray, n_modalities, *, prior: PriorConfig | None
                    sampler: SamplerConfig | None = None, postprocess: PostprocessConfig | None = None,
                    n_silos: int = 1, rng: RngLike = None, jobs: int = 1,
                    progress: Callable[[int], None] | None = None) -> LocalPosterior:
-    """Run the local MCMC of one silo and post-process it (method.md sections 4.1-4.2).
+    """Run the local MCMC of one silo and post-process it (docs/design.md §4.1-4.2).
 
     Parameters
     ----------
@@ -126,7 +126,7 @@ def run_apply_step(codes: np.ndarray, n_modalities, *, prior: PriorConfig | None
     diagnostics["seconds_sampler"] = float(sum(ch.seconds for ch in chains))
     diagnostics["seconds_apply"] = float(time.perf_counter() - t0)
     diagnostics["k_hat"] = float(posterior_mode(local.n_occupied))
-    # Under fractionation, components with a handful of members stay occupied (method.md "Decisions"), so
+    # Under fractionation, components with a handful of members stay occupied (docs/design.md §4.2), so
     # k_hat over-counts; with the fixed-size rule on, the number of components reaching its threshold is the
     # more useful count (with the default resolution rule, the local number of clusters is that count).
     min_size = postprocess.threshold(codes.shape[0])

@@ -1,4 +1,4 @@
-"""Build the ``SiloSummary`` a silo sends from its ``LocalPosterior`` (method.md section 4.3).
+"""Build the ``SiloSummary`` a silo sends from its ``LocalPosterior`` (docs/design.md §4.3).
 
 No disclosure control happens here: it is applied to the ``LocalPosterior`` before this call (minimum
 cluster size, via ``vcmc.silo.postprocess.reallocate_small_clusters``) and to the counts after it.
@@ -39,7 +39,7 @@ def build_summary(local: LocalPosterior, codes: np.ndarray, *, silo: str, schema
     Returns
     -------
     SiloSummary
-        Point estimates are per-coordinate posterior medians of the draws (method.md section 4.2 step 4);
+        Point estimates are per-coordinate posterior medians of the draws (docs/design.md §4.3);
         ``n_clusters_posterior`` is the posterior of the number of occupied components; the diagnostics
         of the local chains are copied.
     """

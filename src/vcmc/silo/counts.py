@@ -1,4 +1,4 @@
-"""Counts a silo computes on its own rows for the federated-gradient strategy (method.md sections 6.4-6.5, 7).
+"""Counts a silo computes on its own rows for the federated-gradient strategy (docs/design.md §6.4-6.5, §7).
 
 ``soft_counts`` is the E-step of the latent class model at parameters chosen by the server: for each of the
 M parameter draws it returns the responsibilities summed over rows (per cluster and per cluster-modality)
@@ -75,7 +75,7 @@ def soft_counts(codes, n_modalities, pi, profiles) -> tuple[np.ndarray, np.ndarr
     pi : ndarray of shape (M, C)
         Mixture weights of each draw.
     profiles : ndarray of shape (M, C, P)
-        Flat profiles of each draw (method.md section 1).
+        Flat profiles of each draw (docs/design.md §1).
 
     Returns
     -------
@@ -111,7 +111,7 @@ def soft_counts(codes, n_modalities, pi, profiles) -> tuple[np.ndarray, np.ndarr
 
 
 def hard_counts(codes, n_modalities, labels, n_global: int) -> tuple[np.ndarray, np.ndarray]:
-    """Cluster sizes and modality counts of a fixed partition (objective (a) of method.md section 6.4).
+    """Cluster sizes and modality counts of a fixed partition (objective (a) of docs/design.md §6.4).
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""Convergence diagnostics of the local chains with ArviZ (ecosystem.md section 2).
+"""Convergence diagnostics of the local chains with ArviZ (docs/design.md §4.1.1).
 
 R-hat on raw mixture labels is meaningless under label switching, so the diagnostics are computed on
 label-invariant quantities (log posterior, number of occupied components) and on the relabelled weights

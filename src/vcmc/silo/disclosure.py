@@ -1,4 +1,4 @@
-"""Disclosure control inside the silo, applied before anything is sent (ecosystem.md section 6).
+"""Disclosure control inside the silo, applied before anything is sent (docs/design.md §13).
 
 Three independent layers, each configured per silo by its operator (``PrivacyConfig``; the server can
 only tighten them, see ``effective_privacy``):

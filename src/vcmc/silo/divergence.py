@@ -50,7 +50,7 @@ def divergence_cost(codes, n_modalities, local: LocalPosterior, reference_pi, re
     reference_profiles : ndarray of shape (C, P)
         Reference profiles.
     rule : {"penalised", "augmented"}, default "penalised"
-        New-cluster rule of method.md 5.3.1.
+        New-cluster rule of docs/design.md §5.3.1.
     penalty_multiplier : float, default 1
         Multiplier of the BIC price ``(D/2) log n_l`` (penalised rule).
     n_draws : int, default 20
@@ -89,7 +89,7 @@ def divergence_cost(codes, n_modalities, local: LocalPosterior, reference_pi, re
         w = np.asarray(local.membership, dtype=np.float64)                 # (n, K)
         soft = np.asarray((x1.T @ w).T)                                    # (K, P) soft counts
         n_l = w.sum(axis=0)
-        # local point estimate: posterior mean of the label-consistent draws (method.md 5.3.1)
+        # local point estimate: posterior mean of the label-consistent draws (docs/design.md §5.3.1)
         log_own = np.log(np.maximum(local.profile_draws.mean(axis=0), _TINY))
         own = np.sum(soft * log_own, axis=1)                               # sum_i w_il log f(X_i | p^s_l)
         cost[:, :c] = own[:, None] - soft @ log_ref.T
@@ -97,7 +97,7 @@ def divergence_cost(codes, n_modalities, local: LocalPosterior, reference_pi, re
         cost[np.arange(k), c + np.arange(k)] = penalty_multiplier * 0.5 * dim * np.log(np.maximum(n_l, 1.0))
         return cost
 
-    # augmented reference rule (method.md 5.3 pseudo-code)
+    # augmented reference rule (docs/design.md §5.3.1)
     t_all = local.pi_draws.shape[0]
     idx = np.unique(np.linspace(0, t_all - 1, min(t_all, max(int(n_draws), 1))).round().astype(np.int64))
     t = idx.size

@@ -18,7 +18,7 @@ __all__ = ["sanitise_exception"]
 
 # Exceptions whose text is built only from configuration, shapes and versions, never from data values, so
 # it may cross the boundary. Any other exception (DataError, SchemaError, numpy errors, ...) could quote a
-# value of the data and is reduced to its class name (ecosystem.md section 0 item 8).
+# value of the data and is reduced to its class name (docs/design.md §12.2).
 _SAFE_TEXT: tuple[type[BaseException], ...] = (ConfigError, InconsistentSiloSummaries, NotFittedError,
                                                DisclosureError)
 

@@ -140,7 +140,7 @@ class LocalSilo:
                           n_modalities=self.n_modalities, vcmc_version=_vcmc_version())
 
     def summarize(self, request: SummarizeRequest) -> SiloSummary:
-        """Apply step, then disclosure control, then the summary (method.md section 4.3).
+        """Apply step, then disclosure control, then the summary (docs/design.md §4.3).
 
         Order: the Gibbs sampler and post-processing (``run_apply_step``); the minimum cluster size
         (``max(privacy.min_cluster_size, postprocess threshold)``); ``build_summary``; then suppression,

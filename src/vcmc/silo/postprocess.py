@@ -1,4 +1,4 @@
-"""Post-processing of the relabelled local chains inside a silo (method.md section 4.2 and "Decisions").
+"""Post-processing of the relabelled local chains inside a silo (docs/design.md §4.2).
 
 From the relabelled chains (``vcmc.silo.relabel``) this builds the ``LocalPosterior``:
 
@@ -243,7 +243,7 @@ def merge_clusters(local: LocalPosterior, group: np.ndarray) -> LocalPosterior:
 
 def build_local_posterior(chains: list[RelabelledChain], codes: np.ndarray, n_modalities, *,
                           n_components: int, postprocess: PostprocessConfig | None = None) -> LocalPosterior:
-    """Turn aligned relabelled chains into the silo's ``LocalPosterior`` (method.md section 4.2).
+    """Turn aligned relabelled chains into the silo's ``LocalPosterior`` (docs/design.md §4.2).
 
     Parameters
     ----------

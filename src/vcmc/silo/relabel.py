@@ -1,4 +1,4 @@
-"""Online relabelling of a Gibbs chain: pivot / ECR assignment per kept draw (method.md "Decisions", 4.2).
+"""Online relabelling of a Gibbs chain: pivot / ECR assignment per kept draw (docs/design.md §4.2).
 
 Label switching makes raw component labels meaningless across draws. Following the equivalence-classes
 representatives (ECR) idea of Papastamoulis & Iliopoulos (2010), each kept draw's labels are permuted so

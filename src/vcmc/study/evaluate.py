@@ -1,4 +1,4 @@
-"""Evaluation of a matching against known truth (method.md section 9.1) and the Appendix A setting.
+"""Evaluation of a matching against known truth (docs/design.md §9.1) and the Appendix A setting.
 
 "Correct matching recovered": give each local cluster (s, l) the identity ``tau(s, l)``, the majority true
 label of its members; the matching is correct iff two local clusters share a global cluster exactly when
@@ -40,7 +40,7 @@ def _as_label_lists(local_labels, true_labels):
 
 def local_cluster_identity(labels_local: Sequence[np.ndarray], labels_true: Sequence[np.ndarray], *,
                            n_clusters: Sequence[int] | None = None) -> list[np.ndarray]:
-    """Majority true label of every local cluster of every silo (method.md 9.1).
+    """Majority true label of every local cluster of every silo (docs/design.md §9.1).
 
     Parameters
     ----------
@@ -70,7 +70,7 @@ def local_cluster_identity(labels_local: Sequence[np.ndarray], labels_true: Sequ
 
 def correct_matching(matching: Matching, local_labels: Sequence[np.ndarray],
                      true_labels: Sequence[np.ndarray], n_true: int) -> bool:
-    """Whether ``matching`` is the correct matching of method.md 9.1.
+    """Whether ``matching`` is the correct matching of docs/design.md §9.1.
 
     Correct iff (1) two local clusters (any silos, same silo included) share a global cluster exactly when
     they share their majority true label, and (2) ``matching.n_global == n_true``. Local clusters without
@@ -89,7 +89,7 @@ def correct_matching(matching: Matching, local_labels: Sequence[np.ndarray],
 
 
 def propagated_partition(matching: Matching, local_labels: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """Global label of every row: each silo relabels its own rows through the matching (method.md 5)."""
+    """Global label of every row: each silo relabels its own rows through the matching (docs/design.md §5)."""
     if len(local_labels) != len(matching.assignment):
         raise DataError(f"local_labels has {len(local_labels)} silos but the matching has "
                         f"{len(matching.assignment)}")
@@ -121,7 +121,7 @@ def propagate_in_silo(partition: np.ndarray, assignment: np.ndarray,
 
 def evaluate_matching(matching: Matching, local_labels: Sequence[np.ndarray],
                       true_labels: Sequence[np.ndarray]) -> dict:
-    """Correct matching (method.md 9.1), ARI of the propagated partition on all silos pooled, and C.
+    """Correct matching (docs/design.md §9.1), ARI of the propagated partition on all silos pooled, and C.
 
     Returns
     -------

@@ -1,10 +1,10 @@
 """Oracle local posteriors: the paper's Appendix A setting, where local partitions are set to the truth.
 
 Given a fixed partition of a silo's rows, the conditional posterior of the over-fitted latent class model
-is conjugate (method.md section 2): the weights of the occupied clusters are ``Dir(n_l + alpha_local)`` and
+is conjugate (docs/design.md §2): the weights of the occupied clusters are ``Dir(n_l + alpha_local)`` and
 each profile block is ``Dir(n^q_l + beta_local)``, with the fractionated local prior ``(a - 1)/S + 1``
-(method.md section 4.1, paper section 4.2). Exact independent draws replace the Gibbs chain, so matching
-can be studied separately from local estimation error (method.md section 5.3.1, Appendix A).
+(docs/design.md §4.1, paper section 4.2). Exact independent draws replace the Gibbs chain, so matching
+can be studied separately from local estimation error (docs/design.md §5.3.1, Appendix A).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The paper's published numbers (Tables 2-5 of section 5), read from ``paper_tables.json``.
 
 The JSON file shipped beside this module is a verbatim copy of the project's machine-readable reference
-(``shared/reference/paper_tables.json``); no number of the paper is typed anywhere in the code.
+(the paper's Tables 1-5 and protocol); no number of the paper is typed anywhere in the code.
 """
 
 from __future__ import annotations

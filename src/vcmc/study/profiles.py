@@ -158,7 +158,7 @@ class StudyProfile:
     # ------------------------------------------------------------------------------------------------
     def fit_config(self, *, matching: str = MatchingConfig().method, fractionate: bool = True) -> FitConfig:
         """The library ``FitConfig`` of this profile; everything not fixed by the paper keeps the
-        library default (method.md "Decisions"), which the study records in its manifest."""
+        library default (docs/design.md §0), which the study records in its manifest."""
         prior = PriorConfig(n_components=self.n_components, fractionate=fractionate)
         sampler = SamplerConfig(n_iter=self.n_iter, burn_in=self.burn_in, thin=self.thin)
         cfg = FitConfig(prior=prior, sampler=sampler, matching=MatchingConfig(method=matching))

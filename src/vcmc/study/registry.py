@@ -7,7 +7,7 @@ A ``StudyMethod`` turns one simulated dataset and a seed into a ``GlobalResult``
 Methods that share an apply step (every VCMC variant and the consensus baseline) name the same
 ``group``; the runner calls the group's ``prepare`` once per replicate (the local MCMC of every silo)
 and hands its output to each member as ``shared``, so the local chains are never recomputed between
-matchings (issue 7, "Build" 1). Entries import their implementation lazily, so the registry works while
+matchings . Entries import their implementation lazily, so the registry works while
 some comparators are not installed yet; ``available()`` says which ones can run.
 """
 
@@ -226,7 +226,7 @@ def _full_mcmc(dataset, *, seed: int, profile, shared=None) -> GlobalResult:
     from vcmc.baselines.full_mcmc import fit_full_mcmc
 
     codes, n_mod, names = _codes(dataset)
-    # The gold standard: the same sampler on the pooled rows, without prior fractionation (method.md 10).
+    # The gold standard: the same sampler on the pooled rows, without prior fractionation (docs/design.md §10).
     config = profile.fit_config(fractionate=False)
     return fit_full_mcmc(codes, n_mod, prior=config.prior, sampler=config.sampler,
                          postprocess=config.postprocess, rng=seed, jobs=1, silo_names=names)
@@ -300,7 +300,7 @@ def oracle_matching(dataset, matching: str, *, seed: int, profile) -> dict:
     Returns
     -------
     dict
-        ``correct`` (bool, method.md 9.1), ``ari`` (pooled ARI of the partition the matching induces),
+        ``correct`` (bool, docs/design.md §9.1), ``ari`` (pooled ARI of the partition the matching induces),
         ``n_global`` (global clusters found).
     """
     from vcmc.matching import match

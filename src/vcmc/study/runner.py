@@ -164,7 +164,7 @@ def evaluate_result(result, dataset) -> dict:
     """The per-replicate metrics and estimates Tables 2-5 need, from one ``GlobalResult``.
 
     Clusters are aligned to the truth by a Hungarian assignment on the estimated x true confusion matrix
-    of the pooled rows (method.md 9.2); a true cluster left unmatched gets missing estimates and is
+    of the pooled rows (docs/design.md §9.2); a true cluster left unmatched gets missing estimates and is
     counted in ``n_unmatched_true``. VI uses the natural logarithm.
     """
     from vcmc.metrics import (

@@ -4,17 +4,17 @@ Every table is written twice: a tidy CSV (one row per scenario x method x quanti
 beside ``paper_*`` and ``z``, the difference in units of its combined Monte Carlo standard error) and a
 markdown table laid out like the paper's, each cell reading ``ours [paper]``.
 
-Definitions (method.md section 9):
+Definitions (docs/design.md §9):
 
 - ARI and VI on all silos pooled; VI in nats (natural logarithm).
-- Correct matching (Table 2): method.md 9.1, scored on the estimated local partitions and, as in the
+- Correct matching (Table 2): docs/design.md §9.1, scored on the estimated local partitions and, as in the
   paper's Appendix A, on the true local partitions (the paper's Appendix A values are not in our copy).
 - Relative bias (Tables 4-5) uses the paper's sign, ``RB = (true - estimate) / true``: the paper's Table 5
   reports values far below -1 (e.g. -9e7 for p < 1e-4), impossible for ``(estimate - true) / true``
-  since estimates are non-negative, so the paper must subtract the other way round. (method.md 9.1
+  since estimates are non-negative, so the paper must subtract the other way round. (docs/design.md §9.1
   writes ``(estimate - true)/true``; the reversed sign is the one that reproduces the paper's tables.)
 - 95% coverage: share of replicates whose equal-tailed 95% interval contains the true value.
-- Clusters are aligned to the truth by a Hungarian assignment on the confusion matrix (method.md 9.2);
+- Clusters are aligned to the truth by a Hungarian assignment on the confusion matrix (docs/design.md §9.2);
   a true cluster without an estimated partner is missing for that replicate and counted (``unmatched``).
 """
 
@@ -223,7 +223,7 @@ def relative_bias_paper(estimate, true):
 
 def _covered(true, lo, hi):
     """Coverage indicator as float, NaN where there is no interval (unmatched cluster or no CI): those
-    replicates are left out of the rate rather than counted as misses (method.md 9.2)."""
+    replicates are left out of the rate rather than counted as misses (docs/design.md §9.2)."""
     from vcmc.metrics import coverage
 
     ok = np.isfinite(lo) & np.isfinite(hi)

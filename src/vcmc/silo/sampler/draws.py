@@ -21,7 +21,7 @@ from vcmc.silo.sampler.layout import _check_codes, _check_modalities, _table_ind
 
 @njit(cache=True)
 def _draw_parameters(nc, ct, alpha, beta, offsets, shp, pi, logpi, prof, logprof, want_log, rng):
-    """Weights and profiles from their full conditionals given counts (method.md section 4.1, steps 2-3).
+    """Weights and profiles from their full conditionals given counts (docs/design.md §4.1, steps 2-3).
 
     ``ct`` holds the counts column-major, ``ct[j, c]`` (``P + Q`` rows, the last Q collect missing
     values and are ignored; at least C+ columns). ``shp`` is scratch of length ``max(C+, P)``.

@@ -85,7 +85,7 @@ class ChainDraws:
 
 # ------------------------------------------------------------------------------------------- helpers
 def local_prior(prior: PriorConfig, n_modalities, n_silos: int = 1) -> tuple[np.ndarray, np.ndarray]:
-    """Dirichlet parameters of one silo's chain after prior fractionation (method.md section 4.1).
+    """Dirichlet parameters of one silo's chain after prior fractionation (docs/design.md §4.1).
 
     Parameters
     ----------
