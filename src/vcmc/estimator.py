@@ -1,20 +1,37 @@
-"""A scikit-learn style estimator over ``vcmc.fit`` (``fit``, ``predict``, ``predict_proba``).
+"""``FederatedLatentClassModel``: a scikit-learn clusterer over ``vcmc.fit``.
 
-``fit`` takes the silos (the data never need to be pooled); ``predict`` and ``predict_proba`` score new
-rows, e.g. at a new site, under the global parameters (posterior means).
+``fit`` takes the silos (a list of data frames, arrays of labels or ``SiloData``; the rows never need to be
+pooled) and learns the global clusters; ``predict``, ``predict_proba`` and ``score`` handle new rows, for
+example those of a new site, under the global posterior. It follows scikit-learn's estimator rules:
+parameters only in ``__init__`` (so ``sklearn.base.clone`` works), validation through scikit-learn's
+parameter constraints when ``fit`` is called, learned attributes with a trailing underscore,
+``check_is_fitted``, ``n_features_in_`` and ``feature_names_in_``.
 """
 
 from __future__ import annotations
 
-import numpy as np
-from scipy.special import logsumexp
+import numbers
 
-from vcmc.config import AggregationConfig, FitConfig, MatchingConfig, PriorConfig, SamplerConfig
-from vcmc.exceptions import DataError, NotFittedError
+import numpy as np
+import pandas as pd
+from scipy.special import logsumexp
+from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted
+
+from vcmc.config import FitConfig
+from vcmc.config.options import MatchingMethod, Strategy, choices
+from vcmc.exceptions import DataError
 from vcmc.model import log_likelihood_rows
 
+__all__ = ["FederatedLatentClassModel"]
 
-class FederatedLatentClassModel:
+_METHODS = ("vcmc", "consensus", "full-mcmc", "fedmerdel", "discgs")
+# Posterior draws used by predict_proba and score (evenly spaced over the global draws).
+_PREDICT_DRAWS = 100
+
+
+class FederatedLatentClassModel(ClusterMixin, BaseEstimator):
     """Federated Bayesian latent class model fitted by Variational Consensus Monte Carlo.
 
     Parameters
@@ -23,82 +40,221 @@ class FederatedLatentClassModel:
         C+, components of the over-fitted mixture in each silo.
     alpha, beta : float, default 0.01 and 0.5
         Dirichlet concentrations of the weights and of the profiles.
-    n_iter, burn_in, thin : int, default 50,000, 25,000 and 5
-        Gibbs sampler run in each silo.
+    n_iter : int, default 50,000
+        Gibbs iterations per chain in each silo.
+    burn_in : int or None, default None
+        Iterations discarded at the start of each chain; None means half of ``n_iter``.
+    thin : int, default 5
+    n_chains : int, default 1
     matching : {"calibrated", "ball", "hungarian", "min-divergence"}, default "calibrated"
     strategy : {"contingency", "federated-gradient", "design"}, default "contingency"
-    method : str, default "vcmc"
-        Any method of ``vcmc.fit``.
-    rng : int, Generator or None
-    jobs : int, default 1
+    method : {"vcmc", "consensus", "full-mcmc", "fedmerdel", "discgs"}, default "vcmc"
+    config : FitConfig or None, default None
+        Every other option of the pipeline; the parameters above override its fields.
+    random_state : int, numpy Generator or None
+    n_jobs : int, default 1
+        Worker processes (silos and chains in parallel); the result does not depend on it.
 
     Attributes
     ----------
-    weights_ : ndarray of shape (n_clusters_,)
-    profiles_ : ndarray of shape (n_clusters_, P)
-        Flat profiles (see ``vcmc.model``).
     n_clusters_ : int
+    weights_ : ndarray of shape (n_clusters_,)
+        Posterior mean of the global weights.
+    profiles_ : ndarray of shape (n_clusters_, P)
+        Posterior mean profiles (flat layout of ``vcmc.model``).
+    labels_ : ndarray of shape (n_rows,)
+        Global cluster of every training row, silo after silo (each silo labels its own rows).
     result_ : GlobalResult
     schema_ : vcmc.data.Schema
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        Present when the training data had string column names.
     """
 
-    def __init__(self, *, n_components: int = 15, alpha: float = 0.01, beta: float = 0.5,
-                 n_iter: int = 50_000, burn_in: int = 25_000, thin: int = 5, matching: str = "calibrated",
-                 strategy: str = "contingency", method: str = "vcmc", rng=None, jobs: int = 1):
+    _parameter_constraints: dict = {
+        "n_components": [Interval(numbers.Integral, 1, None, closed="left")],
+        "alpha": [Interval(numbers.Real, 0, None, closed="neither")],
+        "beta": [Interval(numbers.Real, 0, None, closed="neither")],
+        "n_iter": [Interval(numbers.Integral, 1, None, closed="left")],
+        "burn_in": [Interval(numbers.Integral, 0, None, closed="left"), None],
+        "thin": [Interval(numbers.Integral, 1, None, closed="left")],
+        "n_chains": [Interval(numbers.Integral, 1, None, closed="left")],
+        "matching": [StrOptions(set(choices(MatchingMethod)))],
+        "strategy": [StrOptions(set(choices(Strategy)))],
+        "method": [StrOptions(set(_METHODS))],
+        "config": [FitConfig, None],
+        "random_state": ["random_state", np.random.Generator],
+        "n_jobs": [Interval(numbers.Integral, 1, None, closed="left")],
+    }
+
+    def __init__(self, *, n_components: int = 15, alpha: float = 0.01, beta: float = 0.5, n_iter: int = 50_000,
+                 burn_in: int | None = None, thin: int = 5, n_chains: int = 1, matching: str = "calibrated",
+                 strategy: str = "contingency", method: str = "vcmc", config: FitConfig | None = None,
+                 random_state=None, n_jobs: int = 1):
         self.n_components = n_components
         self.alpha = alpha
         self.beta = beta
         self.n_iter = n_iter
         self.burn_in = burn_in
         self.thin = thin
+        self.n_chains = n_chains
         self.matching = matching
         self.strategy = strategy
         self.method = method
-        self.rng = rng
-        self.jobs = jobs
+        self.config = config
+        self.random_state = random_state
+        self.n_jobs = n_jobs
 
-    def _config(self) -> FitConfig:
-        return FitConfig(
-            prior=PriorConfig(n_components=self.n_components, alpha=self.alpha, beta=self.beta),
-            sampler=SamplerConfig(n_iter=self.n_iter, burn_in=self.burn_in, thin=self.thin),
-            matching=MatchingConfig(method=self.matching),
-            aggregation=AggregationConfig(strategy=self.strategy))
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.categorical = True
+        tags.input_tags.string = True
+        tags.input_tags.allow_nan = True
+        tags.non_deterministic = False
+        return tags
 
-    def fit(self, silos, y=None):
-        """Fit on a sequence of ``SiloData`` (or a ``SimulatedData``); returns self."""
-        from vcmc.api import _as_silos, fit
+    # -- configuration -----------------------------------------------------------------------------------
+    def _fit_config(self) -> FitConfig:
+        import dataclasses
 
-        data = _as_silos(silos)
-        self.result_ = fit(data, config=self._config(), method=self.method, rng=self.rng, jobs=self.jobs)
-        self.schema_ = data[0].schema
-        keep = self.result_.cluster_sizes > 0
-        w = self.result_.weights[keep]
-        self.weights_ = w / w.sum()
-        self.profiles_ = self.result_.profiles[keep]
-        self.n_clusters_ = int(keep.sum())
-        self.labels_ = (None if self.result_.assignments is None else
-                        [np.searchsorted(np.flatnonzero(keep), a) for a in self.result_.assignments])
-        return self
+        base = self.config if self.config is not None else FitConfig()
+        burn_in = self.n_iter // 2 if self.burn_in is None else self.burn_in
+        return dataclasses.replace(
+            base,
+            prior=dataclasses.replace(base.prior, n_components=int(self.n_components), alpha=float(self.alpha),
+                                      beta=float(self.beta)),
+            sampler=dataclasses.replace(base.sampler, n_iter=int(self.n_iter), burn_in=int(burn_in),
+                                        thin=int(self.thin), n_chains=int(self.n_chains)),
+            matching=dataclasses.replace(base.matching, method=self.matching),
+            aggregation=dataclasses.replace(base.aggregation, strategy=self.strategy))
+
+    # -- input ---------------------------------------------------------------------------------------------
+    @staticmethod
+    def _as_parts(x) -> list:
+        """The silos of ``x``: a list of 2-D silos, or one silo (a frame, an array or list of rows, a
+        ``SiloData``, or a ``SimulatedData``'s silos)."""
+        from scipy import sparse
+
+        from vcmc.data import SiloData
+
+        if hasattr(x, "silos") and not isinstance(x, list | tuple):
+            return list(x.silos)
+        if isinstance(x, list | tuple) and x and all(
+                isinstance(p, SiloData | pd.DataFrame) or (np.ndim(p) == 2 and not sparse.issparse(p)) for p in x):
+            return list(x)
+        if sparse.issparse(x) or (isinstance(x, list | tuple) and any(sparse.issparse(p) for p in x)):
+            raise TypeError("sparse input is not supported: pass the silos as dense arrays or data frames of "
+                            "labels (categorical data, one column per variable).")
+        return [x]
+
+    @staticmethod
+    def _frame(part, names) -> pd.DataFrame:
+        if isinstance(part, pd.DataFrame):
+            frame = part
+        else:
+            arr = np.asarray(part, dtype=object) if not isinstance(part, np.ndarray) else part
+            if arr.ndim == 1:
+                raise DataError("Expected a 2-D array (rows x variables), got a 1-D array instead. Reshape your "
+                                "data either using array.reshape(-1, 1) if it has a single feature or "
+                                "array.reshape(1, -1) if it contains a single sample.")
+            if arr.ndim != 2:
+                raise DataError(f"each silo must be 2-D (rows x variables); got {arr.ndim} dimension(s).")
+            if np.iscomplexobj(arr):
+                raise DataError("Complex data not supported: the variables must hold category labels.")
+            frame = pd.DataFrame(arr, columns=names if names is not None and len(names) == arr.shape[1]
+                                 else [f"x{j}" for j in range(arr.shape[1])])
+        if frame.shape[1] == 0:
+            raise DataError(f"0 feature(s) (shape={frame.shape}) while a minimum of 1 is required.")
+        return frame
+
+    def _silos_for_fit(self, x):
+        from vcmc.data import SiloData, from_dataframe, infer_schema
+
+        parts = self._as_parts(x)
+        if all(isinstance(p, SiloData) for p in parts):
+            return parts, None
+        if any(isinstance(p, SiloData) for p in parts):
+            raise DataError("mixing SiloData with data frames or arrays in one fit is ambiguous (their schemas "
+                            "may differ); pass all silos in one form.")
+        frames = [self._frame(p, None) for p in parts]
+        cols = [tuple(map(str, f.columns)) for f in frames]
+        if len(set(cols)) != 1:
+            raise DataError(f"every silo must have the same columns in the same order; silo 1 has {list(cols[0])} "
+                            f"and another has {list(next(c for c in cols if c != cols[0]))}.")
+        frames = [f.set_axis(list(cols[0]), axis=1) for f in frames]
+        schema = infer_schema(frames)
+        silos = [from_dataframe(f, schema=schema, name=f"silo_{i + 1}") for i, f in enumerate(frames)]
+        names = parts[0].columns if isinstance(parts[0], pd.DataFrame) else None
+        return silos, names
 
     def _codes(self, x) -> np.ndarray:
-        if not hasattr(self, "result_"):
-            raise NotFittedError("This FederatedLatentClassModel is not fitted yet; call fit(silos) first.")
-        if hasattr(x, "codes"):
+        """Codes of new rows under the training schema: a code outside it is an error, never a neighbour's."""
+        from vcmc.data import SiloData
+        from vcmc.data.codes import check_codes
+
+        check_is_fitted(self)
+        if isinstance(x, SiloData):
+            if x.schema != self.schema_:
+                raise DataError("the rows were encoded with another schema than the fit's (fingerprints "
+                                f"{x.schema.fingerprint()} and {self.schema_.fingerprint()}).")
             return x.codes
-        if hasattr(x, "columns"):  # a pandas DataFrame of labels
-            return self.schema_.encode(x, source="predict input")
-        codes = np.asarray(x)
-        q = len(self.schema_.n_modalities)
-        if codes.ndim != 2 or codes.shape[1] != q:
-            raise DataError(f"predict expects integer codes of shape (n_rows, {q}), got {codes.shape}.")
-        return codes
+        frame = self._frame(x, list(self.schema_.names))
+        if frame.shape[1] != self.n_features_in_:
+            raise DataError(f"X has {frame.shape[1]} features, but {type(self).__name__} is expecting "
+                            f"{self.n_features_in_} features as input.")
+        frame = frame.set_axis(list(self.schema_.names), axis=1)
+        codes = self.schema_.encode(frame, source="the new rows")
+        return check_codes(codes, self.schema_.n_modalities, where="the new rows")
 
-    def predict_proba(self, x) -> np.ndarray:
-        """Posterior membership probabilities of new rows, shape (n_rows, n_clusters_)."""
-        codes = self._codes(x)
-        logr = log_likelihood_rows(codes, self.weights_, self.profiles_, self.schema_.n_modalities)
-        return np.exp(logr - logsumexp(logr, axis=1, keepdims=True))
+    # -- scikit-learn API ------------------------------------------------------------------------------------
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y=None):
+        """Fit on the silos ``X`` (``y`` is ignored); returns self."""
+        from vcmc.api import fit
 
-    def predict(self, x) -> np.ndarray:
+        silos, names = self._silos_for_fit(X)
+        result = fit(silos, config=self._fit_config(), method=self.method, rng=self.random_state,
+                     jobs=int(self.n_jobs))
+        self.result_ = result
+        self.schema_ = silos[0].schema
+        self.n_features_in_ = len(self.schema_.names)
+        if names is not None and all(isinstance(c, str) for c in names):
+            self.feature_names_in_ = np.asarray(names, dtype=object)
+        keep = result.cluster_sizes > 0
+        index = np.cumsum(keep) - 1
+        w = result.weights[keep]
+        self.weights_ = w / w.sum()
+        self.profiles_ = result.profiles[keep]
+        self.n_clusters_ = int(keep.sum())
+        self._pi_draws = result.pi_draws[:, keep] / result.pi_draws[:, keep].sum(axis=1, keepdims=True)
+        self._profile_draws = result.profile_draws[:, keep]
+        self.labels_ = (np.concatenate([index[a] for a in result.assignments]) if result.assignments is not None
+                        else None)
+        return self
+
+    def _draws(self):
+        t = self._pi_draws.shape[0]
+        idx = np.unique(np.linspace(0, t - 1, min(t, _PREDICT_DRAWS)).round().astype(int))
+        return self._pi_draws[idx], self._profile_draws[idx]
+
+    def predict_proba(self, X) -> np.ndarray:
+        """Membership of new rows in the global clusters, averaged over posterior draws, (n_rows, n_clusters_)."""
+        from vcmc.silo.memberships import posterior_memberships
+
+        codes = self._codes(X)
+        pi, prof = self._draws()
+        return posterior_memberships(codes, self.schema_.n_modalities, pi, prof)
+
+    def predict(self, X) -> np.ndarray:
         """Most probable global cluster (0-based) of new rows."""
-        return np.argmax(self.predict_proba(x), axis=1)
+        return np.argmax(self.predict_proba(X), axis=1)
+
+    def score(self, X, y=None) -> float:
+        """Mean log posterior predictive density of the rows of ``X`` (nats per row; higher is better)."""
+        codes = self._codes(X)
+        pi, prof = self._draws()
+        per_draw = np.stack([logsumexp(log_likelihood_rows(codes, np.maximum(pi[t], 1e-300), prof[t],
+                                                           self.schema_.n_modalities), axis=1)
+                             for t in range(pi.shape[0])])
+        return float(np.mean(logsumexp(per_draw, axis=0) - np.log(pi.shape[0])))
+

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 
@@ -18,7 +19,33 @@ DESCRIPTION = (
     "clusters numbered from 1), DIR/profiles.csv and DIR/posterior.nc (ArviZ).")
 
 
+# Flags that set one FitConfig option each: (flag, dotted key, type, help). Their defaults are the
+# library's (shown by --help); a flag overrides the config file and --set only when it is typed.
+_OPTION_FLAGS = (
+    ("--components", "prior.n-components", int, "C+, components of the over-fitted mixture"),
+    ("--alpha", "prior.alpha", float, "Dirichlet prior of the weights"),
+    ("--beta", "prior.beta", float, "Dirichlet prior of the profiles"),
+    ("--thin", "sampler.thin", int, "keep one draw every N iterations after burn-in"),
+    ("--chains", "sampler.n-chains", int, "chains per silo"),
+    ("--min-local-fraction", "postprocess.min-cluster-fraction", float,
+     "reallocate members of local clusters smaller than F x silo size (0: off; clusters a silo cannot "
+     "resolve are merged by the matching whatever their size)"),
+    ("--min-cluster-size", "privacy.min-cluster-size", int,
+     "disclosure control: no local cluster under N people leaves a silo"),
+    ("--level", "matching.level", float, "quantile of the calibrated matching's closeness test"),
+)
+
+
+def _option_default(key: str):
+    from vcmc.config import FitConfig
+    from vcmc.config.mapping import config_to_mapping
+
+    return config_to_mapping(FitConfig())[key]
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from vcmc.config.options import MatchingMethod, Strategy, choices
+
     p.add_argument("files", nargs="+", metavar="FILE", help="silo data files")
     p.add_argument("--out", required=True, metavar="DIR", help="output folder")
     p.add_argument("--silo-column", metavar="COL", help="split one file into silos by this column")
@@ -27,28 +54,33 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--id-column", metavar="COL", help="a row identifier column to ignore (kept out of the model)")
     p.add_argument("--method", default="vcmc",
                    choices=["vcmc", "full-mcmc", "consensus", "fed-kmodes", "fedmerdel", "discgs"])
-    p.add_argument("--matching", default="calibrated", choices=["calibrated", "ball", "hungarian", "min-divergence"],
+    p.add_argument("--config", metavar="TOML", help="options in a TOML (or JSON) file, with the tables and dotted "
+                   "keys of the Flower run config: [sampler] n-iter = 2000, matching.method = \"ball\"")
+    p.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
+                   help="one option, e.g. --set sampler.n-iter=2000 --set aggregation.stop=plateau (repeatable; "
+                        "after --config, before the flags below)")
+    p.add_argument("--matching", default=argparse.SUPPRESS, choices=choices(MatchingMethod),
                    help="calibrated (default): Ball matching with a chi-square closeness test on the local "
                         "posteriors; ball: the paper's Ball radius")
-    p.add_argument("--strategy", default="contingency", choices=["contingency", "federated-gradient", "design"])
-    p.add_argument("--iterations", type=int, default=50_000, metavar="N", help="Gibbs iterations per chain")
-    p.add_argument("--burn-in", type=int, default=None, metavar="N", help="default: half of --iterations")
-    p.add_argument("--thin", type=int, default=5, metavar="N")
-    p.add_argument("--chains", type=int, default=1, metavar="N", help="chains per silo")
-    p.add_argument("--clusters", type=int, default=15, metavar="N",
-                   help="C+, components of the over-fitted mixture (fed-kmodes: the number of clusters K)")
-    p.add_argument("--alpha", type=float, default=0.01, metavar="A", help="Dirichlet prior of the weights")
-    p.add_argument("--beta", type=float, default=0.5, metavar="B", help="Dirichlet prior of the profiles")
+    p.add_argument("--strategy", default=argparse.SUPPRESS, choices=choices(Strategy),
+                   help="aggregation strategy (default contingency)")
+    p.add_argument("--iterations", type=int, default=argparse.SUPPRESS, metavar="N",
+                   help="Gibbs iterations per chain (default 50000)")
+    p.add_argument("--burn-in", type=int, default=None, metavar="N", help="default: half of the iterations")
+    for flag, key, typ, text in _OPTION_FLAGS:
+        p.add_argument(flag, type=typ, default=argparse.SUPPRESS, dest=key, metavar=flag.strip("-")[0].upper(),
+                       help=f"{text} (default {_option_default(key)})")
+    p.add_argument("--clusters", type=int, default=argparse.SUPPRESS, metavar="N",
+                   help="deprecated alias: C+ (--components) for the Bayesian methods, K (--n-clusters) for "
+                        "fed-kmodes")
+    p.add_argument("--n-clusters", type=int, default=None, metavar="K",
+                   help="number of clusters of fed-kmodes (which does not infer it)")
     p.add_argument("--no-fractionation", action="store_true", help="do not fractionate the prior over silos")
-    p.add_argument("--min-local-fraction", type=float, default=0.0, metavar="F",
-                   help="reallocate members of local clusters smaller than F x silo size (default 0: off; "
-                        "local clusters the silo cannot resolve are merged whatever their size)")
-    p.add_argument("--min-cluster-size", type=int, default=10, metavar="N",
-                   help="disclosure control: no local cluster under N people leaves a silo")
     p.add_argument("--min-silos", type=int, default=None, metavar="N",
                    help="continue without failed silos while at least N remain (default: all required)")
     p.add_argument("--seed", type=int, default=None, metavar="S", help="root seed (stored in result.json)")
-    p.add_argument("--jobs", type=int, default=1, metavar="J", help="worker processes")
+    p.add_argument("--jobs", type=int, default=1, metavar="J", help="worker processes (at most J, whatever the "
+                   "number of silos)")
     p.add_argument("--save-summaries", action="store_true",
                    help="save silo summaries in DIR/summaries so server steps can be re-run")
     p.add_argument("--no-resume", action="store_true",
@@ -56,30 +88,64 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "interrupted or repeated run with the same data, options and seed reuses them)")
 
 
+def _parse_setting(text: str) -> tuple[str, object]:
+    """``key=value`` of ``--set``; the value is read as TOML when it parses (numbers, booleans, quoted
+    strings), else kept as text, and coerced to the option's type by ``config_from_mapping``."""
+    import tomllib
+
+    key, eq, value = text.partition("=")
+    if not eq or not key.strip():
+        raise ConfigError(f"--set expects KEY=VALUE (e.g. --set sampler.n-iter=2000); got {text!r}")
+    try:
+        parsed = tomllib.loads(f"v = {value.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        parsed = value.strip()
+    return key.strip(), parsed
+
+
 def config_mapping_from_args(args) -> dict[str, object]:
-    """The CLI options as the flat dotted mapping a Flower run config uses (one source of truth)."""
-    burn_in = args.iterations // 2 if args.burn_in is None else args.burn_in
-    return {
-        "prior.n-components": args.clusters if args.method != "fed-kmodes" else 15,
-        "prior.alpha": args.alpha,
-        "prior.beta": args.beta,
-        "prior.fractionate": not args.no_fractionation,
-        "sampler.n-iter": args.iterations,
-        "sampler.burn-in": burn_in,
-        "sampler.thin": args.thin,
-        "sampler.n-chains": args.chains,
-        "postprocess.min-cluster-fraction": args.min_local_fraction,
-        "privacy.min-cluster-size": args.min_cluster_size,
-        "matching.method": args.matching,
-        "aggregation.strategy": args.strategy,
-    }
+    """The options typed on the command line as the flat dotted mapping of a Flower run config."""
+    out: dict[str, object] = {}
+    for text in getattr(args, "settings", []) or []:
+        key, value = _parse_setting(text)
+        out[key] = value
+    if "iterations" in vars(args):
+        out["sampler.n-iter"] = args.iterations
+    if getattr(args, "burn_in", None) is not None:
+        out["sampler.burn-in"] = args.burn_in
+    for _, key, _, _ in _OPTION_FLAGS:
+        if key in vars(args):
+            out[key] = vars(args)[key]
+    if "clusters" in vars(args) and args.method != "fed-kmodes" and "prior.n-components" not in vars(args):
+        out["prior.n-components"] = args.clusters
+    if getattr(args, "no_fractionation", False):
+        out["prior.fractionate"] = False
+    if "matching" in vars(args):
+        out["matching.method"] = args.matching
+    if "strategy" in vars(args):
+        out["aggregation.strategy"] = args.strategy
+    return out
 
 
 def config_from_args(args) -> FitConfig:
-    """``FitConfig`` from the CLI arguments, through the same builder as the Flower run config."""
+    """``FitConfig`` from ``--config``, then ``--set``, then the flags, merged key by key and built by the one
+    mapping parser (the Flower run config's). The burn-in is half of the iterations unless one of them
+    sets it."""
     from vcmc.config import config_from_mapping
+    from vcmc.config.mapping import merge_mappings, read_config_file
+    from vcmc.flower.server import SERVER_KEYS  # a Flower app's pyproject.toml can be given to --config as is
 
-    return config_from_mapping(config_mapping_from_args(args))
+    merged = merge_mappings(read_config_file(args.config) if getattr(args, "config", None) else {},
+                            config_mapping_from_args(args))
+    keys = {k.replace("-", "_"): k for k in merged}
+    if "sampler.burn_in" not in keys and "sampler.n_iter" in keys:
+        with contextlib.suppress(TypeError, ValueError):   # config_from_mapping names a bad n-iter
+            merged["sampler.burn-in"] = int(merged[keys["sampler.n_iter"]]) // 2
+    try:
+        return config_from_mapping(merged, ignore=SERVER_KEYS)
+    except ConfigError as err:
+        where = f" (from {args.config!r}, --set or the flags)" if getattr(args, "config", None) else ""
+        raise ConfigError(f"{err}{where}") from None
 
 
 def load_silos(files, *, silo_column=None, schema_path=None, id_column=None):
@@ -118,7 +184,8 @@ def run(args) -> int:
     result = fit(silos, config=config, method=args.method, rng=args.seed, jobs=args.jobs,
                  policy=FaultPolicy(min_silos=args.min_silos),
                  save_dir=(out / "summaries") if args.save_summaries else None,
-                 n_clusters=args.clusters if args.method == "fed-kmodes" else None,
+                 n_clusters=(args.n_clusters if args.n_clusters is not None
+                             else vars(args).get("clusters") if args.method == "fed-kmodes" else None),
                  state_dir=None if args.no_resume else out / "silo-state")
     paths = write_outputs(result, out, schema=silos[0].schema)
     print(f"{result.method}: {result.n_clusters} clusters from {len(result.silos)} silos "  # noqa: T201

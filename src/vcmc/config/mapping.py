@@ -205,17 +205,36 @@ def _describe(hint) -> str:
     return " or ".join(words)
 
 
-def load_config_file(path, *, ignore: Collection[str] = (), base: FitConfig | None = None) -> FitConfig:
-    """``FitConfig`` from a TOML or JSON file, through ``config_from_mapping``.
+def flatten_mapping(mapping: Mapping[str, object]) -> dict[str, object]:
+    """Nested sections as flat dotted keys, spelled as given (``{"sampler": {"n-iter": 1}}`` ->
+    ``{"sampler.n-iter": 1}``)."""
+    out: dict[str, object] = {}
+    for raw_key, value in mapping.items():
+        if _norm(str(raw_key)) in SECTIONS and isinstance(value, Mapping):
+            for sub_key, sub_value in value.items():
+                out[f"{raw_key}.{sub_key}"] = sub_value
+        else:
+            out[str(raw_key)] = value
+    return out
 
-    TOML tables and dotted keys are those of the Flower run config: ``[sampler]`` then ``n-iter = 2000``,
-    or ``sampler.n-iter = 2000`` at the top (TOML reads both as the same nested table). A file that is a
-    whole ``pyproject.toml`` of a Flower app is read from its ``[tool.flwr.app.config]`` table.
+
+def merge_mappings(*mappings: Mapping[str, object]) -> dict[str, object]:
+    """Flat options of several sources, later ones winning, compared with hyphens and underscores alike
+    (``sampler.n-iter`` and ``sampler.n_iter`` are one key); each key keeps its last spelling."""
+    merged: dict[str, tuple[str, object]] = {}
+    for mapping in mappings:
+        for key, value in flatten_mapping(mapping).items():
+            merged[_norm(key)] = (key, value)
+    return dict(merged.values())
+
+
+def read_config_file(path) -> dict[str, object]:
+    """The options of a TOML or JSON file as flat dotted keys (see ``load_config_file``).
 
     Raises
     ------
     ConfigError
-        Naming the file, when it cannot be read or parsed, or when an option is unknown or invalid.
+        Naming the file, when it cannot be read or parsed.
     """
     import json
     import tomllib
@@ -235,9 +254,24 @@ def load_config_file(path, *, ignore: Collection[str] = (), base: FitConfig | No
         raise ConfigError(f"the configuration file {str(p)!r} must hold a table of options; got "
                           f"{type(data).__name__}")
     flwr = data.get("tool", {}).get("flwr", {}).get("app", {}).get("config") if "tool" in data else None
-    if isinstance(flwr, Mapping):
-        data = flwr
+    return flatten_mapping(flwr if isinstance(flwr, Mapping) else data)
+
+
+def load_config_file(path, *, ignore: Collection[str] = (), base: FitConfig | None = None) -> FitConfig:
+    """``FitConfig`` from a TOML or JSON file, through ``config_from_mapping``.
+
+    TOML tables and dotted keys are those of the Flower run config: ``[sampler]`` then ``n-iter = 2000``,
+    or ``sampler.n-iter = 2000`` at the top (TOML reads both as the same nested table). A file that is a
+    whole ``pyproject.toml`` of a Flower app is read from its ``[tool.flwr.app.config]`` table.
+
+    Raises
+    ------
+    ConfigError
+        Naming the file, when it cannot be read or parsed, or when an option is unknown or invalid.
+    """
     try:
-        return config_from_mapping(data, ignore=ignore, base=base)
+        return config_from_mapping(read_config_file(path), ignore=ignore, base=base)
     except ConfigError as err:
-        raise ConfigError(f"{str(p)!r}: {err}") from None
+        if str(path) in str(err):
+            raise
+        raise ConfigError(f"{str(path)!r}: {err}") from None

@@ -91,8 +91,8 @@ class PriorConfig:
 
     def __post_init__(self):
         _check_choices(self)
-        _check(isinstance(self.n_components, int) and self.n_components >= 2, "PriorConfig",
-               "n_components", "an int >= 2", self.n_components)
+        _check(isinstance(self.n_components, int) and self.n_components >= 1, "PriorConfig",
+               "n_components", "an int >= 1", self.n_components)
         _check(self.alpha > 0, "PriorConfig", "alpha", "a float in (0, inf)", self.alpha)
         betas = self.beta if isinstance(self.beta, tuple) else (self.beta,)
         _check(all(b > 0 for b in betas), "PriorConfig", "beta", "positive (a float or one per variable)",

@@ -186,6 +186,7 @@ def _infer_from_frames(frames: list[tuple[pd.DataFrame, str]], *, max_levels: in
     if not columns:
         raise DataError(f"{first_src}: has no columns; expected a header row of variable names.")
     for df, src in frames:
+        check_n_rows(len(df), src)     # a silo of one row makes every column constant: say the real problem
         cols = [str(c) for c in df.columns]
         if len(set(cols)) != len(cols):
             dup = sorted({c for c in cols if cols.count(c) > 1})

@@ -24,8 +24,8 @@ MIN_ROWS = 2
 def check_n_rows(n_rows: int, source: str) -> None:
     """Raise :class:`DataError` if a silo has fewer than :data:`MIN_ROWS` rows."""
     if n_rows < MIN_ROWS:
-        raise DataError(f"{source}: has {n_rows} data row(s); expected at least {MIN_ROWS} individuals "
-                        "(one row each) after the header.")
+        raise DataError(f"{source}: has {n_rows} data row(s) (n_samples = {n_rows}); expected at least "
+                        f"{MIN_ROWS} individuals (one row each) after the header.")
 
 
 def check_columns_observed(codes: np.ndarray, schema: Schema, source: str) -> None:
