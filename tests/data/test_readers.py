@@ -128,13 +128,14 @@ def test_empty_file_and_header_only(tmp_path):
         read_csv(_write(tmp_path, "empty.csv", ""))
     with pytest.raises(DataError, match=r"file '.*blank\.csv' is empty"):
         read_csv(_write(tmp_path, "blank.csv", "\n\n"))
-    with pytest.raises(DataError, match=r"head\.csv: has 0 data row\(s\); expected at least 2"):
+    with pytest.raises(DataError, match=r"head\.csv: has 0 data row\(s\) \(n_samples = 0\); expected at least 2"):
         read_csv(_write(tmp_path, "head.csv", "a,b\n"))
 
 
 def test_silo_with_fewer_than_two_rows(tmp_path):
     schema = Schema((Variable("a", ("x", "y")),))
-    with pytest.raises(DataError, match=r"one\.csv: has 1 data row\(s\); expected at least 2 individuals"):
+    with pytest.raises(DataError,
+                       match=r"one\.csv: has 1 data row\(s\) \(n_samples = 1\); expected at least 2 individuals"):
         read_csv(_write(tmp_path, "one.csv", "a\nx\n"), schema=schema)
 
 
