@@ -154,6 +154,18 @@ def classification_quality(replies, names) -> dict:
             "average_probability": [None if not np.isfinite(v) else float(v) for v in avg]}
 
 
+def convergence_warnings(summaries: list[SiloSummary], sampler) -> list[str]:
+    """One line per silo whose chains ran to the maximum without meeting ``--iterations auto``'s targets."""
+    out = []
+    for s in summaries:
+        if s.diagnostics.get("converged") == 0.0:
+            out.append(f"silo {s.silo!r}: the chains did not reach R-hat <= {sampler.target_rhat:g} and ESS >= "
+                       f"{sampler.target_ess:g} within {sampler.n_iter} iterations (--iterations auto); its "
+                       f"draws are used as they are: raise --max-iterations or check its R-hat "
+                       f"({s.diagnostics.get('rhat_log_posterior', float('nan')):.3f}) in result.json")
+    return out
+
+
 def server_steps(summaries: list[SiloSummary], transport, config: FitConfig, *, rng: RngLike = None,
                  method: str = "vcmc", policy: FaultPolicy | None = None,
                  timings: dict[str, float] | None = None, failures: list[SiloFailure] | None = None
@@ -209,7 +221,7 @@ def server_steps(summaries: list[SiloSummary], transport, config: FitConfig, *, 
 
     warn = [f"silo {f.silo!r} left out: {f.reason}" for f in (failures or [])]
     checks = matching_checks(summaries, matching, level=config.matching.level)
-    artefacts = summarise_checks(checks, matching.method)
+    artefacts = summarise_checks(checks, matching.method) + convergence_warnings(summaries, config.sampler)
     diagnostics = {
         "elbo": float(agg.elbo) if np.isfinite(agg.elbo) else None,
         "elbo_trace": np.asarray(agg.elbo_trace).tolist(),

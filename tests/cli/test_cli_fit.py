@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from vcmc.cli import main
+from vcmc.exceptions import ConfigError
 
 
 def test_help_on_every_command(capsys):
@@ -130,3 +131,25 @@ def test_a_fit_driven_by_a_config_file_records_it(tmp_path):
     effective = json.loads((out / "result.json").read_text())["config"]
     assert effective["sampler"]["n_iter"] == 600 and effective["sampler"]["burn_in"] == 300
     assert effective["aggregation"]["max_iter"] == 20 and effective["matching"]["level"] == 0.9999
+
+
+def test_iterations_auto_stops_at_the_targets_with_a_short_burn_in_capped_by_max_iterations(capsys):
+    from vcmc.cli import build_parser, main
+    from vcmc.cli.fit import config_from_args
+    from vcmc.config.options import AUTO_BURN_IN
+
+    def config(*extra):
+        return config_from_args(build_parser().parse_args(["fit", "a.csv", "--out", "o", *extra]))
+
+    auto = config("--iterations", "auto").sampler
+    assert (auto.stop, auto.n_iter, auto.burn_in) == ("converged", 50_000, AUTO_BURN_IN)
+    capped = config("--iterations", "AUTO", "--max-iterations", "6000").sampler
+    assert (capped.stop, capped.n_iter, capped.burn_in) == ("converged", 6000, 3000)
+    assert config("--iterations", "auto", "--burn-in", "800").sampler.burn_in == 800
+    assert config("--iterations", "4000").sampler.stop == "fixed"
+    with pytest.raises(ConfigError, match="--max-iterations caps --iterations auto"):
+        config("--iterations", "4000", "--max-iterations", "6000")
+    with pytest.raises(SystemExit) as exited:
+        main(["fit", "a.csv", "--out", "o", "--iterations", "lots"])
+    assert exited.value.code == 2
+    assert "expected a whole number of iterations or 'auto', got 'lots'" in capsys.readouterr().err

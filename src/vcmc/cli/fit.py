@@ -7,7 +7,8 @@ import contextlib
 import sys
 from pathlib import Path
 
-from vcmc.config import FitConfig
+from vcmc.config import FitConfig, SamplerConfig
+from vcmc.config.options import AUTO_BURN_IN
 from vcmc.exceptions import ConfigError
 
 NAME = "fit"
@@ -64,9 +65,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "posteriors; ball: the paper's Ball radius")
     p.add_argument("--strategy", default=argparse.SUPPRESS, choices=choices(Strategy),
                    help="aggregation strategy (default contingency)")
-    p.add_argument("--iterations", type=int, default=argparse.SUPPRESS, metavar="N",
-                   help="Gibbs iterations per chain (default 50000)")
-    p.add_argument("--burn-in", type=int, default=None, metavar="N", help="default: half of the iterations")
+    p.add_argument("--iterations", type=_iterations, default=argparse.SUPPRESS, metavar="N|auto",
+                   help="Gibbs iterations per chain (default 50000); auto: run each chain until the split R-hat "
+                        "of its log posterior and weights is <= 1.01 and their bulk and tail ESS >= 400 "
+                        "(sampler.target-rhat, sampler.target-ess), at most --max-iterations")
+    p.add_argument("--max-iterations", type=int, default=argparse.SUPPRESS, metavar="N",
+                   help="with --iterations auto: the most iterations a chain may run (default 50000)")
+    p.add_argument("--burn-in", type=int, default=None, metavar="N",
+                   help=f"default: half of the iterations; with --iterations auto, {AUTO_BURN_IN} (at most half "
+                        "of --max-iterations)")
     for flag, key, typ, text in _OPTION_FLAGS:
         p.add_argument(flag, type=typ, default=argparse.SUPPRESS, dest=key, metavar=flag.strip("-")[0].upper(),
                        help=f"{text} (default {_option_default(key)})")
@@ -86,6 +93,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-resume", action="store_true",
                    help="do not keep the silos' finished apply steps in DIR/silo-state (by default an "
                         "interrupted or repeated run with the same data, options and seed reuses them)")
+
+
+def _iterations(text: str):
+    """``--iterations``: a positive number of iterations or ``auto``."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of iterations or 'auto', got {text!r}") \
+            from None
 
 
 def _parse_setting(text: str) -> tuple[str, object]:
@@ -110,7 +128,15 @@ def config_mapping_from_args(args) -> dict[str, object]:
         key, value = _parse_setting(text)
         out[key] = value
     if "iterations" in vars(args):
-        out["sampler.n-iter"] = args.iterations
+        if args.iterations == "auto":
+            out["sampler.stop"] = "converged"
+        else:
+            out["sampler.n-iter"] = args.iterations
+    if "max_iterations" in vars(args):
+        if vars(args).get("iterations") != "auto":
+            raise ConfigError("--max-iterations caps --iterations auto; with a fixed number of iterations give "
+                              "--iterations N alone")
+        out["sampler.n-iter"] = args.max_iterations
     if getattr(args, "burn_in", None) is not None:
         out["sampler.burn-in"] = args.burn_in
     for _, key, _, _ in _OPTION_FLAGS:
@@ -130,7 +156,8 @@ def config_mapping_from_args(args) -> dict[str, object]:
 def config_from_args(args) -> FitConfig:
     """``FitConfig`` from ``--config``, then ``--set``, then the flags, merged key by key and built by the one
     mapping parser (the Flower run config's). The burn-in is half of the iterations unless one of them
-    sets it."""
+    sets it; with ``sampler.stop = "converged"`` (``--iterations auto``) it is ``AUTO_BURN_IN`` iterations,
+    at most half of the maximum."""
     from vcmc.config import config_from_mapping
     from vcmc.config.mapping import merge_mappings, read_config_file
     from vcmc.flower.server import SERVER_KEYS  # a Flower app's pyproject.toml can be given to --config as is
@@ -138,9 +165,11 @@ def config_from_args(args) -> FitConfig:
     merged = merge_mappings(read_config_file(args.config) if getattr(args, "config", None) else {},
                             config_mapping_from_args(args))
     keys = {k.replace("-", "_"): k for k in merged}
-    if "sampler.burn_in" not in keys and "sampler.n_iter" in keys:
+    auto = str(merged.get(keys.get("sampler.stop", ""), "fixed")) == "converged"
+    if "sampler.burn_in" not in keys and ("sampler.n_iter" in keys or auto):
         with contextlib.suppress(TypeError, ValueError):   # config_from_mapping names a bad n-iter
-            merged["sampler.burn-in"] = int(merged[keys["sampler.n_iter"]]) // 2
+            n_iter = int(merged[keys["sampler.n_iter"]]) if "sampler.n_iter" in keys else SamplerConfig().n_iter
+            merged["sampler.burn-in"] = min(AUTO_BURN_IN, n_iter // 2) if auto else n_iter // 2
     try:
         return config_from_mapping(merged, ignore=SERVER_KEYS)
     except ConfigError as err:

@@ -28,6 +28,10 @@ Objective = Literal["auto", "complete", "observed"]
 Tie = Literal["per_block", "per_cluster"]
 Optimizer = Literal["projected-adaptive", "projected-sgd", "softmax-lbfgs", "exponentiated"]
 StopRule = Literal["absolute", "plateau"]
+ChainStop = Literal["fixed", "converged"]
+# Burn-in of `vcmc fit --iterations auto` when none is given: the log posterior of the paper's designs, the
+# generalisation suite and the EHR cohort is stationary well before it (docs/design.md §4.1.1).
+AUTO_BURN_IN = 5_000
 AssignMode = Literal["posterior", "local"]
 
 
@@ -115,6 +119,17 @@ class SamplerConfig:
         Independent chains per silo (run in parallel processes when ``jobs > 1``).
     block_size : int
         Iterations per call of the compiled kernel (progress is reported between blocks).
+    stop : {"fixed", "converged"}
+        "fixed" (default): run ``n_iter`` iterations. "converged" (``--iterations auto``): after the burn-in,
+        run until the split R-hat of the chain's log posterior and of its relabelled weights is at most
+        ``target_rhat`` and their bulk and tail ESS at least ``target_ess`` (split over the chains), checked
+        every ``check_every`` iterations; ``n_iter`` is then the maximum (docs/design.md §4.1.1).
+    target_rhat : float
+        Default 1.01 (Vehtari et al. 2021's recommendation).
+    target_ess : float
+        Default 400 in all (Vehtari et al. 2021: 100 per chain for 4 chains).
+    check_every : int
+        Iterations between two convergence checks (default 1000).
     """
 
     n_iter: int = 50_000
@@ -122,6 +137,10 @@ class SamplerConfig:
     thin: int = 5
     n_chains: int = 1
     block_size: int = 1000
+    stop: ChainStop = "fixed"
+    target_rhat: float = 1.01
+    target_ess: float = 400.0
+    check_every: int = 1000
 
     def __post_init__(self):
         _check_choices(self)
@@ -131,6 +150,9 @@ class SamplerConfig:
         _check(self.thin >= 1, "SamplerConfig", "thin", "an int >= 1", self.thin)
         _check(self.n_chains >= 1, "SamplerConfig", "n_chains", "an int >= 1", self.n_chains)
         _check(self.block_size >= 1, "SamplerConfig", "block_size", "an int >= 1", self.block_size)
+        _check(self.target_rhat > 1.0, "SamplerConfig", "target_rhat", "a float > 1", self.target_rhat)
+        _check(self.target_ess >= 4, "SamplerConfig", "target_ess", "a float >= 4", self.target_ess)
+        _check(self.check_every >= 1, "SamplerConfig", "check_every", "an int >= 1", self.check_every)
 
     @property
     def n_kept(self) -> int:

@@ -23,6 +23,7 @@ from vcmc.config import PostprocessConfig, PriorConfig, SamplerConfig
 from vcmc.data.codes import check_codes as check_codes_
 from vcmc.exceptions import ConfigError
 from vcmc.parallel import parallel_map, resolve_jobs
+from vcmc.silo.convergence import ConvergenceMonitor
 from vcmc.silo.diagnostics import local_diagnostics
 from vcmc.silo.posterior import LocalPosterior
 from vcmc.silo.postprocess import build_local_posterior, posterior_mode
@@ -43,9 +44,11 @@ def run_relabelled_chain(codes: np.ndarray, n_modalities, *, prior: PriorConfig,
                          progress: Callable[[int], None] | None = None) -> RelabelledChain:
     """One Gibbs chain relabelled online (module-level so that worker processes can run it)."""
     relabeller = PivotRelabeller(codes.shape[0], prior.n_components, accumulate_psm=accumulate_psm)
+    monitor = ConvergenceMonitor(relabeller, sampler) if sampler.stop == "converged" else None
     draws = run_chain(codes, n_modalities, prior=prior, sampler=sampler, n_silos=n_silos, rng=rng,
-                      on_block=relabeller, progress=progress)
-    return relabeller.result(seconds=float(getattr(draws, "seconds", 0.0)))
+                      on_block=relabeller, progress=progress, should_stop=monitor)
+    return relabeller.result(seconds=float(draws.seconds), n_iter=int(draws.n_iter),
+                             converged=None if monitor is None else monitor.converged)
 
 
 def _chain_task(task: tuple) -> RelabelledChain:
@@ -119,12 +122,17 @@ def run_apply_step(codes: np.ndarray, n_modalities, *, prior: PriorConfig | None
         if progress is not None:
             for _ in chains:
                 progress(sampler.n_iter)
-    chains = align_chains(chains)
+    # --iterations auto: chains stop independently; the draws are pooled at the shortest chain's length.
+    shortest = min(ch.n_kept for ch in chains)
+    chains = align_chains([ch.head(shortest) for ch in chains])
     local = build_local_posterior(chains, codes, n_mod, n_components=prior.n_components,
                                   postprocess=postprocess)
     diagnostics = local_diagnostics(local)
     diagnostics["seconds_sampler"] = float(sum(ch.seconds for ch in chains))
     diagnostics["seconds_apply"] = float(time.perf_counter() - t0)
+    diagnostics["iterations_run"] = float(max(ch.n_iter for ch in chains))
+    if sampler.stop == "converged":
+        diagnostics["converged"] = float(all(bool(ch.converged) for ch in chains))
     diagnostics["k_hat"] = float(posterior_mode(local.n_occupied))
     # Under fractionation, components with a handful of members stay occupied (docs/design.md §4.2), so
     # k_hat over-counts; with the fixed-size rule on, the number of components reaching its threshold is the

@@ -13,6 +13,7 @@ parameter draws (and an n x n similarity matrix only when explicitly asked for, 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -113,6 +114,11 @@ class RelabelledChain:
         Members of each relabelled component at each kept draw.
     seconds : float
         Sampler wall time of the chain.
+    n_iter : int
+        Iterations the chain ran (fewer than ``SamplerConfig.n_iter`` when ``--iterations auto`` stopped
+        it); 0 when unknown.
+    converged : bool or None
+        Whether it met the convergence targets (``--iterations auto``); None in fixed-length runs.
     """
 
     pi: np.ndarray
@@ -124,6 +130,8 @@ class RelabelledChain:
     psm: np.ndarray | None = None
     sizes: np.ndarray | None = None
     seconds: float = 0.0
+    n_iter: int = 0
+    converged: bool | None = None
 
     @property
     def n_kept(self) -> int:
@@ -137,7 +145,19 @@ class RelabelledChain:
                                n_occupied=self.n_occupied, log_posterior=self.log_posterior,
                                counts=self.counts[:, inverse], pivot=perm[self.pivot], psm=self.psm,
                                sizes=None if self.sizes is None else self.sizes[:, inverse],
-                               seconds=self.seconds)
+                               seconds=self.seconds, n_iter=self.n_iter, converged=self.converged)
+
+    def head(self, n_kept: int) -> RelabelledChain:
+        """The first ``n_kept`` draws (chains stopped at different lengths are pooled at the shortest).
+
+        The membership counts keep every kept draw of the chain: they are per-row frequencies, not draws.
+        """
+        if n_kept >= self.n_kept:
+            return self
+        return dataclasses.replace(self, pi=self.pi[:n_kept], profiles=self.profiles[:n_kept],
+                                   n_occupied=self.n_occupied[:n_kept],
+                                   log_posterior=self.log_posterior[:n_kept],
+                                   sizes=None if self.sizes is None else self.sizes[:n_kept])
 
 
 class PivotRelabeller:
@@ -216,7 +236,14 @@ class PivotRelabeller:
             onehot[np.arange(n)[None, :], (np.arange(zz.shape[0])[:, None] * c + zz)] = 1.0
             self.psm += onehot @ onehot.T
 
-    def result(self, seconds: float = 0.0) -> RelabelledChain:
+    def draws_so_far(self) -> tuple[np.ndarray, np.ndarray]:
+        """Log posterior (T,) and relabelled weights (T, C+) of the draws consumed so far."""
+        if not self._pi:
+            return np.empty(0), np.empty((0, self.n_components))
+        return np.concatenate(self._log_posterior), np.concatenate(self._pi)
+
+    def result(self, seconds: float = 0.0, n_iter: int = 0, converged: bool | None = None
+               ) -> RelabelledChain:
         """The relabelled chain (raises if no draw was kept)."""
         if self.pivot is None:
             raise ValueError("no kept draw reached the relabeller: check burn_in, thin and n_iter")
@@ -224,7 +251,7 @@ class PivotRelabeller:
                                n_occupied=np.concatenate(self._n_occupied).astype(np.int64),
                                log_posterior=np.concatenate(self._log_posterior), counts=self.counts,
                                pivot=self.pivot, psm=self.psm, sizes=np.concatenate(self._sizes),
-                               seconds=float(seconds))
+                               seconds=float(seconds), n_iter=int(n_iter), converged=converged)
 
 
 def align_chains(chains: list[RelabelledChain]) -> list[RelabelledChain]:

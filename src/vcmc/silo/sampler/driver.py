@@ -73,6 +73,8 @@ class ChainDraws:
         Allocation after the last iteration.
     seconds : float
         Sampling wall time (compilation or cache loading excluded).
+    n_iter : int
+        Iterations actually run: ``sampler.n_iter``, or fewer when ``should_stop`` ended the chain.
     """
 
     pi: np.ndarray
@@ -81,6 +83,7 @@ class ChainDraws:
     log_posterior: np.ndarray
     final_z: np.ndarray
     seconds: float
+    n_iter: int = 0
 
 
 # ------------------------------------------------------------------------------------------- helpers
@@ -126,7 +129,8 @@ def kept_iterations(sampler: SamplerConfig) -> np.ndarray:
 # -------------------------------------------------------------------------------------------- driver
 def run_chain(codes: np.ndarray, n_modalities, *, prior: PriorConfig, sampler: SamplerConfig,
               n_silos: int = 1, rng=None, on_block: Callable[[KeptBlock], None] | None = None,
-              progress: Callable[[int], None] | None = None, layout: str = "auto") -> ChainDraws:
+              progress: Callable[[int], None] | None = None, layout: str = "auto",
+              should_stop: Callable[[int], bool] | None = None) -> ChainDraws:
     """Run one Gibbs chain of the (fractionated) over-fitted latent class model.
 
     Parameters
@@ -154,6 +158,10 @@ def run_chain(codes: np.ndarray, n_modalities, *, prior: PriorConfig, sampler: S
         (:func:`vcmc.silo.sampler.layout.choose_layout`): the dense grouped tables, or the sparse path whose cost
         per row grows with the row's non-baseline values (electronic health records). Both sample the same
         model exactly; they consume the random stream differently, so the draws of one seed differ.
+    should_stop : callable or None
+        Called after every block that ends past the first kept draw with the number of iterations done;
+        returning True ends the chain there (``--iterations auto``: ``vcmc.silo.convergence``). The draws
+        kept so far are returned; ``ChainDraws.n_iter`` says how many iterations ran.
 
     Returns
     -------
@@ -222,6 +230,12 @@ def run_chain(codes: np.ndarray, n_modalities, *, prior: PriorConfig, sampler: S
     kept = 0
     while done < sampler.n_iter:
         n_it = min(block, sampler.n_iter - done)
+        if should_stop is not None and done + n_it > sampler.burn_in:
+            # blocks end on the convergence checks (burn_in + k check_every), so where a chain stops does
+            # not depend on the block size
+            past = done - sampler.burn_in
+            to_check = sampler.check_every - past % sampler.check_every if past >= 0 else -past
+            n_it = min(n_it, to_check)
         m = call(done, n_it, kept)
         if m and on_block is not None:
             sl = slice(kept, kept + m)
@@ -232,9 +246,13 @@ def run_chain(codes: np.ndarray, n_modalities, *, prior: PriorConfig, sampler: S
         done += n_it
         if progress is not None:
             progress(n_it)
+        if should_stop is not None and kept and done < sampler.n_iter and should_stop(done):
+            if progress is not None:
+                progress(sampler.n_iter - done)      # the bar shows the chain as finished
+            break
     seconds = time.perf_counter() - t0
-    return ChainDraws(pi=out_pi, profiles=out_prof, n_occupied=out_nocc, log_posterior=out_lp,
-                      final_z=z.copy(), seconds=seconds)
+    return ChainDraws(pi=out_pi[:kept], profiles=out_prof[:kept], n_occupied=out_nocc[:kept],
+                      log_posterior=out_lp[:kept], final_z=z.copy(), seconds=seconds, n_iter=done)
 
 
 def _chain_worker(task: tuple) -> ChainDraws:
