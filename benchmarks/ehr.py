@@ -17,6 +17,7 @@ commit are recorded in the JSON.
     python benchmarks/ehr.py                                  # the paper's protocol, uniform silos
     python benchmarks/ehr.py --allocation region              # the 13 regions of Table 6
     python benchmarks/ehr.py --n 30000 --iterations 2000      # a quick look
+    python benchmarks/ehr.py --stop converged --methods vcmc  # --iterations auto (ehr-uniform-auto.*)
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ def _commit() -> str | None:
 def _config(args):
     from vcmc.config import FitConfig, PriorConfig, SamplerConfig
 
-    sampler = SamplerConfig(n_iter=args.iterations, burn_in=args.burn_in, thin=args.thin)
+    sampler = SamplerConfig(n_iter=args.iterations, burn_in=args.burn_in, thin=args.thin, stop=args.stop)
     return FitConfig(prior=PriorConfig(n_components=args.components), sampler=sampler)
 
 
@@ -201,6 +202,8 @@ def main() -> None:
     ap.add_argument("--iterations", type=int, default=50_000)
     ap.add_argument("--burn-in", type=int, default=None)
     ap.add_argument("--thin", type=int, default=5)
+    ap.add_argument("--stop", default="fixed", choices=("fixed", "converged"),
+                    help="converged: vcmc fit --iterations auto (--iterations is then the maximum)")
     ap.add_argument("--components", type=int, default=30)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1)
@@ -209,7 +212,11 @@ def main() -> None:
     ap.add_argument("--data", default=None, help="folder for the silo files (default: a temporary folder)")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
-    args.burn_in = args.iterations // 2 if args.burn_in is None else args.burn_in
+    if args.burn_in is None:
+        from vcmc.config.options import AUTO_BURN_IN
+
+        args.burn_in = min(AUTO_BURN_IN, args.iterations // 2) if args.stop == "converged" else args.iterations // 2
+    tag = args.allocation + ("-auto" if args.stop == "converged" else "")
 
     if args.worker:                       # one method in this process: its peak memory is its own
         out = WORKERS[args.worker](args, Path(args.data))
@@ -241,7 +248,7 @@ def main() -> None:
              "sizes": np.bincount(data.pooled_labels, minlength=data.n_clusters).tolist()}
     report = {"benchmark": "ehr", "command": " ".join([sys.executable, *sys.argv]), "commit": _commit(),
               "cores": os.cpu_count(), "n": args.n, "allocation": args.allocation, "n_silos": data.n_silos,
-              "protocol": {"iterations": args.iterations, "burn_in": args.burn_in, "thin": args.thin,
+              "protocol": {"iterations": args.iterations, "burn_in": args.burn_in, "thin": args.thin, "stop": args.stop,
                            "components": args.components, "jobs": args.jobs, "seed": args.seed},
               "data_s": {"simulate": t_sim, "write_csv": t_write, "read_and_encode": t_read},
               "truth": {"sizes": truth["sizes"]}, "runs": {}}
@@ -249,7 +256,7 @@ def main() -> None:
     for method in [m.strip() for m in args.methods.split(",") if m.strip()]:
         cmd = [sys.executable, __file__, "--worker", method, "--data", str(data_dir),
                *[f"--{k.replace('_', '-')}={v}" for k, v in vars(args).items()
-                 if k in ("iterations", "burn_in", "thin", "components", "jobs", "seed")]]
+                 if k in ("iterations", "burn_in", "thin", "stop", "components", "jobs", "seed")]]
         t0 = time.perf_counter()
         proc = subprocess.run(cmd, text=True)
         if proc.returncode != 0:
@@ -258,13 +265,13 @@ def main() -> None:
         run = json.loads((data_dir / f"run-{method}.json").read_text())
         run["process_wall_s"] = time.perf_counter() - t0
         run["score"] = score(run, truth)
-        heatmap(run["profiles"], run["weights"], names, out_dir / f"heatmap-{args.allocation}-{method}.png",
+        heatmap(run["profiles"], run["weights"], names, out_dir / f"heatmap-{tag}-{method}.png",
                 f"{method}: scaled difference of prevalence, cluster vs population")
         for key in ("labels", "profiles"):
             run.pop(key)
         report["runs"][method] = run
-        (out_dir / f"ehr-{args.allocation}.json").write_text(json.dumps(report, indent=1))
-        (out_dir / f"ehr-{args.allocation}.md").write_text(markdown(report))
+        (out_dir / f"ehr-{tag}.json").write_text(json.dumps(report, indent=1))
+        (out_dir / f"ehr-{tag}.md").write_text(markdown(report))
         print(f"{method}: {run['wall_s']:.0f} s, K = {run['score']['n_clusters']}, ARI = "  # noqa: T201
               f"{run['score']['ari']:.3f}, recovered {run['score']['recovered']}", flush=True)
     if tmp is not None:
