@@ -65,3 +65,36 @@ def test_the_flags_reach_result_json_and_the_cli(tmp_path, capsys):
     assert any(c["kind"] == "single-silo-close" for c in checks)
     flagged = [w for w in result["diagnostics"]["warnings"] if "found in silo" in w]
     assert flagged and all(f"warning: {w}" in err for w in flagged)
+
+
+def _spread(sizes, seed, coarsen_below):
+    """8 clusters present in every silo; silos under ``coarsen_below`` rows report clusters 7 and 8 inside
+    cluster 1, as a silo too small to resolve them does (the local partitions given to the exact summaries)."""
+    w = np.tile(np.array([0.3, 0.2, 0.15, 0.1, 0.1, 0.05, 0.05, 0.05]), (len(sizes), 1))
+    data = simulate(n_per_silo=np.asarray(sizes), weights=w, n_modalities=(3,) * 12, concentration=0.3, rng=seed)
+    local = [np.where((lab >= 6) & (s.codes.shape[0] < coarsen_below), 0, lab)
+             for s, lab in zip(data.silos, data.labels, strict=True)]
+    summaries, _, _ = appendix_a_silos([s.codes for s in data.silos], local, data.n_modalities, n_draws=200,
+                                       rng=seed)
+    return summaries
+
+
+def test_silos_that_resolve_fewer_clusters_the_smaller_they_are_are_flagged():
+    sizes = [300, 350, 400, 450, 500, 600, 1500, 2000, 2500, 3000]
+    summaries = _spread(sizes, 5, coarsen_below=1000)
+    matching = match(summaries, MatchingConfig())
+    found = [f for f in matching_checks(summaries, matching) if f["kind"] == "resolution-grows-with-size"]
+    assert len(found) == 1
+    assert found[0]["spearman"] >= 0.5 and found[0]["p_value"] <= 0.01
+    # the clusters the small silos cannot see are named with the size of the silos that hold them (here
+    # also the pure cluster 1 of the large silos, which differs from the small silos' mixture of 1, 7, 8)
+    named = found[0]["larger_silos_only"]
+    assert 2 <= len(named) <= 3 and all(c["min_rows"] == 1500 and c["n_silos"] == 4 for c in named)
+    line = summarise_checks(found, "calibrated")[0]
+    assert "grows with silo size" in line and "pooled data would separate" in line
+
+
+def test_unequal_silos_that_all_resolve_their_clusters_are_not_flagged():
+    summaries = _spread([300, 350, 400, 450, 500, 600, 1500, 2000, 2500, 3000], 6, coarsen_below=0)
+    matching = match(summaries, MatchingConfig())
+    assert not [f for f in matching_checks(summaries, matching) if f["kind"] == "resolution-grows-with-size"]
