@@ -85,7 +85,7 @@ def test_silos_that_resolve_fewer_clusters_the_smaller_they_are_are_flagged():
     matching = match(summaries, MatchingConfig())
     found = [f for f in matching_checks(summaries, matching) if f["kind"] == "resolution-grows-with-size"]
     assert len(found) == 1
-    assert found[0]["spearman"] >= 0.5 and found[0]["p_value"] <= 0.01
+    assert found[0]["spearman"] >= 0.5 and found[0]["p_value"] <= 0.05
     # the clusters the small silos cannot see are named with the size of the silos that hold them (here
     # also the pure cluster 1 of the large silos, which differs from the small silos' mixture of 1, 7, 8)
     named = found[0]["larger_silos_only"]

@@ -49,7 +49,7 @@ _MAX_PAIRS_REPORTED = 5
 #: correlation is at least ``TREND_RHO`` with one-sided p-value at most ``TREND_P``.
 MIN_SILOS_TREND = 5
 TREND_RHO = 0.5
-TREND_P = 0.01
+TREND_P = 0.05
 
 
 def _advice(method: str) -> str:
