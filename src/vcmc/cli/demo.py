@@ -12,7 +12,7 @@ HELP = "run the whole pipeline on a built-in simulated example (about a minute)"
 DESCRIPTION = (
     "Simulates the paper's heterogeneous nested design (4 silos of 1,000 people, 6 true clusters, silo 4 "
     "holds only clusters 1 and 2), fits it with VCMC and the default options (the paper's protocol: "
-    "50,000 Gibbs iterations per silo, Ball matching, contingency aggregation), and prints what was found.")
+    "50,000 Gibbs iterations per silo, calibrated matching, contingency aggregation), and prints what was found.")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
