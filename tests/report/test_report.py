@@ -136,6 +136,28 @@ def test_wrong_labels_are_an_error_of_the_command_naming_the_file(exact_fit_dir,
     assert not (exact_fit_dir / "report.html").exists()
 
 
+@pytest.mark.parametrize("diagnostics", [
+    # full MCMC: the pooled sampler's R-hat/ESS at the top level, P(K = k) as a list
+    {"rhat_log_posterior": 1.2, "ess_bulk_log_posterior": 90.0, "n_clusters_posterior": [0, 0, 0.1, 0.9]},
+    # FedMerDel and DisCGS: lists where VCMC has mappings, no ELBO trace, a prior given as a word
+    {"local": [{"elbo": [1.0, 2.0]}], "server": {}, "weights_estimate": "x", "n_local_clusters": [3, 3]},
+    {}])
+def test_the_comparators_results_render_with_their_own_diagnostics(exact_fit_dir, diagnostics):
+    result = json.loads((exact_fit_dir / "result.json").read_text())
+    result["diagnostics"] = diagnostics
+    result["config"] = {"prior": "finite", "beta": [0.5]} if "server" in diagnostics else {}
+    (exact_fit_dir / "result.json").write_text(json.dumps(result))
+    (exact_fit_dir / "posterior.nc").unlink()
+    prof = pd.read_csv(exact_fit_dir / "profiles.csv")
+    prof.drop(columns=["ci95_low", "ci95_high"]).to_csv(exact_fit_dir / "profiles.csv", index=False)
+    page = write_report(exact_fit_dir).html.read_text()
+    assert "Not available in this result:</strong> a characterisation" in page
+    assert "no specific modality" not in page        # no rule applied: no claim of "nothing special" either
+    if "rhat_log_posterior" in diagnostics:
+        assert "<td>pooled</td>" in page and 'title="fails R-hat &lt;= 1.01">1.200<' in page
+        assert "the pooled sampler's number of occupied components" in page
+
+
 def test_report_has_help(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["report", "--help"])

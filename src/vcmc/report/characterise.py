@@ -227,9 +227,10 @@ def prior_pseudo_counts(fit: FitOutputs, shown: Shown) -> np.ndarray:
     """
     from vcmc.model import fractionate
 
-    cfg = (fit.result.get("config") or {}).get("prior") or {}
+    config = fit.result.get("config")
+    cfg = config.get("prior") if isinstance(config, dict) else None
     n_c = len(fit.clusters)
-    if cfg.get("beta") is None:
+    if not isinstance(cfg, dict) or cfg.get("beta") is None:
         return np.zeros((n_c, len(shown.index)))
     beta = np.asarray(cfg["beta"], dtype=np.float64)
     per_var = {v: float(beta if beta.ndim == 0 else beta[q]) for q, v in enumerate(fit.columns.variables)}

@@ -54,9 +54,38 @@ def _num(v):
     return None if v is None else float(v)
 
 
+def _mapping(x) -> dict:
+    """``x`` when it is a mapping, else ``{}``: the comparators' diagnostics have shapes of their own."""
+    return x if isinstance(x, dict) else {}
+
+
+def local_diagnostics(fit: FitOutputs) -> dict[str, dict]:
+    """Per-silo sampler diagnostics (``diagnostics.local``); for a sampler on the pooled rows (full MCMC),
+    whose R-hat and ESS sit at the top level, one row named ``pooled``."""
+    out = {str(s): d for s, d in _mapping(fit.diagnostics.get("local")).items() if isinstance(d, dict)}
+    if not out and any(k in fit.diagnostics for k in ("rhat_log_posterior", "ess_bulk_log_posterior")):
+        out = {"pooled": fit.diagnostics}
+    return out
+
+
+def k_distribution(ncp) -> tuple[dict | None, dict[str, dict]]:
+    """(global, per silo) posterior of the number of clusters from ``diagnostics.n_clusters_posterior``:
+    the mapping ``{"global": {"values", "probabilities"}, "local": {silo: ...}}``, or a pooled sampler's
+    list of P(K = k) for k = 0, 1, ..."""
+    def ok(d):
+        return isinstance(d, dict) and isinstance(d.get("values"), list) and isinstance(d.get("probabilities"), list)
+
+    if isinstance(ncp, list) and ncp and all(isinstance(p, int | float) for p in ncp):
+        values = [k for k, p in enumerate(ncp) if p > 0]
+        return {"values": values, "probabilities": [float(ncp[k]) for k in values]}, {}
+    ncp = _mapping(ncp)
+    g = ncp.get("global")
+    return (g if ok(g) else None), {str(s): d for s, d in _mapping(ncp.get("local")).items() if ok(d)}
+
+
 def _average_probability(fit: FitOutputs) -> list | None:
     """diagnostics.classification.average_probability when it has one entry per global cluster."""
-    avg = (fit.diagnostics.get("classification") or {}).get("average_probability")
+    avg = _mapping(fit.diagnostics.get("classification")).get("average_probability")
     return list(avg) if isinstance(avg, list) and len(avg) == len(fit.clusters) else None
 
 
@@ -68,7 +97,8 @@ def _int(v):
 def overview(ctx: Context) -> str:
     r = ctx.fit.result
     diag = ctx.fit.diagnostics
-    warnings = diag.get("warnings") or []
+    warnings = [w for w in diag.get("warnings") or [] if isinstance(w, str)] \
+        if isinstance(diag.get("warnings"), list) else []
     pairs = [("method", r.get("method", "?")), ("clusters holding rows", r.get("n_clusters", len(ctx.keep))),
              ("global clusters", r.get("n_global_clusters", len(ctx.fit.clusters))),
              ("rows", f"{int(r.get('n_rows', 0)):,}"), ("silos", len(ctx.fit.silos)),
@@ -207,6 +237,8 @@ def rule_text(ctx: Context) -> str:
 def characterisation_section(ctx: Context) -> Section:
     fit, con = ctx.fit, ctx.con
     body = rule_text(ctx)
+    if con.source == "none":
+        return Section("characterisation", "Characterisation of the clusters", body)
     items = characterisation(con)
     n_rows = max(int(fit.sizes.sum()), 1)
     rows = []
@@ -233,10 +265,10 @@ def characterisation_section(ctx: Context) -> Section:
 # ----------------------------------------------------------------------------------------------- K posterior
 def k_posterior(ctx: Context) -> Section:
     diag = ctx.fit.diagnostics
-    ncp = diag.get("n_clusters_posterior")
-    local = diag.get("local") or {}
+    g, loc = k_distribution(diag.get("n_clusters_posterior"))
+    local = local_diagnostics(ctx.fit)
     body = ""
-    if not ncp:
+    if not g and not loc:
         body += unavailable("the posterior distribution of the number of clusters "
                             "(diagnostics.n_clusters_posterior)", "Shown instead: the fit's point values.")
         rows = [[s, _int(d.get("n_clusters")), _int(d.get("k_hat"))] for s, d in local.items()]
@@ -245,12 +277,12 @@ def k_posterior(ctx: Context) -> Section:
             body += table(["silo", "local clusters sent (after post-processing)",
                            "occupied components (posterior mode)"], rows)
         return Section("k-posterior", "Posterior of the number of clusters K", body)
-    g = ncp.get("global")
-    loc = ncp.get("local") or {}
     if g:
         vals, probs = list(g["values"]), [float(p) for p in g["probabilities"]]
-        body += ("<p>Posterior probability of each number of global clusters, as the method defines it "
-                 "(diagnostics.n_clusters_posterior.global).</p>")
+        pooled = isinstance(diag.get("n_clusters_posterior"), list)
+        body += ("<p>Posterior probability of each number of clusters, as the method defines it ("
+                 + ("the pooled sampler's number of occupied components" if pooled else
+                    "diagnostics.n_clusters_posterior.global") + ").</p>")
         body += table(["K", *vals], [["probability", *[Cell(fmt(p), "num") for p in probs]]])
     if loc:
         rows = []
@@ -271,7 +303,7 @@ def k_posterior(ctx: Context) -> Section:
 # ------------------------------------------------------------------------------------------------ membership
 def membership(ctx: Context) -> Section:
     fit = ctx.fit
-    cls = fit.diagnostics.get("classification") or {}
+    cls = _mapping(fit.diagnostics.get("classification"))
     body = ""
     if cls:
         body += ("<p>Relative entropy 1 − E / (n log K) (as Mplus and StepMix report it; E the sum over rows of "
@@ -308,7 +340,7 @@ def membership(ctx: Context) -> Section:
 # ---------------------------------------------------------------------------------------------- per silo
 def contributions(ctx: Context) -> Section:
     fit = ctx.fit
-    local = fit.diagnostics.get("local") or {}
+    local = local_diagnostics(fit)
     silos = fit.silos or list(local)
     cids = [fit.clusters[k]["cluster"] for k in ctx.keep]
     counts = np.array([[int((fit.clusters[k].get("size_per_silo") or {}).get(s, 0)) for k in ctx.keep]
@@ -361,7 +393,7 @@ def _conv_cell(key: str, value):
 
 
 def convergence(ctx: Context) -> Section:
-    local = ctx.fit.diagnostics.get("local") or {}
+    local = local_diagnostics(ctx.fit)
     if not local:
         return Section("convergence", "Convergence of the local chains",
                        unavailable("per-silo convergence diagnostics (diagnostics.local)"))
@@ -392,7 +424,7 @@ def convergence(ctx: Context) -> Section:
 def elbo(ctx: Context) -> Section:
     diag = ctx.fit.diagnostics
     trace = diag.get("elbo_trace")
-    if not trace:
+    if not isinstance(trace, list) or not trace:
         return Section("elbo", "Aggregation: ELBO trace", unavailable("an ELBO trace (diagnostics.elbo_trace)",
                                                                       "This method has no aggregation step."))
     body = kv([("strategy", diag.get("strategy", "?")), ("objective", diag.get("objective", "?")),
@@ -423,7 +455,7 @@ def _flagged(rows: list[dict]) -> list[dict]:
 
 def ppc(ctx: Context) -> Section:
     diag = ctx.fit.diagnostics
-    p = diag.get("ppc")
+    p = _mapping(diag.get("ppc"))
     body = ""
     if not p:
         body += unavailable("posterior predictive checks (diagnostics.ppc)")
@@ -435,7 +467,7 @@ def ppc(ctx: Context) -> Section:
         for key, title, cols in (
                 ("prevalence", "Prevalence of each modality", ["variable", "modality"]),
                 ("pairs", "Co-occurrence of pairs", ["variable_a", "modality_a", "variable_b", "modality_b"])):
-            part = p.get(key)
+            part = _mapping(p.get(key))
             if not part:
                 body += unavailable(f"the {title.lower()} check (diagnostics.ppc.{key})")
                 continue
@@ -462,7 +494,7 @@ def ppc(ctx: Context) -> Section:
             body += ctx.add("ppc", F.ppc_figure(panels), alt="posterior predictive checks",
                             caption="Observed against replicated statistics over all silos (grey: replicated 95% "
                                     "interval; red: ppp outside [0.025, 0.975]).")
-    w = diag.get("waic")
+    w = _mapping(diag.get("waic"))
     body += "<h3>Model comparison (WAIC)</h3>"
     if not w:
         body += unavailable("WAIC (diagnostics.waic)")
@@ -477,14 +509,14 @@ def ppc(ctx: Context) -> Section:
 # --------------------------------------------------------------------------------------------- warnings
 def warnings_section(ctx: Context) -> Section:
     diag = ctx.fit.diagnostics
-    warns = diag.get("warnings") or []
+    warns = diag.get("warnings") if isinstance(diag.get("warnings"), list) else []
     body = ""
     if warns:
         body += "".join(f'<div class="warn">{esc(w)}</div>' for w in warns)
     else:
         body += "<p>The fit raised no warning.</p>"
     checks = diag.get("matching_checks")
-    if checks is None:
+    if not isinstance(checks, list):
         body += unavailable("matching checks (diagnostics.matching_checks)")
     else:
         body += (f"<p>{len(checks)} finding(s) of the matching checks (evidence that a global cluster may be a "
