@@ -12,7 +12,8 @@ HELP = "run the whole pipeline on a built-in simulated example (about a minute)"
 DESCRIPTION = (
     "Simulates the paper's heterogeneous nested design (4 silos of 1,000 people, 6 true clusters, silo 4 "
     "holds only clusters 1 and 2), fits it with VCMC and the default options (the paper's protocol: "
-    "50,000 Gibbs iterations per silo, calibrated matching, contingency aggregation), and prints what was found.")
+    "50,000 Gibbs iterations per silo, calibrated matching, contingency aggregation), prints what was found and "
+    "writes the report (DIR/result/report.html, as `vcmc report DIR/result` does).")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -39,6 +40,9 @@ def run(args) -> int:
     print(f"Fitting with VCMC ({args.iterations} Gibbs iterations per silo, {args.jobs} processes)...")  # noqa: T201
     result = fit(data, config=config, rng=args.seed, jobs=args.jobs)
     paths = write_outputs(result, out / "result", schema=data.schema)
+    from vcmc.report import write_report
+
+    paths["report"] = write_report(out / "result").html
     import numpy as np
 
     est = np.concatenate(result.assignments) if result.assignments is not None else None

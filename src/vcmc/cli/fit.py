@@ -90,6 +90,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "number of silos)")
     p.add_argument("--save-summaries", action="store_true",
                    help="save silo summaries in DIR/summaries so server steps can be re-run")
+    p.add_argument("--report", action="store_true",
+                   help="then write DIR/report.html (as `vcmc report DIR` does)")
     p.add_argument("--no-resume", action="store_true",
                    help="do not keep the silos' finished apply steps in DIR/silo-state (by default an "
                         "interrupted or repeated run with the same data, options and seed reuses them)")
@@ -223,4 +225,8 @@ def run(args) -> int:
         print(f"  {kind:12s} {path}")  # noqa: T201
     for w in result.diagnostics.get("warnings", []) if isinstance(result.diagnostics, dict) else []:
         print(f"warning: {w}", file=sys.stderr)  # noqa: T201
+    if args.report:
+        from vcmc.report import write_report
+
+        print(f"  {'report':12s} {write_report(out).html}")  # noqa: T201
     return 0

@@ -1,0 +1,33 @@
+"""``vcmc report``: one self-contained HTML page of a fit's output folder."""
+
+from __future__ import annotations
+
+import argparse
+
+NAME = "report"
+HELP = "write DIR/report.html (figures embedded, no network) from a `vcmc fit --out DIR` folder"
+DESCRIPTION = (
+    "Reads DIR/result.json and DIR/profiles.csv (required) and DIR/posterior.nc, DIR/assignments.csv, "
+    "DIR/memberships.csv (when present), and writes DIR/report.html: cluster sizes and weights, the heatmap of "
+    "scaled prevalence differences against the whole population, the characterisation of each cluster, the "
+    "posterior of K, membership certainty, per-silo contributions and convergence, the ELBO trace, posterior "
+    "predictive checks, warnings and the configuration. Also writes each figure to DIR/figures/*.png and every "
+    "cluster x modality contrast to DIR/characterisation.csv. Sections whose data the result lacks say so.")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("folder", metavar="DIR", help="output folder of `vcmc fit --out DIR`")
+    p.add_argument("--out", metavar="FILE", default=None, help="the HTML file (default DIR/report.html)")
+    p.add_argument("--labels", metavar="FILE", default=None,
+                   help="cluster names: a CSV with header cluster,label or a JSON object {\"1\": \"name\", ...}; "
+                        "every cluster holding rows needs one")
+
+
+def run(args) -> int:
+    from vcmc.report.build import write_report
+
+    paths = write_report(args.folder, out=args.out, labels=args.labels)
+    print(f"report: {paths.html}")  # noqa: T201
+    print(f"  figures: {len(paths.figures)} PNG files in {paths.html.parent if args.out is None else args.folder}"  # noqa: T201
+          f"/figures; contrasts: {paths.characterisation}")
+    return 0
