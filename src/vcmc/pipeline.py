@@ -221,7 +221,12 @@ def server_steps(summaries: list[SiloSummary], transport, config: FitConfig, *, 
 
     warn = [f"silo {f.silo!r} left out: {f.reason}" for f in (failures or [])]
     checks = matching_checks(summaries, matching, level=config.matching.level)
-    artefacts = summarise_checks(checks, matching.method) + convergence_warnings(summaries, config.sampler)
+    from vcmc.aggregation.checks import describe_prior_dominated, prior_dominated_profiles
+
+    dominated = prior_dominated_profiles(summaries, matching, agg.profile_draws, beta=config.prior.beta,
+                                         n_modalities=summaries[0].n_modalities, pi_draws=agg.pi_draws)
+    artefacts = (summarise_checks(checks, matching.method) + convergence_warnings(summaries, config.sampler)
+                 + describe_prior_dominated(dominated))
     diagnostics = {
         "elbo": float(agg.elbo) if np.isfinite(agg.elbo) else None,
         "elbo_trace": np.asarray(agg.elbo_trace).tolist(),
@@ -237,6 +242,7 @@ def server_steps(summaries: list[SiloSummary], transport, config: FitConfig, *, 
         "local": {s.silo: {"n_clusters": s.n_clusters, "n_withheld": s.n_withheld,
                            "counts_suppressed": s.counts_suppressed, **s.diagnostics} for s in summaries},
         "matching_checks": checks,
+        "prior_dominated": dominated,
         "classification": classification,
         "warnings": warn + artefacts,
     }
