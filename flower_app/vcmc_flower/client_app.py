@@ -35,3 +35,8 @@ def counts(message: Message, context: Context) -> Message:
 @app.query("assign")
 def assign(message: Message, context: Context) -> Message:
     return client_handle(message, context)
+
+
+@app.query("assess")
+def assess(message: Message, context: Context) -> Message:
+    return client_handle(message, context)
