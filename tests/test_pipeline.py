@@ -153,3 +153,22 @@ def test_chains_are_kept_and_arviz_reads_them(nested_easy, short_config, tmp_pat
     assert float(ess["pi"].min()) > 100
     summary = az.summary(tree, var_names=["pi"])
     assert np.all(np.isfinite(summary["r_hat"].to_numpy(dtype=float)))
+
+
+def test_a_silo_refusing_the_assessment_is_left_out_of_it_only(nested_easy, short_config):
+    from vcmc.config import PrivacyConfig
+    from vcmc.federation.transport import InProcessTransport
+    from vcmc.silo.local import LocalSilo
+
+    cfg = dataclasses.replace(short_config, sampler=dataclasses.replace(short_config.sampler, n_iter=600,
+                                                                        burn_in=300))
+    silos = [LocalSilo(d, privacy=PrivacyConfig(share_assessment=(i != 2)))
+             for i, d in enumerate(nested_easy.silos)]
+    with InProcessTransport(silos) as tr:
+        res = run_vcmc(tr, cfg, rng=5)
+    refused = nested_easy.silos[2].name
+    assert res.n_clusters >= 1 and res.assignments is not None
+    assert refused not in res.diagnostics["ppc"]["silos"] and len(res.diagnostics["ppc"]["silos"]) == 3
+    assert res.diagnostics["waic"]["n_rows"] == sum(d.n_rows for d in nested_easy.silos) - \
+        nested_easy.silos[2].n_rows
+    assert any(refused in w and "share-assessment = false" in w for w in res.diagnostics["warnings"])
