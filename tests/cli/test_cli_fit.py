@@ -12,7 +12,7 @@ from vcmc.exceptions import ConfigError
 
 
 def test_help_on_every_command(capsys):
-    for cmd in ("fit", "demo", "simulate"):
+    for cmd in ("fit", "demo", "simulate", "predict"):
         with pytest.raises(SystemExit) as exc:
             main([cmd, "--help"])
         assert exc.value.code == 0
