@@ -14,7 +14,8 @@ MODULES = {".".join(p.relative_to(SRC).with_suffix("").parts).removesuffix(".__i
 #: Modules that run inside a silo (their whole import closure stays on the silo's side).
 SILO_SIDE = ("vcmc.silo", "vcmc.flower.client")
 #: Server-side code a silo must never import.
-SERVER_SIDE = ("vcmc.matching", "vcmc.aggregation", "vcmc.pipeline", "vcmc.federation", "vcmc.results",
+SERVER_SIDE = ("vcmc.matching", "vcmc.aggregation", "vcmc.pipeline", "vcmc.assessment", "vcmc.federation",
+               "vcmc.results",
                "vcmc.report", "vcmc.study", "vcmc.baselines", "vcmc.api", "vcmc.cli", "vcmc.estimator",
                "vcmc.flower.server")
 #: The public facade re-exports the whole library lazily; it is nobody's dependency.

@@ -1,7 +1,8 @@
 """ClientApp: one query handler per request kind, each a call of the installed vcmc library.
 
-The silo's operator sets ``data-path`` (and ``schema-path``, ``silo-name``, disclosure limits such as
-``min-cluster-size``) in the SuperNode's node config; see ``docs/federation.md``.
+The silo's operator sets ``data-path`` (and ``schema-path``, ``silo-name``, ``out-dir`` for the silo's own
+memberships.csv and assignments.csv, disclosure limits such as ``min-cluster-size`` and
+``share-assessment``) in the SuperNode's node config; see ``docs/federation.md``.
 """
 
 from flwr.app import Context, Message
@@ -34,4 +35,9 @@ def counts(message: Message, context: Context) -> Message:
 
 @app.query("assign")
 def assign(message: Message, context: Context) -> Message:
+    return client_handle(message, context)
+
+
+@app.query("assess")
+def assess(message: Message, context: Context) -> Message:
     return client_handle(message, context)

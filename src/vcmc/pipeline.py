@@ -18,6 +18,7 @@ import warnings
 import numpy as np
 
 from vcmc._rng import RngLike, as_seed_sequence, root_entropy
+from vcmc.assessment import local_k_posterior
 from vcmc.config import FitConfig
 from vcmc.exceptions import SiloFailure
 from vcmc.federation.faults import FaultPolicy, gather
@@ -35,10 +36,12 @@ from vcmc.results import GlobalResult
 log = logging.getLogger(__name__)
 
 # Stream layout under the root seed: silo s samples from SeedSequence(root, spawn_key=(0, s)); the server
-# from spawn_key (1,). Adding a silo never changes another silo's draws, and the server's randomness
-# (matching orders, draw pairing, starting points) never depends on how many silos there are.
+# from spawn_key (1,); silo s's model assessment (replicated datasets, sampled allocations) from (2, s).
+# Adding a silo never changes another silo's draws, and the server's randomness (matching orders, draw
+# pairing, starting points) never depends on how many silos there are.
 _SILO_KEY = 0
 _SERVER_KEY = 1
+_ASSESS_KEY = 2
 
 
 def _root(rng: RngLike) -> np.random.SeedSequence:
@@ -154,6 +157,56 @@ def classification_quality(replies, names) -> dict:
             "average_probability": [None if not np.isfinite(v) else float(v) for v in avg]}
 
 
+K_POSTERIOR_DEFINITION = (
+    "global: at each assessment draw every silo samples each row's allocation from its allocation "
+    "probabilities under that draw; K = number of global clusters receiving at least one row (the occupied "
+    "components of an over-fitted mixture, over all silos); global_per_silo: the same within each silo; "
+    "local: each silo's posterior of its number of occupied components in its own chains "
+    "(docs/design.md §14.3)")
+
+
+def _local_rows(transport, attribute: str, names) -> tuple | None:
+    fetch = getattr(transport, attribute, None)
+    if not callable(fetch):
+        return None
+    got = fetch()
+    if got is None or not all(n in got for n in names):
+        return None
+    return tuple(got[n] for n in names)
+
+
+def run_assessment(transport, names, matched, agg, config: FitConfig, rng: RngLike,
+                   policy: FaultPolicy | None) -> tuple[dict | None, list[str]]:
+    """The model-assessment round (docs/design.md §14): predictive checks, WAIC, occupied clusters.
+
+    A silo that fails or refuses (its operator's ``share_assessment = False``) is left out of the
+    assessment only, named in the returned warnings; the pooled checks then cover the other silos.
+    """
+    from vcmc.assessment import assess_requests, combine_assessment
+    from vcmc.federation.faults import validate_reply
+
+    root = _root(rng)
+    index = {n: i for i, n in enumerate(transport.silos)}
+    reqs, _ = assess_requests(names, index, matched, agg, config, root, _ASSESS_KEY)
+    raw = transport.call(reqs, timeout=(policy or FaultPolicy()).timeout)
+    replies, notes = {}, []
+    for name in names:
+        reply = raw.get(name)
+        if isinstance(reply, SiloFailure) or reply is None:
+            reason = reply.reason if isinstance(reply, SiloFailure) else "no reply"
+            notes.append(f"silo {name!r} left out of the model assessment: {reason}")
+            continue
+        try:
+            validate_reply(name, reqs[name], reply)
+        except Exception as exc:  # noqa: BLE001 - a malformed reply leaves that silo out, nothing else
+            notes.append(f"silo {name!r} left out of the model assessment: {exc}")
+            continue
+        replies[name] = reply
+    if not replies:
+        return None, notes
+    return combine_assessment(replies, reqs, matched.n_modalities), notes
+
+
 def convergence_warnings(summaries: list[SiloSummary], sampler) -> list[str]:
     """One line per silo whose chains ran to the maximum without meeting ``--iterations auto``'s targets."""
     out = []
@@ -194,10 +247,12 @@ def server_steps(summaries: list[SiloSummary], transport, config: FitConfig, *, 
     t0 = time.perf_counter()
     matched = matched_draws(summaries, matching, config.matching, prior=config.prior, rng=srv)
     counts_fn = _counts_fn(transport, names, matching, policy)
+    n_chains = int(config.sampler.n_chains)
     if method == "vcmc":
-        agg = aggregate(matched, config=config.aggregation, prior=config.prior, counts_fn=counts_fn, rng=srv)
+        agg = aggregate(matched, config=config.aggregation, prior=config.prior, counts_fn=counts_fn, rng=srv,
+                        n_chains=n_chains)
     elif method == "consensus":
-        agg = consensus(matched, kind="inverse-variance", rng=srv)
+        agg = consensus(matched, kind="inverse-variance", rng=srv, n_chains=n_chains)
     else:
         raise ValueError(f"server_steps handles method 'vcmc' or 'consensus', got {method!r}")
     timings["aggregation"] = time.perf_counter() - t0
@@ -208,14 +263,18 @@ def server_steps(summaries: list[SiloSummary], transport, config: FitConfig, *, 
     partition_counts = np.stack([np.asarray(replies[n].counts, dtype=np.int64) for n in names])
     classification = classification_quality([replies[n] for n in names], names)
     timings["partition"] = time.perf_counter() - t0
-    timings["total"] = sum(v for k, v in timings.items() if k != "total")
 
-    assignments = None
-    local = getattr(transport, "local_assignments", None)
-    if callable(local):
-        got = local()
-        if got is not None and all(n in got for n in names):
-            assignments = tuple(got[n] for n in names)
+    # Row-level labels and memberships reach this process only through the in-process and process-pool
+    # transports' private calls (the user's own machine); Flower silos keep them on their hosts.
+    assignments = _local_rows(transport, "local_assignments", names)
+    memberships = _local_rows(transport, "local_memberships", names)
+
+    assessment, assess_warnings = None, []
+    if config.assessment.enabled:
+        t0 = time.perf_counter()
+        assessment, assess_warnings = run_assessment(transport, names, matched, agg, config, rng, policy)
+        timings["assessment"] = time.perf_counter() - t0
+    timings["total"] = sum(v for k, v in timings.items() if k != "total")
 
     from vcmc.matching.checks import matching_checks, summarise_checks
 
@@ -226,7 +285,7 @@ def server_steps(summaries: list[SiloSummary], transport, config: FitConfig, *, 
     dominated = prior_dominated_profiles(summaries, matching, agg.profile_draws, beta=config.prior.beta,
                                          n_modalities=summaries[0].n_modalities, pi_draws=agg.pi_draws)
     artefacts = (summarise_checks(checks, matching.method) + convergence_warnings(summaries, config.sampler)
-                 + describe_prior_dominated(dominated))
+                 + describe_prior_dominated(dominated) + assess_warnings)
     diagnostics = {
         "elbo": float(agg.elbo) if np.isfinite(agg.elbo) else None,
         "elbo_trace": np.asarray(agg.elbo_trace).tolist(),
@@ -244,8 +303,17 @@ def server_steps(summaries: list[SiloSummary], transport, config: FitConfig, *, 
         "matching_checks": checks,
         "prior_dominated": dominated,
         "classification": classification,
+        "n_clusters_posterior": {
+            "global": None if assessment is None else assessment["k_global"],
+            "local": local_k_posterior(summaries),
+            "global_per_silo": None if assessment is None else assessment["k_global_per_silo"],
+            "definition": K_POSTERIOR_DEFINITION},
+        "n_chains": n_chains,
         "warnings": warn + artefacts,
     }
+    if assessment is not None:
+        diagnostics["ppc"] = assessment["ppc"]
+        diagnostics["waic"] = assessment["waic"]
     for w in warn:
         warnings.warn(w, stacklevel=2)
     for w in artefacts:   # a property of the result, reported in it and by the CLI; not a Python warning
@@ -253,8 +321,8 @@ def server_steps(summaries: list[SiloSummary], transport, config: FitConfig, *, 
     return GlobalResult.from_draws(
         pi_draws=agg.pi_draws, profile_draws=agg.profile_draws, method=method,
         n_modalities=summaries[0].n_modalities, silos=names, partition_counts=partition_counts,
-        assignments=assignments, timings=timings, config=config.to_dict(), seed=root_entropy(rng),
-        diagnostics=diagnostics, matching=matching)
+        assignments=assignments, memberships=memberships, n_chains=agg.n_chains, timings=timings,
+        config=config.to_dict(), seed=root_entropy(rng), diagnostics=diagnostics, matching=matching)
 
 
 def run_vcmc(transport, config: FitConfig | None = None, *, rng: RngLike = None, method: str = "vcmc",

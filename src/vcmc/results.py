@@ -32,10 +32,15 @@ class GlobalResult:
     weights_ci, profiles_ci : ndarray of shape (C, 2) and (C, P, 2), or None
         Equal-tailed 95% intervals (None when the method has none).
     pi_draws, profile_draws : ndarray of shape (T, C) and (T, C, P), or None
-        Global posterior draws.
+        Global posterior draws; with ``n_chains`` chains, concatenated chain-major (``T / n_chains`` each).
     assignments : tuple of ndarray, or None
         Global label of every row of every silo; only filled when the silos run in this process
         (otherwise each silo keeps its own rows' labels).
+    memberships : tuple of ndarray of shape (n_s, C), or None
+        Posterior probability of every row of every silo belonging to each global cluster (the label is
+        the most probable); filled like ``assignments``.
+    n_chains : int
+        Chains in the global draws (``sampler.n_chains`` for VCMC and full MCMC; 1 otherwise).
     timings : dict of str to float
         Wall seconds per stage ("apply", "matching", "aggregation", "total", ...).
     config : dict
@@ -57,6 +62,8 @@ class GlobalResult:
     pi_draws: np.ndarray | None = None
     profile_draws: np.ndarray | None = None
     assignments: tuple[np.ndarray, ...] | None = None
+    memberships: tuple[np.ndarray, ...] | None = None
+    n_chains: int = 1
     timings: dict[str, float] = field(default_factory=dict)
     config: dict = field(default_factory=dict)
     seed: int | None = None

@@ -179,3 +179,42 @@ def test_degenerate_problems_stay_feasible(make, optimizer, case):
     np.testing.assert_allclose(res.pi_draws.sum(1), 1.0)
     if case == "one_silo":
         np.testing.assert_array_equal(res.weights.pi, [1.0])
+
+
+def test_chains_are_kept_chain_j_from_chain_j_of_every_silo_in_order(make):
+    """With n_chains chains each silo's draws are chain-major blocks; output chain j, draw t, is the
+    weighted sum of draw t of chain j of every silo (the last L draws of a longer silo chain)."""
+    from vcmc.aggregation import pair_draws, push_forward
+
+    pr = make(3, n_rows=(200, 300, 400), silo_weights=np.full((3, 3), 1 / 3), n_draws=140)
+    m = pr.matched
+    # silo 1 has longer chains: 2 x 70 draws (its first 10 of each chain must be left out)
+    m2 = type(m)(**{**m.__dict__, "pi": (m.pi[0][:100], m.pi[1][:140], m.pi[2][:100]),
+                    "profiles": (m.profiles[0][:100], m.profiles[1][:140], m.profiles[2][:100])})
+    idx = pair_draws(m2, rng=0, n_chains=2)
+    np.testing.assert_array_equal(idx[0], np.r_[0:50, 50:100])
+    np.testing.assert_array_equal(idx[1], np.r_[20:70, 90:140])
+    res = aggregate(m2, rng=1, n_chains=2, config=AggregationConfig(max_iter=20))
+    assert res.n_chains == 2 and res.pi_draws.shape[0] == 100
+    np.testing.assert_array_equal(res.pairing, idx)
+    w = res.weights
+    for j, t in ((0, 0), (0, 49), (1, 0), (1, 37)):
+        out = 50 * j + t
+        expect = sum(w.pi[s] * m2.pi[s][idx[s, out]] for s in range(3))
+        np.testing.assert_allclose(res.pi_draws[out], expect, rtol=1e-12)
+        src = [(0, 50 * j + t), (1, 70 * j + 20 + t), (2, 50 * j + t)]
+        assert [idx[s, out] for s in range(3)] == [i for _, i in src]
+    again = push_forward(m2, w, idx)
+    np.testing.assert_allclose(again[0], res.pi_draws)
+    with pytest.raises(ConfigError, match="not a whole number per chain"):
+        pair_draws(m2, n_chains=3)
+
+
+def test_one_chain_keeps_the_seeded_shuffle(make):
+    """One chain: the silos' draws are paired by a seeded shuffle, as before chains were kept."""
+    from vcmc.aggregation import pair_draws
+
+    m = make(4, n_rows=(200, 300), silo_weights=np.full((2, 3), 1 / 3), n_draws=50).matched
+    gen = np.random.default_rng(9)
+    expected = np.stack([gen.permutation(50), gen.permutation(50)])
+    np.testing.assert_array_equal(pair_draws(m, rng=np.random.default_rng(9)), expected)

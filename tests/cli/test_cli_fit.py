@@ -12,7 +12,7 @@ from vcmc.exceptions import ConfigError
 
 
 def test_help_on_every_command(capsys):
-    for cmd in ("fit", "demo", "simulate"):
+    for cmd in ("fit", "demo", "simulate", "predict"):
         with pytest.raises(SystemExit) as exc:
             main([cmd, "--help"])
         assert exc.value.code == 0
@@ -32,7 +32,17 @@ def test_fit_writes_the_contract(tmp_path):
     assert {"apply", "matching", "aggregation", "total"} <= set(result["timings_s"])
     assign = pd.read_csv(out / "assignments.csv")
     truth = pd.read_csv(data / "truth.csv")
-    assert list(assign.columns) == ["silo", "row", "cluster"]
+    assert list(assign.columns) == ["silo", "row", "cluster", "probability"]
+    # memberships.csv: one row per input row, K = every global cluster, and the label is its most probable
+    member = pd.read_csv(out / "memberships.csv")
+    k = result["n_global_clusters"]
+    assert list(member.columns) == ["silo", "row"] + [f"p_{c}" for c in range(1, k + 1)]
+    p = member[[f"p_{c}" for c in range(1, k + 1)]].to_numpy()
+    assert (member[["silo", "row"]].to_numpy() == assign[["silo", "row"]].to_numpy()).all()
+    assert abs(p.sum(axis=1) - 1).max() < 1e-12
+    assert (p.argmax(axis=1) + 1 == assign.cluster.to_numpy()).all()
+    assert (p.max(axis=1) == assign.probability.to_numpy()).all()
+    assert (out / "schema.json").exists()
     merged = truth.merge(assign, on=["silo", "row"], suffixes=("_true", "_est"))
     assert len(merged) == len(truth) == 1600
     from sklearn.metrics import adjusted_rand_score

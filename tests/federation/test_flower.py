@@ -13,6 +13,7 @@ import urllib.request
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 pytest.importorskip("flwr")
@@ -48,6 +49,45 @@ def test_record_encoding_round_trips_big_seeds_and_arrays():
     assert back == req
     hello = HelloReply(silo="A", schema_fingerprint="f" * 16, n_modalities=(2, 3), vcmc_version="0.1")
     assert decode_record(encode_record(hello)) == hello
+
+
+def test_records_carry_the_assessment_messages():
+    from vcmc.flower.records import ACTION
+    from vcmc.protocol import MESSAGE_TYPES, REPLY_TYPE, AssessReply, AssessRequest
+
+    rng = np.random.default_rng(0)
+    req = AssessRequest(pi=rng.dirichlet([1, 1], size=4), profiles=rng.random((4, 2, 5)),
+                        pairs=np.array([[1, 3]]), seed_entropy=2**100 + 3, spawn_key=(2, 1))
+    back = decode_record(encode_record(req))
+    assert isinstance(back, AssessRequest) and back.seed_entropy == req.seed_entropy
+    np.testing.assert_array_equal(back.profiles, req.profiles)
+    reply = AssessReply(n_rows=50, n_observed=np.full(5, 50), observed=np.arange(5), replicated=np.ones((4, 5)),
+                        pair_n_observed=np.array([50]), pair_observed=np.array([7]),
+                        pair_replicated=np.ones((4, 1)), occupied=np.ones((4, 2), dtype=np.int8), lppd=-3.5,
+                        p_waic=0.25, elpd=-3.75, elpd_m2=1.5, n_suppressed=0)
+    got = decode_record(encode_record(reply))
+    assert got.lppd == -3.5 and got.occupied.dtype == np.int8
+    # every request a silo answers has a ClientApp action
+    assert {m.KIND for m in MESSAGE_TYPES if m in REPLY_TYPE} == set(ACTION)
+
+
+def test_node_config_out_dir_must_be_absolute_and_receives_the_silos_files(tmp_path):
+    from vcmc.exceptions import ConfigError
+    from vcmc.flower.client import silo_from_node_config, write_local_results
+    from vcmc.simulate import simulate_design
+
+    sim = simulate_design("homogeneous", "easy", rng=1, n_per_silo=40)
+    sim.silos[0].to_frame().to_csv(tmp_path / "a.csv", index=False)
+    node = {"data-path": str(tmp_path / "a.csv"), "silo-name": "site_a"}
+    with pytest.raises(ConfigError, match="'out-dir' must be an absolute path"):
+        silo_from_node_config({**node, "out-dir": "relative/dir"})
+    silo = silo_from_node_config({**node, "out-dir": str(tmp_path / "out")})
+    silo.assignments = np.zeros(40, dtype=np.int64)
+    silo.memberships = np.tile([0.75, 0.25], (40, 1))
+    write_local_results(silo, {**node, "out-dir": str(tmp_path / "out")})
+    assign = pd.read_csv(tmp_path / "out" / "assignments.csv")
+    assert assign.silo.unique().tolist() == ["site_a"] and (assign.probability == 0.75).all()
+    assert list(pd.read_csv(tmp_path / "out" / "memberships.csv").columns) == ["silo", "row", "p_1", "p_2"]
 
 
 def test_silo_operator_sets_data_and_limits_in_node_config(tmp_path):
@@ -145,7 +185,8 @@ def federation(tmp_path):
         for i, (name, csv) in enumerate(csvs):
             spawn(str(BIN / "flower-supernode"), "--insecure", "--superlink", f"127.0.0.1:{link}", "--host",
                   "127.0.0.1", "--port", str(_free_port()), "--node-config",
-                  f'data-path="{csv}" schema-path="{schema_path}" silo-name="{name}" min-cluster-size=5',
+                  f'data-path="{csv}" schema-path="{schema_path}" silo-name="{name}" min-cluster-size=5 '
+                  f'out-dir="{tmp_path / "silo-out" / name}"',
                   log=f"supernode{i}.log")
         yield env, tmp_path, csvs, schema_path
     finally:
@@ -229,3 +270,15 @@ def test_flower_run_equals_in_process_run(federation):
     np.testing.assert_allclose([c["weight"] for c in flower["clusters"]], local.weights, rtol=1e-12)
     sizes = [[c["size_per_silo"][s] for c in flower["clusters"]] for s in local.silos]
     np.testing.assert_array_equal(sizes, local.partition_counts)
+    # each silo wrote its rows' memberships and labels on its own host; none of them reached the server
+    assert not (out_dir / "memberships.csv").exists() and not (out_dir / "assignments.csv").exists()
+    for s, name in enumerate(local.silos):
+        member = pd.read_csv(tmp / "silo-out" / name / "memberships.csv")
+        assign = pd.read_csv(tmp / "silo-out" / name / "assignments.csv")
+        np.testing.assert_allclose(member.filter(like="p_").to_numpy(), local.memberships[s], rtol=1e-12)
+        np.testing.assert_array_equal(assign.cluster.to_numpy(), local.assignments[s] + 1)
+    # the model assessment went through the ClientApp too, with the same streams
+    assert flower["diagnostics"]["waic"]["elpd_waic"] == pytest.approx(local.diagnostics["waic"]["elpd_waic"],
+                                                                       rel=1e-12)
+    ppc_local = local.diagnostics["ppc"]["pairs"]
+    assert flower["diagnostics"]["ppc"]["pairs"]["p_value"] == ppc_local["p_value"]

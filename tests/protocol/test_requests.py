@@ -10,6 +10,7 @@ from vcmc.exceptions import InconsistentSiloSummaries
 from vcmc.federation.transport import InProcessTransport
 from vcmc.protocol import (
     MESSAGE_TYPES,
+    AssessRequest,
     AssignRequest,
     CountsRequest,
     DivergenceRequest,
@@ -56,9 +57,24 @@ def exchanged(small_sim, tiny_config, summarize_request):
     assignment = {n: np.zeros(summaries[n].n_clusters, dtype=int) for n in names}
     call({n: CountsRequest(mode="hard", assignment=assignment[n], n_global=1) for n in names})
     call({n: AssignRequest(assignment=assignment[n], n_global=1) for n in names})
+    call({n: _assess_request(ref, i) for i, n in enumerate(names)})
     # an error reply, as a silo sends it
     log.append(ErrorReply(error_type="NotFittedError", reason="no summarize yet"))
     return log, silos
+
+
+N_REPLICATES = 9     # 9 x (26 columns, 40 pairs, C clusters): no size is a multiple of 137
+
+
+def _assess_request(ref, index):
+    """The model-assessment request of the pipeline, built from one silo's draws (the server's choice of
+    pairs; 40 of the 213 candidate pairs of the nested design)."""
+    from vcmc.assessment import choose_pairs
+
+    pi = ref.pi_draws[:N_REPLICATES]
+    prof = ref.profile_draws[:N_REPLICATES]
+    pairs = choose_pairs(pi.mean(axis=0), prof.mean(axis=0), ref.n_modalities, max_pairs=40)
+    return AssessRequest(pi=pi, profiles=prof, pairs=pairs, seed_entropy=2024, spawn_key=(2, index))
 
 
 def test_every_message_type_is_exercised(exchanged):
@@ -120,3 +136,23 @@ def test_decode_reports_unknown_kind_and_wrong_version():
         decode_message({**arrays, "__kind__": "tensor"})
     with pytest.raises(InconsistentSiloSummaries, match="malformed 'hello_reply'"):
         decode_message({"__kind__": "hello_reply", "__version__": 1, "silo": "A"})
+
+
+def test_assessment_sums_do_not_depend_on_the_order_of_rows(exchanged, small_sim):
+    """What the assessment reply computes from the data (observed counts, WAIC sums) is a symmetric
+    function of the rows: permuting them leaves it unchanged, so no field is indexed by row."""
+    from vcmc.silo.ppc import assess_rows
+
+    log, silos = exchanged
+    request = next(m for m in log if isinstance(m, AssessRequest))
+    codes = silos[0].codes
+    perm = np.random.default_rng(0).permutation(codes.shape[0])
+    args = (silos[0].n_modalities, request.pi, request.profiles, request.pairs)
+    a = assess_rows(codes, *args, rng=1)
+    b = assess_rows(codes[perm], *args, rng=1)
+    for key in ("n_observed", "observed", "pair_n_observed", "pair_observed"):
+        np.testing.assert_array_equal(a[key], b[key])
+    for key in ("lppd", "p_waic", "elpd", "elpd_m2"):
+        assert a[key] == pytest.approx(b[key], rel=1e-12)
+    assert a["n_rows"] == N_ROWS and a["occupied"].shape == (N_REPLICATES, request.pi.shape[1])
+    assert set(np.unique(a["occupied"])) <= {0, 1}

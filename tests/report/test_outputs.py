@@ -56,3 +56,42 @@ def test_netcdf_round_trip(tmp_path, rng):
     pi = tree["posterior"]["pi"].values
     assert pi.shape == (1, 200, 3)
     np.testing.assert_allclose(pi[0], res.pi_draws)
+
+
+def test_netcdf_keeps_chains_chain_major(tmp_path, rng):
+    import dataclasses
+
+    import arviz as az
+
+    res = dataclasses.replace(make_result(rng), n_chains=2)
+    tree = az.from_netcdf(write_outputs(res, tmp_path)["posterior"])
+    pi = tree["posterior"]["pi"].values
+    assert pi.shape == (2, 100, 3)
+    np.testing.assert_array_equal(pi[1], res.pi_draws[100:])
+    np.testing.assert_array_equal(tree["posterior"]["profiles"].values[0], res.profile_draws[:100])
+
+
+def test_schema_and_memberships_are_written_and_checks_carry_the_schema_names(tmp_path, rng):
+    import dataclasses
+
+    from vcmc.data import Schema, Variable
+
+    res = make_result(rng)
+    memberships = tuple(np.eye(3)[a] * 0.7 + 0.1 for a in res.assignments)
+    diag = {"ppc": {"prevalence": {"table": [{"column": 4, "silo": "pooled"}]},
+                    "pairs": {"table": [{"column_a": 1, "column_b": 3, "silo": "a"}]}}}
+    res = dataclasses.replace(res, memberships=memberships, diagnostics=diag)
+    schema = Schema((Variable("smoker", ("no", "yes")), Variable("bmi", ("low", "mid", "high"))))
+    paths = write_outputs(res, tmp_path, schema=schema)
+    assert Schema.from_json(paths["schema"]) == schema
+    summary = json.loads(paths["result"].read_text())
+    assert summary["diagnostics"]["ppc"]["prevalence"]["table"][0] == {
+        "column": 4, "silo": "pooled", "variable": "bmi", "modality": "high"}
+    pair = summary["diagnostics"]["ppc"]["pairs"]["table"][0]
+    assert (pair["variable_a"], pair["modality_a"], pair["variable_b"], pair["modality_b"]) == \
+        ("smoker", "yes", "bmi", "mid")
+    assign = pd.read_csv(paths["assignments"])
+    assert list(assign.columns) == ["silo", "row", "cluster", "probability"]
+    np.testing.assert_allclose(assign.probability, 0.8)
+    member = pd.read_csv(paths["memberships"])
+    assert list(member.columns) == ["silo", "row", "p_1", "p_2", "p_3"] and len(member) == 12

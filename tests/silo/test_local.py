@@ -127,3 +127,51 @@ def test_wrong_assignment_is_a_config_error(fitted):
     silo, summary = fitted
     with pytest.raises(ConfigError, match="must map the silo's"):
         silo.handle(AssignRequest(assignment=np.zeros(summary.n_clusters + 1, int), n_global=1))
+
+
+def _assess_request(summary, r=6):
+    from vcmc.protocol import AssessRequest
+
+    return AssessRequest(pi=summary.pi_draws[:r], profiles=summary.profile_draws[:r],
+                         pairs=np.array([[1, 2], [0, 5]]), seed_entropy=7, spawn_key=(2, 1))
+
+
+def test_assess_answers_with_whole_silo_sums_and_is_reproducible(silo_data, fitted):
+    silo, summary = fitted
+    reply = silo.handle(_assess_request(summary))
+    assert reply.n_rows == silo_data.n_rows
+    assert reply.replicated.shape == (6, summary.profile_draws.shape[2]) and reply.pair_replicated.shape == (6, 2)
+    again = LocalSilo(silo_data)
+    again.restore_state(silo.export_state())          # Flower: a fresh process per message
+    np.testing.assert_array_equal(again.handle(_assess_request(summary)).replicated, reply.replicated)
+
+
+def test_assess_refused_when_the_operator_says_so_even_after_a_restart(silo_data, fitted):
+    from vcmc.exceptions import DisclosureError
+
+    _, summary = fitted
+    shy = LocalSilo(silo_data, privacy=PrivacyConfig(min_cluster_size=5, share_assessment=False))
+    shy.handle(_req())
+    with pytest.raises(DisclosureError, match="share-assessment = false"):
+        shy.handle(_assess_request(summary))
+    # the server's privacy section can only tighten: a silo whose server asked for no assessment refuses,
+    # and the refusal survives export/restore
+    strict = dataclasses.replace(CFG, privacy=PrivacyConfig(min_cluster_size=5, share_assessment=False))
+    silo = LocalSilo(silo_data)
+    silo.handle(_req(strict))
+    fresh = LocalSilo(silo_data)
+    fresh.restore_state(silo.export_state())
+    with pytest.raises(DisclosureError):
+        fresh.handle(_assess_request(summary))
+
+
+def test_assess_checks_its_request(fitted):
+    from vcmc.protocol import AssessRequest
+
+    silo, summary = fitted
+    with pytest.raises(ConfigError, match="two different variables"):
+        silo.handle(AssessRequest(pi=summary.pi_draws[:3], profiles=summary.profile_draws[:3],
+                                  pairs=np.array([[0, 1]]), seed_entropy=1, spawn_key=(2, 0)))
+    with pytest.raises(ConfigError, match="profiles"):
+        silo.handle(AssessRequest(pi=summary.pi_draws[:3], profiles=summary.profile_draws[:2],
+                                  pairs=np.zeros((0, 2), int), seed_entropy=1, spawn_key=(2, 0)))

@@ -48,3 +48,37 @@ def test_summary_is_cluster_level():
     np.testing.assert_allclose(s["probability"], [1.4, 0.6])
     ent = -np.sum(m * np.log(m))
     assert s["entropy"] == pytest.approx(ent)
+
+
+def test_files_agree_exactly_including_ties(tmp_path):
+    """The label is the most probable cluster, ties going to the lowest-numbered one (numpy's argmax, as a
+    reader's idxmax); the files carry the memberships at full precision, so reading them back finds the
+    label as the row's maximum, ties included."""
+    import pandas as pd
+
+    from vcmc.silo.memberships import write_membership_files
+
+    third = 1.0 / 3.0
+    m = np.array([[0.5, 0.5, 0.0], [third, third, third], [0.1, 0.2, 0.7], [0.2, 0.4, 0.4],
+                  [1 - 2e-16, 1e-16, 1e-16]])
+    labels = np.argmax(m, axis=1)
+    assert labels.tolist() == [0, 0, 2, 1, 0]
+    other = np.array([[0.25, 0.75, 0.0]])
+    paths = write_membership_files(tmp_path, [("A", m, labels), ("B", other, np.array([1]))])
+    member = pd.read_csv(paths["memberships"])
+    assign = pd.read_csv(paths["assignments"])
+    assert list(member.columns) == ["silo", "row", "p_1", "p_2", "p_3"]
+    assert list(assign.columns) == ["silo", "row", "cluster", "probability"]
+    assert assign.silo.tolist() == ["A"] * 5 + ["B"] and assign.row.tolist() == [0, 1, 2, 3, 4, 0]
+    p = member[["p_1", "p_2", "p_3"]].to_numpy()
+    np.testing.assert_array_equal(p, np.vstack([m, other]))           # full precision round trip
+    assert (member[["p_1", "p_2", "p_3"]].idxmax(axis=1).str[2:].astype(int) == assign.cluster).all()
+    np.testing.assert_array_equal(assign.probability.to_numpy(), p.max(axis=1))
+
+
+def test_a_label_that_is_not_a_most_probable_cluster_is_refused(tmp_path):
+    from vcmc.silo.memberships import write_membership_files
+
+    with pytest.raises(ValueError, match="not the most probable"):
+        write_membership_files(tmp_path, [("A", np.array([[0.6, 0.4]]), np.array([1]))])
+    assert not (tmp_path / "assignments.csv").exists()

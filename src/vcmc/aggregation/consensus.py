@@ -19,7 +19,7 @@ _KINDS = {"inverse-variance": inverse_variance_weights, "count": count_weights, 
 
 
 def consensus(matched: MatchedDraws, *, kind: str = "inverse-variance", rng=None, n_out: int | None = None,
-              prior: PriorConfig = _DEFAULT_PRIOR) -> AggregationResult:
+              prior: PriorConfig = _DEFAULT_PRIOR, n_chains: int = 1) -> AggregationResult:
     """Consensus Monte Carlo with fixed scalar weights per block.
 
     Parameters
@@ -32,6 +32,8 @@ def consensus(matched: MatchedDraws, *, kind: str = "inverse-variance", rng=None
         Number of output draws (default: the shortest chain).
     prior : PriorConfig
         Only used for the reported relaxed ELBO.
+    n_chains : int
+        Chains in every silo's draws, kept in the output (``vcmc.aggregation.strategies.pair_draws``).
 
     Returns
     -------
@@ -42,6 +44,6 @@ def consensus(matched: MatchedDraws, *, kind: str = "inverse-variance", rng=None
         raise ConfigError(f"The 'kind' parameter of consensus must be one of {sorted(_KINDS)}. "
                           f"Got {kind!r} instead.")
     weights = _KINDS[kind](matched)
-    return aggregate_with_weights(matched, weights, rng=rng, n_out=n_out, prior=prior,
+    return aggregate_with_weights(matched, weights, rng=rng, n_out=n_out, prior=prior, n_chains=n_chains,
                                   strategy=f"consensus-{kind}",
                                   shares="label-free posterior draws only (weights fixed, no optimisation)")

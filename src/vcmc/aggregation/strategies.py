@@ -58,6 +58,11 @@ class AggregationResult:
         Diagnostics of the starting points (ELBO per kind of start, number of starts).
     timings : dict
         Seconds spent in ``setup`` (objective and evaluation tuples), ``optimise`` and ``push_forward``.
+    pairing : ndarray of shape (S, T), int, or None
+        The silos' draws behind each output draw (``pair_draws``): output draw t is the push-forward of
+        draw ``pairing[s, t]`` of every silo s.
+    n_chains : int
+        Chains of the output draws (chain-major, ``T / n_chains`` draws each; ``pair_draws``).
     """
 
     weights: AggregationWeights
@@ -75,6 +80,8 @@ class AggregationResult:
     n_starts: int
     starts: dict = field(default_factory=dict)
     timings: dict = field(default_factory=dict)
+    pairing: np.ndarray | None = None
+    n_chains: int = 1
 
     def summary(self) -> dict:
         """JSON-ready summary (weights, ELBO, rounds, what was shared)."""
@@ -109,11 +116,22 @@ def _seeds(rng):
     return as_seed_sequence(rng).spawn(4)
 
 
-def pair_draws(matched: MatchedDraws, rng=None, n_out: int | None = None) -> np.ndarray:
-    """Indices (S, T) pairing the silos' draws: the t-th draw of each silo after a seeded shuffle.
+def pair_draws(matched: MatchedDraws, rng=None, n_out: int | None = None, n_chains: int = 1) -> np.ndarray:
+    """Indices (S, T) pairing the silos' draws.
 
-    ``T = min_s T_s`` by default; with ``n_out`` each silo's shuffled chain is repeated as needed.
+    One chain: the t-th draw of each silo after a seeded shuffle; ``T = min_s T_s`` by default, and with
+    ``n_out`` each silo's shuffled draws are repeated as needed.
+
+    ``n_chains > 1`` (docs/design.md §8.1): every silo's draws are its ``n_chains`` chains concatenated
+    chain-major (``vcmc.silo.apply``), ``L_s = T_s / n_chains`` each. Output chain j, draw t, combines draw
+    t of chain j of every silo, in order: each output chain is then a function of one Markov chain per
+    silo at the same iteration, so ArviZ's R-hat and ESS of the output chains measure the silos' mixing
+    (a shuffle would make every chain look independent). Chains are ``L = min_s L_s`` long (``n_out /
+    n_chains`` when given, at most that); a longer silo chain contributes its last ``L`` draws (the ones
+    furthest from the burn-in). The stream ``rng`` is not used.
     """
+    if n_chains > 1:
+        return _pair_chains(matched, n_out, int(n_chains))
     gen = as_generator(rng)
     lengths = [p.shape[0] for p in matched.pi]
     t = min(lengths) if n_out is None else int(n_out)
@@ -124,6 +142,26 @@ def pair_draws(matched: MatchedDraws, rng=None, n_out: int | None = None) -> np.
         reps = -(-t // length)
         rows.append(np.concatenate([gen.permutation(length) for _ in range(reps)])[:t])
     return np.stack(rows)
+
+
+def _pair_chains(matched: MatchedDraws, n_out: int | None, n_chains: int) -> np.ndarray:
+    lengths = [p.shape[0] for p in matched.pi]
+    for name, length in zip(matched.silos, lengths, strict=True):
+        if length % n_chains:
+            raise ConfigError(f"silo {name!r} sent {length} draws, not a whole number per chain for "
+                              f"{n_chains} chains (sampler.n_chains)")
+    per_chain = [length // n_chains for length in lengths]
+    chain_len = min(per_chain)
+    if n_out is not None:
+        if n_out < n_chains or n_out // n_chains > chain_len:
+            raise ConfigError(f"The 'n_out' parameter must be an int in [{n_chains}, {n_chains * chain_len}] "
+                              f"with {n_chains} chains of {chain_len} paired draws. Got {n_out!r} instead.")
+        chain_len = int(n_out) // n_chains
+    rows = []
+    for length in per_chain:                     # a loop over silos only
+        start = length - chain_len
+        rows.append(np.concatenate([j * length + start + np.arange(chain_len) for j in range(n_chains)]))
+    return np.stack(rows).astype(np.int64)
 
 
 def push_forward(matched: MatchedDraws, weights: AggregationWeights, idx: np.ndarray):
@@ -155,7 +193,8 @@ def push_forward(matched: MatchedDraws, weights: AggregationWeights, idx: np.nda
 def aggregate_with_weights(matched: MatchedDraws, weights: AggregationWeights, *, rng=None,
                            n_out: int | None = None, prior: PriorConfig = _DEFAULT_PRIOR,
                            n_eval: int = _DEFAULT_CONFIG.n_eval, strategy: str = "fixed-weights",
-                           shares: str = "label-free posterior draws only") -> AggregationResult:
+                           shares: str = "label-free posterior draws only", n_chains: int = 1
+                           ) -> AggregationResult:
     """Push the silos' paired draws through fixed weights (the consensus baselines use this).
 
     The relaxed ELBO (objective (a), when the matched contingency counts are available) is evaluated on
@@ -171,11 +210,13 @@ def aggregate_with_weights(matched: MatchedDraws, weights: AggregationWeights, *
         obj = Objective(matched, layout, "complete", prior)
         tup = obj.tuples(evaluation_tuples(matched, n_eval, ss_eval))
         elbo = float(obj.evaluate(layout.from_weights(weights)[None], [(tup, 0)])[0].value[0])
-    pi_d, prof_d = push_forward(matched, weights, pair_draws(matched, ss_out, n_out))
+    idx = pair_draws(matched, ss_out, n_out, n_chains)
+    pi_d, prof_d = push_forward(matched, weights, idx)
     return AggregationResult(weights=weights, pi_draws=pi_d, profile_draws=prof_d, elbo=elbo,
                              elbo_trace=np.asarray([elbo]), n_iter=0, converged=True, n_rounds=0,
                              strategy=strategy, objective="complete" if np.isfinite(elbo) else "none",
-                             shares=shares, seconds=time.perf_counter() - t0, n_starts=1)
+                             shares=shares, seconds=time.perf_counter() - t0, n_starts=1, pairing=idx,
+                             n_chains=int(n_chains))
 
 
 def _initial_blocks(layout: BlockLayout, matched: MatchedDraws, init, floor: float) -> np.ndarray:
@@ -193,7 +234,7 @@ def _initial_blocks(layout: BlockLayout, matched: MatchedDraws, init, floor: flo
 
 def aggregate(matched: MatchedDraws, *, config: AggregationConfig = _DEFAULT_CONFIG,
               prior: PriorConfig = _DEFAULT_PRIOR, counts_fn: CountsFn | None = None, rng=None,
-              n_out: int | None = None, init=None) -> AggregationResult:
+              n_out: int | None = None, init=None, n_chains: int = 1) -> AggregationResult:
     """Optimise the aggregation weights by the relaxed ELBO and push the draws through them.
 
     Parameters
@@ -216,6 +257,8 @@ def aggregate(matched: MatchedDraws, *, config: AggregationConfig = _DEFAULT_CON
     init : {"count", "uniform"} or AggregationWeights, optional
         Starting point of the contingency / federated-gradient strategies (default count weights);
         "design" always adds the count weights to its space-filling starts.
+    n_chains : int
+        Chains in every silo's draws (``sampler.n_chains``): the output keeps them (``pair_draws``).
 
     Returns
     -------
@@ -278,11 +321,13 @@ def aggregate(matched: MatchedDraws, *, config: AggregationConfig = _DEFAULT_CON
         n_starts = 1
     weights = layout.to_weights(out.blocks[best])
     t2 = time.perf_counter()
-    pi_d, prof_d = push_forward(matched, weights, pair_draws(matched, ss_out, n_out))
+    idx = pair_draws(matched, ss_out, n_out, n_chains)
+    pi_d, prof_d = push_forward(matched, weights, idx)
     t3 = time.perf_counter()
     return AggregationResult(weights=weights, pi_draws=pi_d, profile_draws=prof_d,
                              elbo=float(out.value[best]), elbo_trace=out.trace[best],
                              n_iter=int(out.n_iter[best]), converged=bool(out.converged[best]),
                              n_rounds=int(obj.n_rounds), strategy=strategy, objective=objective,
                              shares=shares, seconds=t3 - t0, n_starts=n_starts, starts=starts,
-                             timings={"setup": t1 - t0, "optimise": t2 - t1, "push_forward": t3 - t2})
+                             timings={"setup": t1 - t0, "optimise": t2 - t1, "push_forward": t3 - t2},
+                             pairing=idx, n_chains=int(n_chains))

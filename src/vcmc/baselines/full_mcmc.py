@@ -91,12 +91,17 @@ def fit_full_mcmc(silos: Sequence[np.ndarray], n_modalities, *, prior: PriorConf
     assignments = tuple(local.partition[bounds[s]:bounds[s + 1]].astype(np.int64) for s in range(len(names)))
     partition_counts = np.stack([np.bincount(a, minlength=local.n_clusters) for a in assignments])
     diagnostics = dict(local.diagnostics)
-    diagnostics["n_clusters_posterior"] = local.n_clusters_posterior().tolist()
+    # the result.json contract of docs/design.md §14.3: the pooled chain's occupied components are global
+    k_post = local.n_clusters_posterior()
+    support = np.flatnonzero(k_post > 0)
+    diagnostics["n_clusters_posterior"] = {
+        "global": {"values": support.tolist(), "probabilities": k_post[support].tolist()},
+        "local": {}, "definition": "occupied components of the pooled chain"}
     diagnostics["n_reallocated"] = int(local.n_reallocated)
     config = {"prior": dataclasses.asdict(prior_full), "sampler": dataclasses.asdict(sampler),
               "postprocess": dataclasses.asdict(postprocess)}
     return GlobalResult.from_draws(
         pi_draws=local.pi_draws, profile_draws=local.profile_draws, method="full-mcmc", n_modalities=n_mod,
-        silos=names, partition_counts=partition_counts, assignments=assignments,
+        silos=names, partition_counts=partition_counts, assignments=assignments, n_chains=int(sampler.n_chains),
         timings={"apply": float(t_apply), "total": float(time.perf_counter() - t0)}, config=config,
         seed=root_entropy(rng), diagnostics=diagnostics)

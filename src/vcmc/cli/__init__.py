@@ -25,7 +25,7 @@ def _commands():
         mod = importlib.import_module(f"{__name__}.{info.name}")
         if hasattr(mod, "NAME") and hasattr(mod, "run"):
             mods.append(mod)
-    order = ["demo", "simulate", "fit", "study", "report"]
+    order = ["demo", "simulate", "fit", "study", "report", "predict"]
     return sorted(mods, key=lambda m: (order.index(m.NAME) if m.NAME in order else len(order), m.NAME))
 
 

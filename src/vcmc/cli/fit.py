@@ -16,8 +16,11 @@ HELP = "cluster silo files jointly without pooling them (VCMC or a comparator)"
 DESCRIPTION = (
     "Each FILE is one silo (CSV, or Parquet with the [parquet] extra) unless --silo-column splits one file. "
     "All silos are encoded with one shared schema: given with --schema, or inferred from all files. "
-    "Writes DIR/result.json, DIR/assignments.csv (silo,row,cluster; row = 0-based row of the input file; "
-    "clusters numbered from 1), DIR/profiles.csv and DIR/posterior.nc (ArviZ).")
+    "Writes DIR/result.json (with the posterior predictive checks, WAIC and the posterior of the number of "
+    "clusters), DIR/assignments.csv (silo,row,cluster,probability; row = 0-based row of the input file; "
+    "clusters numbered from 1; the most probable cluster and its probability), DIR/memberships.csv "
+    "(silo,row,p_1,...,p_K), DIR/profiles.csv, DIR/posterior.nc (ArviZ; a chain dimension with --chains) and "
+    "DIR/schema.json (for vcmc predict).")
 
 
 # Flags that set one FitConfig option each: (flag, dotted key, type, help). Their defaults are the
@@ -34,6 +37,8 @@ _OPTION_FLAGS = (
     ("--min-cluster-size", "privacy.min-cluster-size", int,
      "disclosure control: no local cluster under N people leaves a silo"),
     ("--level", "matching.level", float, "quantile of the calibrated matching's closeness test"),
+    ("--replicates", "assessment.n-replicates", int,
+     "replicated datasets of the posterior predictive checks (also the draws of WAIC)"),
 )
 
 
@@ -83,6 +88,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--n-clusters", type=int, default=None, metavar="K",
                    help="number of clusters of fed-kmodes (which does not infer it)")
     p.add_argument("--no-fractionation", action="store_true", help="do not fractionate the prior over silos")
+    p.add_argument("--no-assessment", action="store_true",
+                   help="skip the model-assessment round (predictive checks, WAIC, posterior of K)")
     p.add_argument("--min-silos", type=int, default=None, metavar="N",
                    help="continue without failed silos while at least N remain (default: all required)")
     p.add_argument("--seed", type=int, default=None, metavar="S", help="root seed (stored in result.json)")
@@ -148,6 +155,8 @@ def config_mapping_from_args(args) -> dict[str, object]:
         out["prior.n-components"] = args.clusters
     if getattr(args, "no_fractionation", False):
         out["prior.fractionate"] = False
+    if getattr(args, "no_assessment", False):
+        out["assessment.enabled"] = False
     if "matching" in vars(args):
         out["matching.method"] = args.matching
     if "strategy" in vars(args):

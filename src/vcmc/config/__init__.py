@@ -4,6 +4,7 @@ plain mappings, TOML files and Flower run configs (``mapping``)."""
 from vcmc.config.mapping import SECTIONS, config_from_mapping, config_to_mapping, load_config_file
 from vcmc.config.options import (
     AggregationConfig,
+    AssessmentConfig,
     FitConfig,
     MatchingConfig,
     PostprocessConfig,
@@ -12,5 +13,6 @@ from vcmc.config.options import (
     SamplerConfig,
 )
 
-__all__ = ["SECTIONS", "AggregationConfig", "FitConfig", "MatchingConfig", "PostprocessConfig", "PriorConfig",
-           "PrivacyConfig", "SamplerConfig", "config_from_mapping", "config_to_mapping", "load_config_file"]
+__all__ = ["SECTIONS", "AggregationConfig", "AssessmentConfig", "FitConfig", "MatchingConfig",
+           "PostprocessConfig", "PriorConfig", "PrivacyConfig", "SamplerConfig", "config_from_mapping",
+           "config_to_mapping", "load_config_file"]

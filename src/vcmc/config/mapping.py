@@ -22,6 +22,7 @@ from typing import Literal
 
 from vcmc.config.options import (
     AggregationConfig,
+    AssessmentConfig,
     FitConfig,
     MatchingConfig,
     PostprocessConfig,
@@ -38,6 +39,7 @@ SECTIONS: dict[str, type] = {
     "privacy": PrivacyConfig,
     "matching": MatchingConfig,
     "aggregation": AggregationConfig,
+    "assessment": AssessmentConfig,
 }
 """Section name of ``FitConfig`` -> its dataclass."""
 

@@ -234,6 +234,12 @@ class PrivacyConfig:
         Discrete-Laplace noise (OpenDP) on count tables with this epsilon per release (default None).
     share_counts : bool
         Whether the contingency table may leave the silo at all (strategy "contingency" needs it).
+    share_assessment : bool
+        Whether the silo answers the model-assessment round (docs/design.md §14): whole-silo counts of
+        every modality and of the checked pairs of modalities, the same counts in datasets replicated from
+        the fitted model, and sums over rows of log predictive densities (default True). Suppression and
+        rounding apply to those counts; differential-privacy noise does not, so an operator who relies on
+        ``dp_epsilon`` sets this to False.
     """
 
     min_cluster_size: int = 10
@@ -241,6 +247,7 @@ class PrivacyConfig:
     round_to: int = 1
     dp_epsilon: float | None = None
     share_counts: bool = True
+    share_assessment: bool = True
 
     def __post_init__(self):
         _check_choices(self)
@@ -382,6 +389,34 @@ class AggregationConfig:
 
 
 @dataclass(frozen=True)
+class AssessmentConfig:
+    """Model assessment computed inside the silos once the global posterior is known (docs/design.md §14).
+
+    Attributes
+    ----------
+    enabled : bool
+        Run the assessment round (posterior predictive checks, WAIC, the posterior of the global number of
+        clusters) after the global partition (default True: it costs a few seconds per silo next to
+        minutes of sampling, docs/design.md §14.5).
+    n_replicates : int
+        Global posterior draws used, evenly spaced over the chains: one replicated dataset per draw for the
+        predictive checks, the same draws for WAIC and for the number of clusters (default 100).
+    max_pairs : int
+        Most pairs of modalities in the co-occurrence check (default 500): every pair of binary variables
+        (their second modality) and every pair of modalities of two variables with more modalities, the
+        ``max_pairs`` most frequent under the fitted model when there are more.
+    """
+
+    enabled: bool = True
+    n_replicates: int = 100
+    max_pairs: int = 500
+
+    def __post_init__(self):
+        _check(self.n_replicates >= 2, "AssessmentConfig", "n_replicates", "an int >= 2", self.n_replicates)
+        _check(self.max_pairs >= 0, "AssessmentConfig", "max_pairs", "an int >= 0", self.max_pairs)
+
+
+@dataclass(frozen=True)
 class FitConfig:
     """Everything one run needs; stored in every result with the root seed."""
 
@@ -391,6 +426,7 @@ class FitConfig:
     privacy: PrivacyConfig = field(default_factory=PrivacyConfig)
     matching: MatchingConfig = field(default_factory=MatchingConfig)
     aggregation: AggregationConfig = field(default_factory=AggregationConfig)
+    assessment: AssessmentConfig = field(default_factory=AssessmentConfig)
 
     def to_dict(self) -> dict:
         return asdict(self)

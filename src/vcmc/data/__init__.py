@@ -13,6 +13,7 @@ from vcmc.data.readers import (
            infer_schema,
            read_csv,
            read_parquet,
+           read_rows,
            read_silos,
            split_by_column,
 )
@@ -20,4 +21,5 @@ from vcmc.data.schema import DEFAULT_NA_VALUES, Schema, SiloData, Variable
 from vcmc.data.validate import check_same_schema, validate_silo
 
 __all__ = ["DEFAULT_NA_VALUES", "Schema", "SiloData", "Variable", "check_same_schema", "from_dataframe",
-           "infer_schema", "read_csv", "read_parquet", "read_silos", "split_by_column", "validate_silo"]
+           "infer_schema", "read_csv", "read_parquet", "read_rows", "read_silos", "split_by_column",
+           "validate_silo"]

@@ -331,6 +331,29 @@ def read_parquet(path, *, schema=None, name: str | None = None, id_column=None, 
                           na_values=na_values, max_levels=max_levels)
 
 
+def read_rows(path, schema, *, name: str | None = None, id_column=None, na_values=DEFAULT_NA_VALUES,
+              quote_values: bool = False) -> SiloData:
+    """Rows to be scored under a saved fit (``vcmc predict``): CSV or Parquet, encoded with ``schema``.
+
+    Unlike a silo's reader it accepts any number of rows (one person is enough) and columns missing in
+    every row (they are skipped when scoring), but the schema is required and applied exactly as in the
+    fit: a value that is not a modality of the schema is an error naming the file and the column, never
+    mapped to a neighbouring code (without quoting the value unless ``quote_values``).
+    """
+    p = Path(path)
+    _check_file(p)
+    df = _read_any(p)
+    source = str(p)
+    df, ids = _pop_id_column(df, id_column, source)
+    if len(df) == 0:
+        raise DataError(f"{source}: has no data row; expected at least one person (one row each).")
+    schema = _as_schema(schema)
+    if schema is None:
+        raise SchemaError(f"{source}: rows are scored with the fit's schema; none was given.")
+    codes = schema.encode(df, source=source, na_values=na_values, quote_values=quote_values)
+    return SiloData(name=str(name or p.stem), codes=codes, schema=schema, source=source, row_ids=ids)
+
+
 # -- several silos -----------------------------------------------------------------------------------------
 def read_silos(paths: Sequence, *, schema=None, names: Sequence[str] | None = None, id_column=None,
                na_values=DEFAULT_NA_VALUES, max_levels: int = MAX_LEVELS) -> list[SiloData]:

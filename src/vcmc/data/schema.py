@@ -273,7 +273,7 @@ class Schema:
 
     # -- encoding ----------------------------------------------------------------------------------
     def encode(self, df: pd.DataFrame, *, source: str = "data frame",
-               na_values=DEFAULT_NA_VALUES) -> np.ndarray:
+               na_values=DEFAULT_NA_VALUES, quote_values: bool = True) -> np.ndarray:
         """Encode a data frame to integer codes with this schema.
 
         Parameters
@@ -285,6 +285,10 @@ class Schema:
             File or description named in error messages.
         na_values : iterable of str
             Strings read as missing.
+        quote_values : bool
+            Quote the offending values in the error for a value outside the schema (default True, to
+            help whoever fixes the file); False names the file, the column and how many values and rows
+            without quoting any value.
 
         Returns
         -------
@@ -325,6 +329,11 @@ class Schema:
             if unknown.any():
                 rows = np.flatnonzero(unknown)
                 bad = pd.unique(np.asarray(labels, dtype=object)[idx[rows]])
+                if not quote_values:
+                    raise DataError(
+                        f"{source}, column {var.name!r}: {len(bad)} distinct value(s) in {rows.size} row(s) "
+                        f"are not among the {var.n_modalities} modalities of the schema (values not quoted); "
+                        "every value must be a modality of the schema or missing.")
                 raise DataError(
                     f"{source}, column {var.name!r}: value(s) {_fmt_values(bad)} (data row(s) "
                     f"{_fmt_values(rows.tolist())}, 0-based) are not modalities of the schema; "

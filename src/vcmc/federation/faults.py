@@ -23,6 +23,8 @@ from vcmc.atomic import atomic_path, atomic_write_text
 from vcmc.exceptions import ConfigError, InconsistentSiloSummaries, SiloFailure
 from vcmc.protocol import (
     REPLY_TYPE,
+    AssessReply,
+    AssessRequest,
     AssignReply,
     AssignRequest,
     CountsReply,
@@ -126,6 +128,25 @@ def validate_reply(silo: str, request: Message, reply: Message) -> None:
                 bad(f"{name} has {arr.shape[0]} entries, expected n_global = {request.n_global}")
         if not (np.isfinite(reply.entropy) and reply.entropy >= 0):
             bad("entropy must be a finite number >= 0")
+    elif isinstance(reply, AssessReply):
+        if isinstance(request, AssessRequest):
+            r, c = np.asarray(request.pi).shape
+            p = np.asarray(request.profiles).shape[-1]
+            e = np.asarray(request.pairs).reshape(-1, 2).shape[0]
+            shapes = {"n_observed": (p,), "observed": (p,), "replicated": (r, p), "pair_n_observed": (e,),
+                      "pair_observed": (e,), "pair_replicated": (r, e), "occupied": (r, c)}
+            for name, shape in shapes.items():
+                if np.shape(getattr(reply, name)) != shape:
+                    bad(f"{name} has shape {np.shape(getattr(reply, name))}, expected {shape}")
+        for name in ("n_observed", "observed", "replicated", "pair_n_observed", "pair_observed",
+                     "pair_replicated", "occupied"):
+            arr = np.asarray(getattr(reply, name), dtype=float)
+            if not np.all(np.isfinite(arr)) or np.any(arr < 0):
+                bad(f"{name} must hold finite non-negative counts")
+        if not all(np.isfinite(v) for v in (reply.lppd, reply.p_waic, reply.elpd, reply.elpd_m2)):
+            bad("the WAIC sums must be finite")
+        if reply.n_rows < 1 or reply.p_waic < 0 or reply.elpd_m2 < 0:
+            bad("n_rows must be >= 1 and p_waic, elpd_m2 >= 0")
 
 
 def _schema_outliers(replies: Mapping[str, Message]) -> dict[str, str]:

@@ -144,6 +144,12 @@ class InProcessTransport(_TransportBase):
         return {n: s.assignments for n, s in self._silos.items()
                 if getattr(s, "assignments", None) is not None}
 
+    def local_memberships(self) -> dict[str, object]:
+        """Membership of every row in every global cluster, per silo (after an assign request); like
+        ``local_assignments``, only for silos in this process and never through a boundary message."""
+        return {n: s.memberships for n, s in self._silos.items()
+                if getattr(s, "memberships", None) is not None}
+
     def close(self) -> None:
         pass
 
@@ -153,8 +159,9 @@ class InProcessTransport(_TransportBase):
 
 
 _ASSIGNMENTS = "__local_assignments__"
+_MEMBERSHIPS = "__local_memberships__"
 _PRELOAD = ["vcmc.silo.local", "vcmc.silo.apply", "vcmc.silo.build_summary", "vcmc.silo.diagnostics",
-            "vcmc.silo.divergence", "vcmc.silo.counts", "vcmc.silo.memberships", "arviz"]
+            "vcmc.silo.divergence", "vcmc.silo.counts", "vcmc.silo.memberships", "vcmc.silo.ppc", "arviz"]
 _PROGRESS = "__progress__"
 
 
@@ -212,9 +219,10 @@ def _worker_main(conn, hosted, jobs: int, report_progress: bool = False, state_d
         if message is None:
             break
         name, arrays = message
-        if isinstance(arrays, str) and arrays == _ASSIGNMENTS:
-            # Private control command of the process pool (one machine, one user): not a boundary message.
-            conn.send((name, getattr(silos.get(name), "assignments", None)))
+        if isinstance(arrays, str) and arrays in (_ASSIGNMENTS, _MEMBERSHIPS):
+            # Private control commands of the process pool (one machine, one user): not boundary messages.
+            field = "assignments" if arrays == _ASSIGNMENTS else "memberships"
+            conn.send((name, getattr(silos.get(name), field, None)))
             continue
         try:
             if name not in silos:
@@ -491,17 +499,25 @@ class ProcessPoolTransport(_TransportBase):
         The process pool runs every silo on the user's own machine, so this private command (not a
         boundary message; Flower silos never answer it) returns row-level labels to the caller.
         """
+        return self._fetch_local(_ASSIGNMENTS, timeout)
+
+    def local_memberships(self, timeout: float = 60.0) -> dict[str, object]:
+        """Memberships of every row in every global cluster, per live silo (after an assign request), by
+        the same private command as ``local_assignments``."""
+        return self._fetch_local(_MEMBERSHIPS, timeout)
+
+    def _fetch_local(self, command: str, timeout: float) -> dict[str, object]:
         out = {}
         for name in self.silos:
             w = self._of[name]
             if self._reason(name) is not None:
                 continue
             try:
-                w.conn.send((name, _ASSIGNMENTS))
+                w.conn.send((name, command))
                 if w.conn.poll(timeout):
-                    _, labels = w.conn.recv()
-                    if labels is not None:
-                        out[name] = labels
+                    _, value = w.conn.recv()
+                    if value is not None:
+                        out[name] = value
             except (EOFError, OSError):
                 continue
         return out

@@ -16,15 +16,18 @@ clusters) and never leaves the SuperNode.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 
 import numpy as np
 
 from vcmc.config import PrivacyConfig, config_from_mapping
 from vcmc.exceptions import ConfigError
 from vcmc.flower.records import decode_record, encode_record
+from vcmc.protocol import AssignRequest
 from vcmc.silo.errors import sanitise_exception
 
-__all__ = ["NODE_PRIVACY_KEYS", "client_handle", "privacy_from_node_config", "silo_from_node_config"]
+__all__ = ["NODE_PRIVACY_KEYS", "client_handle", "privacy_from_node_config", "silo_from_node_config",
+           "write_local_results"]
 
 NODE_PRIVACY_KEYS = {
     "min-cluster-size": "min_cluster_size",
@@ -32,6 +35,7 @@ NODE_PRIVACY_KEYS = {
     "round-to": "round_to",
     "dp-epsilon": "dp_epsilon",
     "share-counts": "share_counts",
+    "share-assessment": "share_assessment",
 }
 """Node-config keys through which a silo's operator sets its disclosure limits."""
 
@@ -52,11 +56,16 @@ def silo_from_node_config(node_config: Mapping, node_id: int | None = None):
 
     Keys: ``data-path`` (CSV or Parquet, required), ``schema-path`` (the shared schema JSON; strongly
     recommended, otherwise inferred from this file alone), ``silo-name`` (default ``"node-<id>"``),
-    ``id-column`` (row identifiers, kept in the silo) and the disclosure limits of ``NODE_PRIVACY_KEYS``.
+    ``id-column`` (row identifiers, kept in the silo), ``out-dir`` (where the silo's memberships and labels
+    are written on its host, ``write_local_results``) and the disclosure limits of ``NODE_PRIVACY_KEYS``.
     """
     from vcmc.data import read_csv, read_parquet
     from vcmc.silo.local import LocalSilo
 
+    out = node_config.get("out-dir")
+    if out and not Path(str(out)).is_absolute():
+        raise ConfigError("the SuperNode's node config 'out-dir' must be an absolute path on the silo's host "
+                          "(the ClientApp does not run in the operator's working directory)")
     path = node_config.get("data-path")
     if not path:
         raise ConfigError("the SuperNode's node config has no 'data-path' (set it with --node-config "
@@ -67,6 +76,16 @@ def silo_from_node_config(node_config: Mapping, node_id: int | None = None):
     reader = read_parquet if str(path).lower().endswith((".parquet", ".pq")) else read_csv
     data = reader(str(path), schema=schema, name=name, id_column=id_column)
     return LocalSilo(data, privacy=privacy_from_node_config(node_config))
+
+
+def write_local_results(silo, node_config: Mapping) -> None:
+    """Write the silo's memberships and labels into the node config's ``out-dir`` (if set), atomically."""
+    from vcmc.silo.memberships import write_membership_files
+
+    out = node_config.get("out-dir")
+    if not out or silo.assignments is None:
+        return
+    write_membership_files(Path(str(out)), [(silo.name, silo.memberships, silo.assignments)])
 
 
 def client_handle(message, context):
@@ -82,6 +101,8 @@ def client_handle(message, context):
             silo.restore_state({k: a.numpy() for k, a in context.state[_STATE_KEY].items()})
         request = decode_record(message.content)
         reply = silo.handle(request)
+        if isinstance(request, AssignRequest):
+            write_local_results(silo, context.node_config)
         context.state[_STATE_KEY] = ArrayRecord({k: Array(np.ascontiguousarray(v))
                                                  for k, v in silo.export_state().items()})
         return FlowerMessage(encode_record(reply), reply_to=message)

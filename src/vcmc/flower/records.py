@@ -14,6 +14,7 @@ ACTION = {
     "divergence_request": "divergence",
     "counts_request": "counts",
     "assign_request": "assign",
+    "assess_request": "assess",
 }
 """Flower message type ``query.<action>`` of each request kind (the ClientApp registers one handler each)."""
 

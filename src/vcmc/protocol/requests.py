@@ -137,6 +137,60 @@ class AssignReply(Message):
 
 
 @dataclass(frozen=True)
+class AssessRequest(Message):
+    """Model assessment inside the silo under the global posterior (docs/design.md §14).
+
+    ``pi`` holds draws of this silo's weights of the global clusters and ``profiles`` the global profile
+    draws they were paired with (R draws: one replicated dataset each, and the draws of WAIC and of the
+    number of clusters). ``pairs`` lists the flat profile columns ``(a, b)`` of the co-occurrence check,
+    chosen by the server so that every silo checks the same pairs. The silo's random stream (replicated
+    datasets, sampled allocations) is ``SeedSequence(seed_entropy, spawn_key=spawn_key)``.
+    """
+
+    KIND = "assess_request"
+    VERSION = 1
+
+    pi: np.ndarray                     # (R, C)
+    profiles: np.ndarray               # (R, C, P)
+    pairs: np.ndarray                  # (E, 2) int
+    seed_entropy: int
+    spawn_key: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class AssessReply(Message):
+    """Whole-silo aggregates of the assessment: sums over the silo's rows, nothing per row.
+
+    Counts (after the silo's suppression and rounding, applied alike to observed and replicated counts):
+    ``n_observed`` (P,) rows with the column's variable observed; ``observed`` (P,) rows with each
+    modality; ``replicated`` (R, P) the same in replicated dataset r (same missing cells as the data);
+    ``pair_n_observed``, ``pair_observed`` (E,) and ``pair_replicated`` (R, E) the same for rows with both
+    modalities of each pair. ``occupied`` (R, C), 0/1: whether any row of the silo falls in each global
+    cluster when allocations are sampled at draw r. WAIC sums over the silo's ``n_rows`` rows of
+    ``lppd_i = log mean_r p(x_i | theta_r)`` (``lppd``), ``v_i = var_r log p(x_i | theta_r)``
+    (``p_waic``) and ``elpd_i = lppd_i - v_i`` (``elpd``), with ``elpd_m2`` the sum of squared deviations of
+    ``elpd_i`` from their silo mean (for the standard error). ``n_suppressed``: counts suppressed.
+    """
+
+    KIND = "assess_reply"
+    VERSION = 1
+
+    n_rows: int
+    n_observed: np.ndarray
+    observed: np.ndarray
+    replicated: np.ndarray
+    pair_n_observed: np.ndarray
+    pair_observed: np.ndarray
+    pair_replicated: np.ndarray
+    occupied: np.ndarray
+    lppd: float
+    p_waic: float
+    elpd: float
+    elpd_m2: float
+    n_suppressed: int = 0
+
+
+@dataclass(frozen=True)
 class HelloRequest(Message):
     """Ask a silo who it is (its operator-chosen name, schema and library version); no data involved.
 
@@ -192,10 +246,12 @@ class Silo(Protocol):
 
     def assign(self, request: AssignRequest) -> AssignReply: ...
 
+    def assess(self, request: AssessRequest) -> AssessReply: ...
+
 
 MESSAGE_TYPES: tuple[type[Message], ...] = (
     SummarizeRequest, SiloSummary, DivergenceRequest, DivergenceReply, CountsRequest, CountsReply,
-    AssignRequest, AssignReply, HelloRequest, HelloReply, ErrorReply,
+    AssignRequest, AssignReply, AssessRequest, AssessReply, HelloRequest, HelloReply, ErrorReply,
 )
 """Every message that may cross the silo boundary (the row-level test walks this tuple)."""
 
@@ -206,6 +262,7 @@ REPLY_TYPE: dict[type[Message], type[Message]] = {
     DivergenceRequest: DivergenceReply,
     CountsRequest: CountsReply,
     AssignRequest: AssignReply,
+    AssessRequest: AssessReply,
     HelloRequest: HelloReply,
 }
 """The reply type each request expects (any request may also be answered by an ``ErrorReply``)."""

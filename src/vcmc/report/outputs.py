@@ -1,7 +1,10 @@
-"""Files a run leaves behind: ``result.json``, ``assignments.csv``, ``profiles.csv``, ``posterior.nc``.
+"""Files a run leaves behind: ``result.json``, ``assignments.csv``, ``memberships.csv``, ``profiles.csv``,
+``posterior.nc`` and ``schema.json``.
 
 Clusters are numbered from 1 in every file (as in the paper's Table 1); rows are 0-based indices into
 each silo's input file, so assignments join back to the input without any identifier leaving a silo.
+``memberships.csv`` and ``assignments.csv`` are written by ``vcmc.silo.memberships.write_membership_files``,
+the writer a Flower silo uses on its own host, so the formats are one.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import numpy as np
 from vcmc._version import __version__
 from vcmc.atomic import atomic_path, atomic_write_text
 from vcmc.results import GlobalResult
+from vcmc.silo.memberships import write_membership_files
 
 RESULT_FORMAT_VERSION = 1
 
@@ -49,8 +53,31 @@ def column_labels(n_modalities, schema=None) -> list[tuple[str, str]]:
     return [(f"V{q + 1}", str(k + 1)) for q, kq in enumerate(n_modalities) for k in range(kq)]
 
 
-def result_summary(result: GlobalResult) -> dict:
-    """The JSON summary of a result (the ``result.json`` contract)."""
+def label_columns(diagnostics: dict, labels: list[tuple[str, str]]) -> dict:
+    """The predictive-check tables with the schema's variable and modality names (they carry the flat
+    column index of each entry; the pipeline knows only modality counts)."""
+    ppc = diagnostics.get("ppc") if isinstance(diagnostics, dict) else None
+    if not ppc:
+        return diagnostics
+    out = dict(diagnostics)
+    ppc = dict(ppc)
+    for check, cols in (("prevalence", (("column", ""),)), ("pairs", (("column_a", "_a"), ("column_b", "_b")))):
+        if check not in ppc:
+            continue
+        table = []
+        for row in ppc[check].get("table", []):
+            row = dict(row)
+            for key, suffix in cols:
+                variable, modality = labels[int(row[key])]
+                row[f"variable{suffix}"], row[f"modality{suffix}"] = variable, modality
+            table.append(row)
+        ppc[check] = {**ppc[check], "table": table}
+    out["ppc"] = ppc
+    return out
+
+
+def result_summary(result: GlobalResult, schema=None) -> dict:
+    """The JSON summary of a result (the ``result.json`` contract); ``schema`` names the variables."""
     sizes = result.cluster_sizes
     clusters = []
     for c in range(result.weights.shape[0]):
@@ -75,7 +102,10 @@ def result_summary(result: GlobalResult) -> dict:
         "timings_s": timings,
         "seed": result.seed,
         "config": result.config,
-        "diagnostics": json.loads(json.dumps(result.diagnostics, default=_json_default)),
+        "n_chains": int(result.n_chains),
+        "diagnostics": json.loads(json.dumps(label_columns(result.diagnostics,
+                                                           column_labels(result.n_modalities, schema)),
+                                             default=_json_default)),
         "interval": "equal-tailed 95% posterior interval" if result.weights_ci is not None else None,
         "point_estimate": "posterior mean",
     })
@@ -90,14 +120,14 @@ def write_outputs(result: GlobalResult, out_dir, *, schema=None, netcdf: bool = 
     paths: dict[str, Path] = {}
 
     paths["result"] = out / "result.json"
-    atomic_write_text(paths["result"], json.dumps(result_summary(result), indent=2, default=_json_default))
+    atomic_write_text(paths["result"], json.dumps(result_summary(result, schema), indent=2,
+                                                  default=_json_default))
 
     if result.assignments is not None:
-        frames = [pd.DataFrame({"silo": name, "row": np.arange(lab.shape[0]), "cluster": lab + 1})
-                  for name, lab in zip(result.silos, result.assignments, strict=True)]
-        paths["assignments"] = out / "assignments.csv"
-        with atomic_path(paths["assignments"]) as tmp:
-            pd.concat(frames, ignore_index=True).to_csv(tmp, index=False)
+        memberships = result.memberships or (None,) * len(result.silos)
+        paths.update(write_membership_files(
+            out, list(zip(result.silos, memberships, result.assignments, strict=True)),
+            n_clusters=int(result.weights.shape[0])))
 
     labels = column_labels(result.n_modalities, schema)
     c, p = result.profiles.shape
@@ -117,17 +147,33 @@ def write_outputs(result: GlobalResult, out_dir, *, schema=None, netcdf: bool = 
         paths["posterior"] = out / "posterior.nc"
         with atomic_path(paths["posterior"]) as tmp:
             to_datatree(result, schema=schema).to_netcdf(tmp)
+    if schema is not None:
+        # `vcmc predict` encodes new people with exactly the fit's coding (docs/design.md §8.2)
+        paths["schema"] = out / "schema.json"
+        atomic_write_text(paths["schema"], schema.to_json())
     return paths
 
 
 def to_datatree(result: GlobalResult, schema=None):
-    """ArviZ ``DataTree`` of the global draws (one chain: aggregated draws are independent tuples)."""
+    """ArviZ ``DataTree`` of the global draws with dimensions (chain, draw, ...).
+
+    With ``n_chains`` chains the draws are chain-major (``GlobalResult``), and output chain j of VCMC
+    combines chain j of every silo in order (docs/design.md §8.1), so ArviZ's R-hat and ESS are those of
+    the global draws. With one chain VCMC pairs the silos' draws at random, which hides their
+    autocorrelation from ESS: run 2 or more chains to read convergence from ``posterior.nc``.
+    """
     import arviz as az
 
     labels = [f"{v}={m}" for v, m in column_labels(result.n_modalities, schema)]
     clusters = np.arange(1, result.weights.shape[0] + 1)
+    n_chains = int(result.n_chains)
+    t = result.pi_draws.shape[0]
+    if t % n_chains:
+        raise ValueError(f"{t} global draws cannot be {n_chains} chains of equal length")
+    pi = result.pi_draws.reshape(n_chains, t // n_chains, -1)
+    profiles = result.profile_draws.reshape(n_chains, t // n_chains, *result.profile_draws.shape[1:])
     return az.from_dict(
-        {"posterior": {"pi": result.pi_draws[None], "profiles": result.profile_draws[None]}},
+        {"posterior": {"pi": pi, "profiles": profiles}},
         dims={"pi": ["cluster"], "profiles": ["cluster", "column"]},
         coords={"cluster": clusters, "column": labels},
     )

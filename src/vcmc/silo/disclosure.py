@@ -47,6 +47,7 @@ def effective_privacy(operator: PrivacyConfig, server: PrivacyConfig | None) -> 
         round_to=max(operator.round_to, server.round_to),
         dp_epsilon=min(eps) if eps else None,
         share_counts=bool(operator.share_counts and server.share_counts),
+        share_assessment=bool(operator.share_assessment and server.share_assessment),
     )
 
 

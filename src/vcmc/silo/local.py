@@ -19,8 +19,10 @@ import numpy as np
 
 from vcmc.atomic import atomic_path
 from vcmc.config import PrivacyConfig, config_from_mapping
-from vcmc.exceptions import ConfigError, NotFittedError
+from vcmc.exceptions import ConfigError, DisclosureError, NotFittedError
 from vcmc.protocol import (
+    AssessReply,
+    AssessRequest,
     AssignReply,
     AssignRequest,
     CountsReply,
@@ -106,6 +108,8 @@ class LocalSilo:
         self.local: LocalPosterior | None = None
         self.assignments: np.ndarray | None = None
         self.memberships: np.ndarray | None = None
+        # the operator's limits tightened by the server's privacy section of the last summarize request
+        self.privacy_in_force: PrivacyConfig = privacy
 
     # -- the one entry point ---------------------------------------------------------------------------
 
@@ -119,6 +123,8 @@ class LocalSilo:
             return self.counts(request)
         if isinstance(request, AssignRequest):
             return self.assign(request)
+        if isinstance(request, AssessRequest):
+            return self.assess(request)
         if isinstance(request, HelloRequest):
             return self.hello(request)
         raise ConfigError(f"silo {self.name!r} cannot answer a {getattr(request, 'KIND', type(request))!r} "
@@ -181,6 +187,8 @@ class LocalSilo:
         except Exception:  # noqa: BLE001 - a damaged cache is recomputed, never trusted
             return None
         self.assignments = self.memberships = None
+        config = config_from_mapping(json.loads(request.config_json))
+        self.privacy_in_force = effective_privacy(self.privacy, config.privacy)
         return summary
 
     def _save_cached(self, request: SummarizeRequest, summary: SiloSummary) -> None:
@@ -218,6 +226,7 @@ class LocalSilo:
             counts, n_suppressed = protect_counts(counts, privacy, np.random.default_rng(noise_seed),
                                                   n_modalities=self.n_modalities, secure=self.secure_noise)
         self.local = local
+        self.privacy_in_force = privacy
         self.assignments = self.memberships = None
         diagnostics = {**summary.diagnostics, "process_peak_rss_mb": _peak_rss_mb()}
         return summary.with_changes(counts=counts, n_withheld=int(n_merged), counts_suppressed=n_suppressed,
@@ -315,6 +324,35 @@ class LocalSilo:
         self.memberships = memberships
         return AssignReply(**membership_summary(memberships, self.assignments))
 
+    def assess(self, request: AssessRequest) -> AssessReply:
+        """Predictive checks, WAIC sums and sampled occupancy under the global draws (docs/design.md §14).
+
+        Everything returned is a sum over the silo's rows (``vcmc.silo.ppc``), after the suppression and
+        rounding in force; a silo whose operator set ``share_assessment = False`` refuses the request.
+        """
+        from vcmc.silo.ppc import assess_rows
+
+        privacy = self.privacy_in_force
+        if not privacy.share_assessment:
+            raise DisclosureError(f"silo {self.name!r} does not take part in model assessment: its operator "
+                                  "set share-assessment = false")
+        pi = np.asarray(request.pi, dtype=np.float64)
+        profiles = np.asarray(request.profiles, dtype=np.float64)
+        pairs = np.asarray(request.pairs, dtype=np.int64).reshape(-1, 2)
+        p = int(np.sum(self.n_modalities))
+        if pi.ndim != 2 or profiles.shape != (*pi.shape, p):
+            raise ConfigError(f"assess: pi must be (R, C) draws and profiles (R, C, {p}) draws of the same "
+                              f"clusters; got shapes {pi.shape} and {profiles.shape}")
+        if pi.shape[0] < 1 or pi.shape[1] < 1:
+            raise ConfigError(f"assess: at least one draw of at least one cluster is needed; got {pi.shape}")
+        var = np.repeat(np.arange(len(self.n_modalities)), self.n_modalities)
+        if pairs.size and (pairs.min() < 0 or pairs.max() >= p or np.any(var[pairs[:, 0]] == var[pairs[:, 1]])):
+            raise ConfigError(f"assess: pairs must be columns in [0, {p}) of two different variables")
+        seed = np.random.SeedSequence(int(request.seed_entropy),
+                                      spawn_key=tuple(int(k) for k in request.spawn_key))
+        return AssessReply(**assess_rows(self.codes, self.n_modalities, pi, profiles, pairs, rng=seed,
+                                         privacy=privacy))
+
     # -- state that must survive between messages (Flower starts a fresh process per message) -------------
 
     def export_state(self) -> dict[str, np.ndarray]:
@@ -333,6 +371,7 @@ class LocalSilo:
             out["assignments"] = self.assignments
         if self.memberships is not None:
             out["memberships"] = self.memberships
+        out["privacy_in_force"] = np.asarray([json.dumps(dataclasses.asdict(self.privacy_in_force))])
         return out
 
     def restore_state(self, state) -> None:
@@ -350,3 +389,7 @@ class LocalSilo:
             self.local = None
         self.assignments = np.asarray(state["assignments"]) if "assignments" in state else None
         self.memberships = np.asarray(state["memberships"]) if "memberships" in state else None
+        if "privacy_in_force" in state:
+            saved = PrivacyConfig(**json.loads(str(np.asarray(state["privacy_in_force"]).ravel()[0])))
+            # never looser than this operator's own limits, whatever the stored state says
+            self.privacy_in_force = effective_privacy(self.privacy, saved)

@@ -5,16 +5,24 @@ A row's membership of cluster ``c`` is its allocation probability under the mode
 point estimate, which is overconfident for rows between two clusters). Missing values are skipped. The
 same function serves the fit (the global draws sent by the server), the local posterior (its own draws) and
 predictions for new rows under a saved fit.
+
+``write_membership_files`` writes them in the one format every caller uses (``vcmc fit``, ``vcmc predict``,
+a Flower ClientApp on its silo's host): ``memberships.csv`` (``silo,row,p_1,...,p_K``) and
+``assignments.csv`` (``silo,row,cluster,probability``), clusters numbered from 1, rows 0-based.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
+
 import numpy as np
 from scipy.special import logsumexp
 
+from vcmc.atomic import atomic_path
 from vcmc.model import log_likelihood_rows
 
-__all__ = ["membership_summary", "posterior_memberships"]
+__all__ = ["membership_summary", "posterior_memberships", "write_membership_files"]
 
 
 def posterior_memberships(codes: np.ndarray, n_modalities, pi_draws: np.ndarray,
@@ -61,3 +69,54 @@ def membership_summary(memberships: np.ndarray, labels: np.ndarray) -> dict:
             "expected": m.sum(axis=0),
             "probability": np.bincount(labels, weights=m[np.arange(m.shape[0]), labels], minlength=c),
             "entropy": float(ent)}
+
+
+def _check_labels(name: str, memberships: np.ndarray, labels: np.ndarray) -> None:
+    """Each label must be a most probable cluster of its row, so the two files agree."""
+    if memberships.shape[0] != labels.shape[0]:
+        raise ValueError(f"silo {name!r}: {labels.shape[0]} labels for {memberships.shape[0]} membership rows")
+    rows = np.arange(labels.shape[0])
+    if labels.size and np.any(memberships[rows, labels] < memberships.max(axis=1)):
+        raise ValueError(f"silo {name!r}: some labels are not the most probable cluster of their row")
+
+
+def write_membership_files(out_dir, silos: Sequence[tuple[str, np.ndarray | None, np.ndarray]], *,
+                           n_clusters: int | None = None) -> dict[str, Path]:
+    """Write ``memberships.csv`` and ``assignments.csv`` for ``(name, memberships, labels)`` of each silo.
+
+    ``memberships.csv`` has the columns ``silo,row,p_1,...,p_K`` (each row sums to 1; K global clusters);
+    ``assignments.csv`` ``silo,row,cluster,probability``, the cluster (from 1) being the row's label and
+    ``probability`` its membership of it. Floats are written at full precision (shortest round trip), so
+    a reader finds exactly the file's maximum in each row's label. A silo given without memberships (a
+    method that has none) gets no ``probability`` and no ``memberships.csv`` rows; with no memberships at
+    all ``memberships.csv`` is not written. Every file is written atomically.
+    """
+    import pandas as pd
+
+    out = Path(out_dir)
+    paths: dict[str, Path] = {}
+    assign_frames, member_frames = [], []
+    for name, memberships, labels in silos:
+        labels = np.asarray(labels, dtype=np.int64)
+        frame = pd.DataFrame({"silo": name, "row": np.arange(labels.shape[0]), "cluster": labels + 1})
+        if memberships is not None:
+            m = np.asarray(memberships, dtype=np.float64)
+            _check_labels(name, m, labels)
+            k = m.shape[1] if n_clusters is None else int(n_clusters)
+            if m.shape[1] != k:
+                raise ValueError(f"silo {name!r}: memberships of {m.shape[1]} clusters, expected {k}")
+            frame["probability"] = m[np.arange(labels.shape[0]), labels]
+            member = pd.DataFrame(m, columns=[f"p_{c + 1}" for c in range(k)])
+            member.insert(0, "row", np.arange(labels.shape[0]))
+            member.insert(0, "silo", name)
+            member_frames.append(member)
+        assign_frames.append(frame)
+    if assign_frames:
+        paths["assignments"] = out / "assignments.csv"
+        with atomic_path(paths["assignments"]) as tmp:
+            pd.concat(assign_frames, ignore_index=True).to_csv(tmp, index=False)
+    if member_frames:
+        paths["memberships"] = out / "memberships.csv"
+        with atomic_path(paths["memberships"]) as tmp:
+            pd.concat(member_frames, ignore_index=True).to_csv(tmp, index=False)
+    return paths

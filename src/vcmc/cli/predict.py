@@ -1,0 +1,97 @@
+"""``vcmc predict``: memberships of new people in the global clusters of a saved fit."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+from vcmc.exceptions import ConfigError, DataError
+
+NAME = "predict"
+HELP = "memberships of new people in the clusters of a saved fit"
+DESCRIPTION = (
+    "Reads the fit in DIR (posterior.nc, result.json, schema.json, as written by vcmc fit) and every FILE "
+    "(CSV or Parquet, the fit's columns; any number of rows), encodes them with the fit's schema (a value "
+    "outside it is an error, never a neighbouring code) and writes OUT/memberships.csv (silo,row,p_1,...,p_K: "
+    "each row's posterior probability of each global cluster, averaged over posterior draws of the global "
+    "weights and profiles) and OUT/assignments.csv (silo,row,cluster,probability: the most probable "
+    "cluster), in the formats of vcmc fit; 'silo' is the file's name without extension.")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("fit_dir", metavar="DIR", help="output folder of vcmc fit")
+    p.add_argument("files", nargs="+", metavar="FILE", help="files of people to score")
+    p.add_argument("--out", required=True, metavar="OUT", help="output folder")
+    p.add_argument("--id-column", metavar="COL", help="a row identifier column to ignore")
+    p.add_argument("--draws", type=int, default=None, metavar="N",
+                   help="posterior draws averaged over, evenly spaced over the chains (default: the fit's "
+                        "aggregation.assign-draws)")
+
+
+def load_fit(fit_dir) -> dict:
+    """The saved fit's schema, global draws (chains flattened) and settings; errors name the missing file."""
+    import xarray as xr
+
+    from vcmc.data import Schema
+
+    d = Path(fit_dir)
+    for name in ("result.json", "schema.json", "posterior.nc"):
+        if not (d / name).is_file():
+            hint = (" (fits written before vcmc saved its schema lack it: re-run vcmc fit)" if name == "schema.json"
+                    else " (methods without posterior draws, such as fed-kmodes, cannot predict)"
+                    if name == "posterior.nc" else "")
+            raise ConfigError(f"{d / name} does not exist; vcmc predict needs the folder written by vcmc "
+                              f"fit{hint}")
+    result = json.loads((d / "result.json").read_text(encoding="utf-8"))
+    schema = Schema.from_json(d / "schema.json")
+    with xr.open_datatree(d / "posterior.nc") as tree:
+        post = tree["posterior"]
+        pi = np.asarray(post["pi"].values, dtype=np.float64)
+        profiles = np.asarray(post["profiles"].values, dtype=np.float64)
+    pi = pi.reshape(-1, pi.shape[-1])
+    profiles = profiles.reshape(-1, *profiles.shape[-2:])
+    p = int(np.sum(schema.n_modalities))
+    if profiles.shape[1:] != (pi.shape[1], p):
+        raise ConfigError(f"{d / 'posterior.nc'} holds profiles of shape {profiles.shape[1:]}, but "
+                          f"{d / 'schema.json'} has {p} modality columns for {pi.shape[1]} clusters")
+    draws = int(result.get("config", {}).get("aggregation", {}).get("assign_draws", 100))
+    return {"schema": schema, "pi": pi, "profiles": profiles, "draws": draws, "result": result}
+
+
+def predict_memberships(fit: dict, codes: np.ndarray, n_draws: int | None = None) -> np.ndarray:
+    """Memberships (n, K) of encoded rows under the fit's global draws (docs/design.md §8.2)."""
+    from vcmc.assessment import even_draws
+    from vcmc.silo.memberships import posterior_memberships
+
+    n_draws = fit["draws"] if n_draws is None else int(n_draws)
+    if n_draws < 1:
+        raise ConfigError(f"--draws must be an int >= 1; got {n_draws}")
+    idx = even_draws(fit["pi"].shape[0], n_draws)
+    return posterior_memberships(codes, fit["schema"].n_modalities, fit["pi"][idx], fit["profiles"][idx])
+
+
+def run(args) -> int:
+    from vcmc.data import read_rows
+    from vcmc.silo.memberships import write_membership_files
+
+    fit = load_fit(args.fit_dir)
+    rows = []
+    names = set()
+    for f in args.files:
+        data = read_rows(f, fit["schema"], id_column=args.id_column)
+        if data.name in names:
+            raise DataError(f"two files are named {data.name!r} (without extension); the 'silo' column would "
+                            "not tell their rows apart: rename one")
+        names.add(data.name)
+        m = predict_memberships(fit, data.codes, args.draws)
+        rows.append((data.name, m, np.argmax(m, axis=1)))
+    paths = write_membership_files(Path(args.out), rows, n_clusters=fit["pi"].shape[1])
+    n = sum(r[2].size for r in rows)
+    print(f"predict: {n} rows of {len(rows)} file(s) scored against the {fit['pi'].shape[1]} clusters of "  # noqa: T201
+          f"{args.fit_dir}")
+    for kind, path in paths.items():
+        print(f"  {kind:12s} {path}")  # noqa: T201
+    return 0
