@@ -8,6 +8,7 @@ other file.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import logging
 import pkgutil
@@ -45,8 +46,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import signal
+
     parser = build_parser()
     args = parser.parse_args(argv)
+    args._argv = list(sys.argv[1:] if argv is None else argv)   # the command as typed (resume lines)
+    # Past a file-size limit (ulimit -f) the kernel would kill the process with SIGXFSZ, leaving a
+    # temporary file behind and no message; ignored, the write fails with EFBIG and is reported.
+    with contextlib.suppress(AttributeError, ValueError):
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     if not getattr(args, "command", None):
@@ -57,6 +65,9 @@ def main(argv: list[str] | None = None) -> int:
     except VcmcError as err:
         print(f"vcmc {args.command}: error: {err}", file=sys.stderr)  # noqa: T201
         return 1
+    except KeyboardInterrupt:   # a command that has nothing to keep (vcmc fit says what it kept itself)
+        print(f"vcmc {args.command}: interrupted", file=sys.stderr)  # noqa: T201
+        return 130
 
 
 if __name__ == "__main__":  # pragma: no cover

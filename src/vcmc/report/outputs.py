@@ -49,8 +49,9 @@ def column_labels(n_modalities, schema=None) -> list[tuple[str, str]]:
     return [(f"V{q + 1}", str(k + 1)) for q, kq in enumerate(n_modalities) for k in range(kq)]
 
 
-def result_summary(result: GlobalResult) -> dict:
-    """The JSON summary of a result (the ``result.json`` contract)."""
+def result_summary(result: GlobalResult, data: dict | None = None) -> dict:
+    """The JSON summary of a result (the ``result.json`` contract); ``data`` (what ``vcmc fit`` read: the
+    schema used, missing-value texts, normalisation) becomes its ``"data"`` section."""
     sizes = result.cluster_sizes
     clusters = []
     for c in range(result.weights.shape[0]):
@@ -78,11 +79,19 @@ def result_summary(result: GlobalResult) -> dict:
         "diagnostics": json.loads(json.dumps(result.diagnostics, default=_json_default)),
         "interval": "equal-tailed 95% posterior interval" if result.weights_ci is not None else None,
         "point_estimate": "posterior mean",
+        **({"data": data} if data is not None else {}),
     })
 
 
-def write_outputs(result: GlobalResult, out_dir, *, schema=None, netcdf: bool = True) -> dict[str, Path]:
-    """Write the result files into ``out_dir`` (created if needed); return their paths by kind."""
+def write_outputs(result: GlobalResult, out_dir, *, schema=None, netcdf: bool = True, rows=None,
+                  data: dict | None = None) -> dict[str, Path]:
+    """Write the result files into ``out_dir`` (created if needed); return their paths by kind.
+
+    ``rows`` maps a silo's name to the row number, in its input file, of each of its rows (``--silo-column``:
+    rows of the whole file); a silo not in it, or mapped to None, numbers its rows 0, 1, ... ``data`` is
+    recorded as the ``"data"`` section of ``result.json``. Every file is written to a temporary file and
+    renamed (``vcmc.atomic``): a failure (a full disk) leaves the old file or none, never a truncated one.
+    """
     import pandas as pd
 
     out = Path(out_dir)
@@ -90,10 +99,15 @@ def write_outputs(result: GlobalResult, out_dir, *, schema=None, netcdf: bool = 
     paths: dict[str, Path] = {}
 
     paths["result"] = out / "result.json"
-    atomic_write_text(paths["result"], json.dumps(result_summary(result), indent=2, default=_json_default))
+    summary = json.dumps(result_summary(result, data), indent=2, default=_json_default)
+    rows = rows or {}
+
+    def row_numbers(name: str, n: int) -> np.ndarray:
+        r = rows.get(name)
+        return np.arange(n) if r is None else np.asarray(r)
 
     if result.assignments is not None:
-        frames = [pd.DataFrame({"silo": name, "row": np.arange(lab.shape[0]), "cluster": lab + 1})
+        frames = [pd.DataFrame({"silo": name, "row": row_numbers(name, lab.shape[0]), "cluster": lab + 1})
                   for name, lab in zip(result.silos, result.assignments, strict=True)]
         paths["assignments"] = out / "assignments.csv"
         with atomic_path(paths["assignments"]) as tmp:
@@ -117,6 +131,8 @@ def write_outputs(result: GlobalResult, out_dir, *, schema=None, netcdf: bool = 
         paths["posterior"] = out / "posterior.nc"
         with atomic_path(paths["posterior"]) as tmp:
             to_datatree(result, schema=schema).to_netcdf(tmp)
+    # last: a result.json beside the other files says they are complete
+    atomic_write_text(paths["result"], summary)
     return paths
 
 
