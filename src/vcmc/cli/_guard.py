@@ -121,7 +121,7 @@ def validate_args(args) -> None:
     if args.method == "fed-kmodes" and args.n_clusters is None and "clusters" not in vars(args):
         raise ConfigError("--method fed-kmodes needs --n-clusters K (K-modes does not infer the number of "
                           "clusters)")
-    for na in getattr(args, "na_values", None) or []:
+    for na in (t for group in getattr(args, "na_values", None) or [] for t in group):
         if na == "":
             raise ConfigError("--na-values: the empty cell is always missing; give the other texts, e.g. "
                               "--na-values NA,-9")

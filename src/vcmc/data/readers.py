@@ -60,6 +60,7 @@ def _read_csv_frame(path, *, sep: str = ",", encoding: str = "utf-8") -> pd.Data
     p = Path(path)
     _check_file(p)
     try:
+        _check_csv_structure(p, None, sep=sep, encoding=encoding)    # before pandas repairs anything
         # dtype=object, not dtype=str: the same Python strings, but with dtype=str pandas >= 3 converts every
         # column to its Arrow-backed string dtype, more than half of read_csv's time on a 290,000 x 80
         # cohort, for nothing: the encoder factorizes the cells right after. index_col=False: pandas would
@@ -71,18 +72,30 @@ def _read_csv_frame(path, *, sep: str = ",", encoding: str = "utf-8") -> pd.Data
         raise DataError(f"file {str(p)!r} is empty; expected a header row of variable names and at least 2 "
                         "data rows.") from err
     except pd.errors.ParserError as err:
-        raise DataError(f"cannot parse file {str(p)!r} as CSV (separator {sep!r}): {err}. "
+        raise DataError(f"cannot parse file {str(p)!r} as CSV (separator {sep!r}): {str(err).strip()}. "
                         "Expected one header row and the same number of fields on every line.") from err
     except UnicodeDecodeError as err:
         raise DataError(f"cannot read file {str(p)!r}: not {encoding} text ({err.reason} at byte "
                         f"{err.start}); pass encoding=... or re-export as UTF-8.") from err
     except OSError as err:
         raise DataError(f"cannot read file {str(p)!r}: {err.strerror or err}.") from err
-    _check_csv_structure(p, df, sep=sep, encoding=encoding)
+    if len(sep) == 1 and len(df.columns) != _header_width(p, sep, encoding):   # pragma: no cover
+        raise DataError(f"{p}: pandas read {len(df.columns)} columns, not the header's.")
     return df
 
 
-def _check_csv_structure(p: Path, df: pd.DataFrame, *, sep: str, encoding: str) -> None:
+def _header_width(p: Path, sep: str, encoding: str) -> int:
+    import csv
+
+    with open(p, newline="", encoding=_check_encoding(encoding)) as fh:
+        return len(next(csv.reader(fh, delimiter=sep), []))
+
+
+def _check_encoding(encoding: str) -> str:
+    return "utf-8-sig" if encoding.lower().replace("_", "-") in ("utf-8", "utf8") else encoding
+
+
+def _check_csv_structure(p: Path, df: pd.DataFrame | None, *, sep: str, encoding: str) -> None:
     """What pandas repairs without a word, refused: a duplicated header (renamed ``V1.1``), a line with
     fewer fields than the header (its missing fields filled in as empty), with more (an error or, on every
     line, an index column), a blank line inside the data (skipped: every later row would change number).
@@ -94,8 +107,7 @@ def _check_csv_structure(p: Path, df: pd.DataFrame, *, sep: str, encoding: str) 
 
     if len(sep) != 1:
         return
-    enc = "utf-8-sig" if encoding.lower().replace("_", "-") in ("utf-8", "utf8") else encoding
-    with open(p, newline="", encoding=enc) as fh:
+    with open(p, newline="", encoding=_check_encoding(encoding)) as fh:
         reader = csv.reader(fh, delimiter=sep)
         header = next(reader, None)
         if header is None:
@@ -122,8 +134,6 @@ def _check_csv_structure(p: Path, df: pd.DataFrame, *, sep: str, encoding: str) 
                                 "header; " + ("the missing fields would be read as missing values. "
                                               if few else "a field would be dropped or shift the columns. ")
                                 + "Fix the line (quote fields that contain the separator).")
-    if len(df.columns) != width:   # pragma: no cover - the pass above sees what pandas sees
-        raise DataError(f"{p}: read {len(df.columns)} columns, expected {width} from the header.")
 
 
 def _read_parquet_frame(path) -> pd.DataFrame:
@@ -296,6 +306,31 @@ def _variants(keys, normalisation: Normalisation) -> list[tuple[list[str], str, 
     return out
 
 
+def _one_text(v) -> str:
+    return v if isinstance(v, str) else str(v)
+
+
+def _levels_problem(src: str, c: str, n_levels: int, n_obs: int, shown, max_levels: int,
+                    many_levels: int | None) -> None:
+    """Refuse a column with too many distinct values: absolutely (``max_levels``) or for its number of
+    rows (identifier-like: every value distinct; many-level: fewer than two rows per value)."""
+    if many_levels is not None and n_levels >= many_levels and 2 * n_levels > n_obs:
+        what = ("every value is distinct: it looks like a row identifier. Give it as the identifier "
+                f"(--id-column {c} / id_column={c!r}) or remove it"
+                if n_levels >= n_obs else
+                "fewer than two rows per value: it looks like a numeric or free-text variable whose "
+                "modalities this silo cannot estimate. Recode it into fewer categories (e.g. age "
+                "bands), remove it")
+        raise SchemaError(f"{src}, column {c!r}: {n_levels} distinct values in {n_obs} rows "
+                          f"(e.g. {_fmt_values(shown[:4], 4)}); {what}, or give a schema file (--schema) that "
+                          "lists its modalities if it really is categorical.")
+    if n_levels > max_levels:
+        raise SchemaError(
+            f"{src}, column {c!r}: {n_levels} distinct values (e.g. {_fmt_values(shown[:3], 3)}); expected a "
+            f"categorical variable with at most max_levels={max_levels} modalities. Free text or identifiers "
+            "must be removed (a row identifier: --id-column / id_column=), or raise max_levels.")
+
+
 def _infer_from_frames(frames: list[tuple[pd.DataFrame, str]], *, max_levels: int, na_values,
                        normalisation: Normalisation = NO_NORMALISATION, min_count: int = 1,
                        min_count_name: str = "min_count", many_levels: int | None = MANY_LEVELS) -> Schema:
@@ -314,32 +349,13 @@ def _infer_from_frames(frames: list[tuple[pd.DataFrame, str]], *, max_levels: in
             # Cheap guard before turning every distinct value into text: an identifier column with a
             # million values should fail fast. At most len(na_values) distinct raw values can be NA strings.
             if n_raw > max_levels + len(na_keys):
-                observed = np.asarray(pd.unique(col.dropna().to_numpy())[:3], dtype=object)
-                raise SchemaError(
-                    f"{src}, column {c!r}: {n_raw} distinct values (e.g. {_fmt_values(observed)}); expected a "
-                    f"categorical variable with at most max_levels={max_levels} modalities. Free text or "
-                    "identifiers must be removed (a row identifier: --id-column / id_column=), or raise "
-                    "max_levels.")
+                observed = tuple(_one_text(v) for v in pd.unique(col.dropna().to_numpy())[:6])
+                n_obs = int(col.notna().sum() - (col == "").sum())
+                _levels_problem(src, c, n_raw, n_obs, observed, max_levels, many_levels)
             idx, labels = factorize_labels(col, na_values, normalisation=normalisation)
             n_cells = np.bincount(idx[idx >= 0], minlength=len(labels))
-            n_obs, n_levels = int(n_cells.sum()), len(labels)
-            if n_levels > max_levels:
-                raise SchemaError(
-                    f"{src}, column {c!r}: {n_levels} distinct values (e.g. {_fmt_values(labels[:3])}); "
-                    f"expected a categorical variable with at most max_levels={max_levels} modalities. Free "
-                    "text or identifiers must be removed (a row identifier: --id-column / id_column=), or "
-                    "raise max_levels.")
-            if many_levels is not None and n_levels >= many_levels and 2 * n_levels > n_obs:
-                shown = _fmt_values(sort_modalities(labels)[:6], 6)
-                what = ("every value is distinct: it looks like a row identifier. Give it as the identifier "
-                        f"(--id-column {c} / id_column={c!r}) or remove it"
-                        if n_levels == n_obs else
-                        "fewer than two rows per value: it looks like a numeric or free-text variable whose "
-                        "modalities this silo cannot estimate. Recode it into fewer categories (e.g. age "
-                        "bands), remove it")
-                raise SchemaError(f"{src}, column {c!r}: {n_levels} distinct values in {n_obs} rows "
-                                  f"({shown}); {what}, or give a schema file (--schema) that lists its "
-                                  "modalities if it really is categorical.")
+            _levels_problem(src, c, len(labels), int(n_cells.sum()), sort_modalities(labels)[:6], max_levels,
+                            many_levels)
             for lab, n in zip(labels, n_cells.tolist(), strict=True):
                 counts[c][lab] = counts[c].get(lab, 0) + int(n)
                 files_of[c].setdefault(lab, []).append(src)

@@ -6,6 +6,7 @@ each silo's input file, so assignments join back to the input without any identi
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from pathlib import Path
@@ -13,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from vcmc._version import __version__
-from vcmc.atomic import atomic_path, atomic_write_text
+from vcmc.atomic import atomic_path
 from vcmc.results import GlobalResult
 
 RESULT_FORMAT_VERSION = 1
@@ -106,33 +107,37 @@ def write_outputs(result: GlobalResult, out_dir, *, schema=None, netcdf: bool = 
         r = rows.get(name)
         return np.arange(n) if r is None else np.asarray(r)
 
-    if result.assignments is not None:
-        frames = [pd.DataFrame({"silo": name, "row": row_numbers(name, lab.shape[0]), "cluster": lab + 1})
-                  for name, lab in zip(result.silos, result.assignments, strict=True)]
-        paths["assignments"] = out / "assignments.csv"
-        with atomic_path(paths["assignments"]) as tmp:
+    # All or nothing: every file goes to its temporary path first; the renames happen only once all of them
+    # are written (the exit stack unwinds them in reverse, result.json, entered first, is renamed last), and
+    # a failure anywhere (a full disk) removes every temporary file and leaves the earlier files as they were.
+    with contextlib.ExitStack() as stack:
+        result_tmp = stack.enter_context(atomic_path(paths["result"]))
+        if result.assignments is not None:
+            frames = [pd.DataFrame({"silo": name, "row": row_numbers(name, lab.shape[0]), "cluster": lab + 1})
+                      for name, lab in zip(result.silos, result.assignments, strict=True)]
+            paths["assignments"] = out / "assignments.csv"
+            tmp = stack.enter_context(atomic_path(paths["assignments"]))
             pd.concat(frames, ignore_index=True).to_csv(tmp, index=False)
 
-    labels = column_labels(result.n_modalities, schema)
-    c, p = result.profiles.shape
-    cl = np.repeat(np.arange(1, c + 1), p)
-    var = np.tile([v for v, _ in labels], c)
-    mod = np.tile([m for _, m in labels], c)
-    frame = pd.DataFrame({"cluster": cl, "variable": var, "modality": mod,
-                          "estimate": result.profiles.ravel()})
-    if result.profiles_ci is not None:
-        frame["ci95_low"] = result.profiles_ci[..., 0].ravel()
-        frame["ci95_high"] = result.profiles_ci[..., 1].ravel()
-    paths["profiles"] = out / "profiles.csv"
-    with atomic_path(paths["profiles"]) as tmp:
+        labels = column_labels(result.n_modalities, schema)
+        c, p = result.profiles.shape
+        cl = np.repeat(np.arange(1, c + 1), p)
+        var = np.tile([v for v, _ in labels], c)
+        mod = np.tile([m for _, m in labels], c)
+        frame = pd.DataFrame({"cluster": cl, "variable": var, "modality": mod,
+                              "estimate": result.profiles.ravel()})
+        if result.profiles_ci is not None:
+            frame["ci95_low"] = result.profiles_ci[..., 0].ravel()
+            frame["ci95_high"] = result.profiles_ci[..., 1].ravel()
+        paths["profiles"] = out / "profiles.csv"
+        tmp = stack.enter_context(atomic_path(paths["profiles"]))
         frame.to_csv(tmp, index=False)
 
-    if netcdf and result.pi_draws is not None:
-        paths["posterior"] = out / "posterior.nc"
-        with atomic_path(paths["posterior"]) as tmp:
+        if netcdf and result.pi_draws is not None:
+            paths["posterior"] = out / "posterior.nc"
+            tmp = stack.enter_context(atomic_path(paths["posterior"]))
             to_datatree(result, schema=schema).to_netcdf(tmp)
-    # last: a result.json beside the other files says they are complete
-    atomic_write_text(paths["result"], summary)
+        result_tmp.write_text(summary, encoding="utf-8")
     return paths
 
 
