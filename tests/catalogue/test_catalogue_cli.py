@@ -296,11 +296,11 @@ def _no_result_files(out: Path) -> list[str]:
 
 
 def test_full_disk(tmp_path):
-    """A real full disk (a 2 MB tmpfs filled up after the checks of --out passed, while the silos sample):
+    """A real full disk (a 64 MB tmpfs filled up after the checks of --out passed, while the silos sample):
     one clear error, exit code 1, no temporary or truncated file, and no file of a half-written result."""
     files = _files(tmp_path)
     disk = tmp_path / "disk"
-    with mounted_tmpfs(disk, "size=2m"):
+    with mounted_tmpfs(disk, "size=64m"):
         out = disk / "out"
         proc = subprocess.Popen([PY, "-m", "vcmc.cli", "fit", *files, "--out", str(out), "--iterations", "40000",
                                  "--seed", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -203,8 +203,9 @@ def write_run_manifest(out: Path, key: str, seed: int, argv: list[str]) -> None:
 
 
 def estimate_bytes(config, silos, *, resume: bool, save_summaries: bool) -> dict[str, int]:
-    """A rough upper bound of what the run writes, by kind (C+ components stand for the clusters)."""
-    c = config.prior.n_components
+    """A rough estimate of what the run writes, by kind, with 5 clusters per silo and overall (at most C+):
+    the check is there to stop a run that cannot fit, not to refuse one that probably does."""
+    c = min(config.prior.n_components, 5)
     p = int(sum(silos[0].schema.n_modalities))
     draws = config.sampler.n_kept * config.sampler.n_chains
     n = sum(s.n_rows for s in silos)

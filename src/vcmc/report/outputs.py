@@ -136,7 +136,12 @@ def write_outputs(result: GlobalResult, out_dir, *, schema=None, netcdf: bool = 
         if netcdf and result.pi_draws is not None:
             paths["posterior"] = out / "posterior.nc"
             tmp = stack.enter_context(atomic_path(paths["posterior"]))
-            to_datatree(result, schema=schema).to_netcdf(tmp)
+            # built in memory, then written by Python: HDF5 writing straight to a file that cannot grow (a
+            # full disk, a file-size limit) fails inside its C library, prints errors from object
+            # finalisers and has been seen to crash the process; a plain write fails with a clean OSError.
+            # The file is a summary of the draws (posterior.nc, a few MB at most), so memory is no concern.
+            encoded = to_datatree(result, schema=schema).to_netcdf(None, engine="h5netcdf")
+            tmp.write_bytes(bytes(encoded))
         result_tmp.write_text(summary, encoding="utf-8")
     return paths
 
