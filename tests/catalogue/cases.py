@@ -6,7 +6,8 @@ data); ``OTHER_CASES`` are tested by a function of ``test_catalogue_cli.py`` nam
 
 Behaviours: ``error`` (stops with a message naming the file / flag and what was expected), ``refusal``
 (stops with the fix: the option or file that resolves it), ``warning`` (the run goes on and says so),
-``recorded`` (done as asked and recorded in ``result.json``).
+``recorded`` (a normalisation or choice, done as asked and recorded in ``result.json``), ``handled`` (the run
+does the right thing: resumes, caps its processes, numbers rows as in the file, ends cleanly on Ctrl-C).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-BEHAVIOURS = ("error", "refusal", "warning", "recorded")
+BEHAVIOURS = ("error", "refusal", "warning", "recorded", "handled")
 
 
 @dataclass(frozen=True)
@@ -240,8 +241,8 @@ OTHER_CASES = (
     Case("out-read-only", "error", "--out in a read-only folder: error within a second, before any sampling"),
     Case("out-empty", "error", '--out "" (would write into the working folder)'),
     Case("out-another-run", "refusal", "--out holds another run's results: refused unless --overwrite"),
-    Case("out-overwrite", "recorded", "--overwrite replaces another run's results and removes its stale files"),
-    Case("out-same-run-resumes", "recorded", "the same command again resumes in place (no sampling)"),
+    Case("out-overwrite", "handled", "--overwrite replaces another run's results and removes its stale files"),
+    Case("out-same-run-resumes", "handled", "the same command again resumes in place (no sampling)"),
     Case("out-no-space", "error", "too little free space for the run's estimate: error before sampling"),
     Case("full-disk", "error", "a full disk while writing the results: one clear error, no partial file"),
     Case("file-size-limit", "error", "EFBIG under a file-size limit while writing: clear error, no partial file"),
@@ -261,11 +262,12 @@ OTHER_CASES = (
     Case("min-cluster-size-negative", "error", "--min-cluster-size -1"),
     Case("na-values-empty", "error", '--na-values ""'),
     Case("fed-kmodes-without-k", "error", "--method fed-kmodes without --n-clusters"),
-    Case("jobs-caps-workers", "recorded", "--jobs 2 with 40 silos starts at most 2 worker processes"),
-    Case("silo-column-rows", "recorded", "--silo-column: 'row' in assignments.csv is the row of the pooled file"),
-    Case("ctrl-c", "recorded", "Ctrl-C: one line with what was kept and the command that resumes, exit 130"),
+    Case("jobs-caps-workers", "handled", "--jobs 2 with 40 silos starts at most 2 worker processes"),
+    Case("silo-column-rows", "handled", "--silo-column: 'row' in assignments.csv is the row of the pooled file"),
+    Case("ctrl-c", "handled", "Ctrl-C: one line with what was kept and the command that resumes, exit 130"),
     Case("state-of-another-seed", "refusal", "a silo-state file written under another seed renamed into place"),
     Case("state-of-another-silo", "refusal", "a silo-state file of another silo renamed into place"),
+    Case("state-not-writable", "warning", "the silo-state folder cannot be written: the run goes on and says so"),
     Case("state-damaged", "warning", "a silo-state file changed after it was written: digest fails, resampled"),
 )
 

@@ -163,12 +163,6 @@ def test_na_modality_in_schema(tmp_path, capsys):
     assert len(na) >= 1 and na.estimate.astype(float).max() > 0.1
 
 
-def test_every_data_case_has_one_test():
-    recorded = {c.id for c in cases.DATA_CASES if c.behaviour not in ("error", "refusal")}
-    names = {n.removeprefix("test_").replace("_", "-") for n in globals() if n.startswith("test_")}
-    assert recorded <= names
-
-
 # -- the output folder ------------------------------------------------------------------------------------------
 def _files(tmp_path):
     return write_files(tmp_path, cases.base())
@@ -583,3 +577,13 @@ def test_silo_column_rows(tmp_path, capsys):
     assert sorted(assign.row) == list(range(len(frame)))
     for site, rows in assign.groupby("silo").row:
         assert sorted(rows) == sorted(np.flatnonzero(frame.site.to_numpy() == site))
+
+
+def test_state_not_writable(tmp_path):
+    files = _files(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "silo-state").write_text("a file where the silos' state folder should be")
+    done = _cli(*files, "--out", str(out), *FAST, "--overwrite")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count("could not save its state in") == 3 and (out / "result.json").exists()
