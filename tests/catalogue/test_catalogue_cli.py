@@ -103,7 +103,7 @@ def test_case_insensitive(tmp_path, capsys):
     assert rc == 0, err
     data = result_of(tmp_path)["data"]
     assert data["normalisation"]["case_insensitive"] is True
-    smoker = [r[0] for r in cases.clean_rows(1)]
+    smoker = [r[0] for r in cases.clean_rows(1)[::2]]            # the cells the case capitalised
     expected = {(v.capitalize(), v): smoker.count(v) for v in set(smoker)}
     assert {(d["from"], d["to"]): d["cells"] for d in data["normalised"]
             if d["silo"] == "b" and d["column"] == "smoker"} == expected

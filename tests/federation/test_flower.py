@@ -147,8 +147,9 @@ def test_flower_run_equals_in_process_run(federation):
 @pytest.mark.flower
 def test_unauthorised_and_plain_text_supernodes_are_refused(tmp_path):
     """With TLS and SuperNode authentication: a SuperNode whose key was never registered fails to activate
-    (Flower's exit code 305 in its log, the process ends; the SuperLink logs the refused public key); one without TLS never connects; neither
-    appears among the SuperLink's nodes, and only the registered one is online."""
+    (Flower's exit code 305 in its log, the process ends; the SuperLink logs the refused public key); one
+    without TLS never connects; neither appears among the SuperLink's nodes, only the registered one is
+    online."""
     lab = Lab(tmp_path, secure=True)
     data = tmp_path / "a.csv"
     data.write_text("V1\n1\n2\n")
