@@ -127,6 +127,19 @@ def validate_args(args) -> None:
                               "--na-values NA,-9")
 
 
+def validate_config(config, typed: dict[str, str]) -> None:
+    """Checks of the options together that the config classes leave to the caller (they accept what the
+    library's own low-level uses need)."""
+    sampler = config.sampler
+    if sampler.n_kept * sampler.n_chains < 2:
+        # one draw: no posterior variance, so calibrated matching keeps every local cluster apart
+        flag = typed.get("sampler.thin", "--thin (default)")
+        room = sampler.n_iter - sampler.burn_in
+        raise ConfigError(f"{flag} must be at most ({typed.get('sampler.n_iter', '--iterations')} - "
+                          f"{typed.get('sampler.burn_in', '--burn-in')}) / 2 = {room // 2} so that at least 2 draws "
+                          f"are kept after the burn-in; got {sampler.thin}")
+
+
 def validate_against_data(args, silos) -> None:
     """Checks that need the silos (their number), still before any sampling."""
     n = len(silos)

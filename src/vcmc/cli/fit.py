@@ -188,17 +188,19 @@ def config_from_args(args) -> FitConfig:
         with contextlib.suppress(TypeError, ValueError):   # config_from_mapping names a bad n-iter
             n_iter = int(merged[keys["sampler.n_iter"]]) if "sampler.n_iter" in keys else SamplerConfig().n_iter
             merged["sampler.burn-in"] = min(AUTO_BURN_IN, n_iter // 2) if auto else n_iter // 2
-    try:
-        return config_from_mapping(merged, ignore=SERVER_KEYS)
-    except ConfigError as err:
-        from vcmc.cli._guard import say_config_error, typed_options
+    from vcmc.cli._guard import say_config_error, typed_options, validate_config
 
-        file_keys = read_config_file(args.config) if getattr(args, "config", None) else {}
+    file_keys = read_config_file(args.config) if getattr(args, "config", None) else {}
+    try:
+        config = config_from_mapping(merged, ignore=SERVER_KEYS)
+    except ConfigError as err:
         said = say_config_error(err, typed_options(args, file_keys))
         if said is not err:
             raise said from None
         where = f" (from {args.config!r}, --set or the flags)" if getattr(args, "config", None) else ""
         raise ConfigError(f"{err}{where}") from None
+    validate_config(config, typed_options(args, file_keys))
+    return config
 
 
 def load_silos(files, *, silo_column=None, schema_path=None, id_column=None, na_values=(), normalisation=None,

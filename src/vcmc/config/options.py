@@ -162,8 +162,8 @@ class SamplerConfig:
         _check(0 <= self.burn_in < self.n_iter, "SamplerConfig", "burn_in", "an int in [0, n_iter)",
                self.burn_in)
         _check(self.thin >= 1, "SamplerConfig", "thin", "an int >= 1", self.thin)
-        _check(self.n_kept >= 2, "SamplerConfig", "thin", f"at most (n_iter - burn_in) / 2 = "
-               f"{(self.n_iter - self.burn_in) // 2} so that at least 2 draws are kept after the burn-in", self.thin)
+        _check(self.n_kept >= 1, "SamplerConfig", "thin", f"at most n_iter - burn_in = {self.n_iter - self.burn_in} "
+               "so that a draw is kept after the burn-in", self.thin)
         _check(self.n_chains >= 1, "SamplerConfig", "n_chains", "an int >= 1", self.n_chains)
         _check(self.block_size >= 1, "SamplerConfig", "block_size", "an int >= 1", self.block_size)
         _check(_finite(self.target_rhat) and self.target_rhat > 1.0, "SamplerConfig", "target_rhat",
