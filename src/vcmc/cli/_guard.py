@@ -263,7 +263,9 @@ def interrupted_line(out: Path, argv: list[str], seed: int, *, resume: bool, n_s
     if not resume:
         return (f"vcmc fit: interrupted; nothing was kept (--no-resume); run again with: "
                 f"{resume_command(argv, seed)}")
-    n_kept = len(list((out / "silo-state").glob("*.npz"))) if (out / "silo-state").is_dir() else 0
+    state = out / "silo-state"
+    # hidden names are the temporary files of writes that were cut short
+    n_kept = len([p for p in state.glob("*.npz") if not p.name.startswith(".")]) if state.is_dir() else 0
     return (f"vcmc fit: interrupted; kept the finished sampling of {min(n_kept, n_silos)} of {n_silos} silo(s) "
             f"in {out / 'silo-state'}; resume with: {resume_command(argv, seed)}")
 

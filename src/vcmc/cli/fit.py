@@ -261,16 +261,18 @@ def load_silos(files, *, silo_column=None, schema_path=None, id_column=None, na_
 
 
 def run(args) -> int:
-    from vcmc.api import fit
     from vcmc.cli import _guard
-    from vcmc.data.normalise import Normalisation
-    from vcmc.federation.faults import FaultPolicy
-    from vcmc.report import write_outputs
 
     argv = list(getattr(args, "_argv", None) or sys.argv[1:])
     _guard.validate_args(args)
     config = config_from_args(args)
-    out = _guard.check_out_dir(args.out)                  # before reading any data: within a second
+    out = _guard.check_out_dir(args.out)       # before reading any data or importing the samplers: < 1 s
+
+    from vcmc.api import fit
+    from vcmc.data.normalise import Normalisation
+    from vcmc.federation.faults import FaultPolicy
+    from vcmc.report import write_outputs
+
     normalisation = Normalisation(strip_whitespace=args.strip_whitespace, case_insensitive=args.case_insensitive)
     na_values = [t for group in (args.na_values or []) for t in group]
     info: dict = {}

@@ -153,7 +153,8 @@ class InProcessTransport(_TransportBase):
 
 
 _ASSIGNMENTS = "__local_assignments__"
-_PRELOAD = ["vcmc.silo.local", "vcmc.silo.apply", "vcmc.silo.build_summary", "vcmc.silo.diagnostics",
+_PRELOAD = ["vcmc.federation._forkserver", "vcmc.silo.local", "vcmc.silo.apply", "vcmc.silo.build_summary",
+            "vcmc.silo.diagnostics",
             "vcmc.silo.divergence", "vcmc.silo.counts", "vcmc.silo.memberships", "arviz"]
 _PROGRESS = "__progress__"
 
