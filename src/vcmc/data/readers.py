@@ -374,7 +374,8 @@ def _infer_from_frames(frames: list[tuple[pd.DataFrame, str]], *, max_levels: in
     suspects: dict[str, list[str]] = {}
     for c in columns:
         for lab in sorted(lab for lab in counts[c] if lab.strip() in SUSPECT_NA_TOKENS):
-            suspects.setdefault(lab, []).append(f"{c!r} ({counts[c][lab]} rows)")
+            suspects.setdefault(lab, []).append(f"{c!r} ({counts[c][lab]} rows, in "
+                                                f"{', '.join(dict.fromkeys(files_of[c][lab]))})")
     for lab, where in suspects.items():
         problems.append(f"{lab!r} in column(s) {', '.join(where)} is a common spelling of a missing value; say "
                         f"which it is: --na-values {lab.strip()} (na_values=) reads it as missing, a schema file "
@@ -385,7 +386,8 @@ def _infer_from_frames(frames: list[tuple[pd.DataFrame, str]], *, max_levels: in
         for c in columns:
             rare = sorted((lab for lab, n in counts[c].items() if n < int(min_count)), key=str)
             if rare:
-                seen = ", ".join(f"{lab!r} in {counts[c][lab]} row(s)" for lab in rare[:5])
+                seen = ", ".join(f"{lab!r} in {counts[c][lab]} row(s) of {', '.join(dict.fromkeys(files_of[c][lab]))}"
+                                 for lab in rare[:5])
                 problems.append(f"column {c!r}: {seen}{' ...' if len(rare) > 5 else ''}")
         if problems:
             raise SchemaError(
