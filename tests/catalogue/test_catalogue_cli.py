@@ -298,6 +298,7 @@ def _no_result_files(out: Path) -> list[str]:
     return sorted(n for n in ("result.json", "assignments.csv", "profiles.csv", "posterior.nc") if (out / n).exists())
 
 
+@pytest.mark.slow
 def test_full_disk(tmp_path):
     """A real full disk (a 64 MB tmpfs filled up after the checks of --out passed, while the silos sample):
     one clear error, exit code 1, no temporary or truncated file, and no file of a half-written result."""
@@ -466,6 +467,7 @@ def forty_silos(tmp_path: Path, n: int = 40) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_jobs_caps_workers(tmp_path):
     """--jobs 2 with 40 silos: the worker processes (children of the fork server) are never more than 2."""
     pooled = forty_silos(tmp_path)
@@ -486,6 +488,7 @@ def test_jobs_caps_workers(tmp_path):
     assert 1 <= most <= 2 and len(seen) <= 2, (most, seen)
 
 
+@pytest.mark.slow
 def test_ctrl_c(tmp_path):
     """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) while silos sample in 2 worker
     processes: one line naming what was kept and the exact command that resumes; exit code 130; running that
