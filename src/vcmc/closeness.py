@@ -29,7 +29,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from scipy.stats import chi2
 
 from vcmc.model import profile_offsets
 
@@ -109,6 +108,10 @@ def closeness_statistic(mean_a: np.ndarray, var_a: np.ndarray, mean_b: np.ndarra
 
 def closeness_threshold(n_coordinates: int, level: float = DEFAULT_LEVEL) -> float:
     """``chi2.ppf(level, D)``: pairs with ``T`` at or below it are close."""
+    # imported here: this module's DEFAULT_LEVEL is read by the config classes, which the command line
+    # imports before it checks its arguments, and scipy.stats costs seconds to import on a busy machine
+    from scipy.stats import chi2
+
     return float(chi2.ppf(level, max(int(n_coordinates), 1)))
 
 

@@ -18,7 +18,25 @@ class SchemaError(DataError):
 
 
 class ConfigError(VcmcError, ValueError):
-    """A configuration argument is out of its valid range."""
+    """A configuration argument is out of its valid range.
+
+    ``option`` (``"PriorConfig.alpha"``), ``expected`` and ``got``, when set, are the parts of the message,
+    so that a front end can say it in its own words (the CLI names the flag the user typed).
+    """
+
+    def __init__(self, message: str = "", *, option: str | None = None, expected: str | None = None,
+                 got=None):
+        super().__init__(message)
+        self.option = option
+        self.expected = expected
+        self.got = got
+
+    def __reduce__(self):   # keyword-only attributes survive pickling (process pools)
+        return (_rebuild_config_error, (str(self), self.option, self.expected, self.got))
+
+
+def _rebuild_config_error(message, option, expected, got):
+    return ConfigError(message, option=option, expected=expected, got=got)
 
 
 class InconsistentSiloSummaries(VcmcError, ValueError):
@@ -38,6 +56,14 @@ class DisclosureError(VcmcError):
     """The silo refuses to send a summary because disclosure control cannot be satisfied.
 
     Its text names thresholds only (never data values), so it may be sent to the server.
+    """
+
+
+class StateCacheError(VcmcError):
+    """A silo's saved state (``DIR/silo-state``) belongs to another run or silo and was not used.
+
+    Its text names the file, silo names, seeds and which parts of the key differ, never data values, so it
+    may be sent to the server.
     """
 
 

@@ -73,7 +73,7 @@ def test_variable_errors():
 def test_encode_with_missing_and_numbers_read_as_float():
     # stage read by pandas as float because of a NaN: 2.0 must code as "2", not be rejected or recoded.
     df = pd.DataFrame({"stage": [1.0, np.nan, 10.0, 2.0], "sex": ["M", "F", None, "NA"]})
-    codes = SCHEMA.encode(df, source="t.csv")
+    codes = SCHEMA.encode(df, source="t.csv", na_values=("", "NA"))
     np.testing.assert_array_equal(codes, [[1, 0], [0, MISSING], [MISSING, 2], [MISSING, 1]])
     assert codes.dtype == np.int16 and codes.flags.c_contiguous
     back = SCHEMA.decode(codes)

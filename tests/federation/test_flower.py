@@ -1,15 +1,9 @@
 """Flower deployment: a real SuperLink and one SuperNode per silo on 127.0.0.1, and the pure adapters."""
 
-import contextlib
 import json
-import os
-import signal
-import socket
-import subprocess
 import sys
 import time
 import tomllib
-import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +21,8 @@ from vcmc.flower.server import SERVER_KEYS  # noqa: E402
 from vcmc.protocol import HelloReply, SummarizeRequest  # noqa: E402
 
 APP_DIR = Path(__file__).resolve().parents[2] / "flower_app"
-BIN = Path(sys.executable).parent
+sys.path.insert(0, str(Path(__file__).parent))
+from flowerlab import Lab, make_node_key  # noqa: E402
 
 
 def test_app_defaults_are_the_library_defaults():
@@ -78,7 +73,8 @@ def test_node_config_out_dir_must_be_absolute_and_receives_the_silos_files(tmp_p
 
     sim = simulate_design("homogeneous", "easy", rng=1, n_per_silo=40)
     sim.silos[0].to_frame().to_csv(tmp_path / "a.csv", index=False)
-    node = {"data-path": str(tmp_path / "a.csv"), "silo-name": "site_a"}
+    sim.schema.to_json(tmp_path / "schema.json")      # 40 rows: inference would refuse the rare modalities
+    node = {"data-path": str(tmp_path / "a.csv"), "schema-path": str(tmp_path / "schema.json"), "silo-name": "site_a"}
     with pytest.raises(ConfigError, match="'out-dir' must be an absolute path"):
         silo_from_node_config({**node, "out-dir": "relative/dir"})
     silo = silo_from_node_config({**node, "out-dir": str(tmp_path / "out")})
@@ -113,37 +109,8 @@ def test_silo_operator_sets_data_and_limits_in_node_config(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------------
-# Real deployment on loopback: a SuperLink and one SuperNode per silo in subprocesses
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_http(url, timeout=60):
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout:
-        with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=2) as r:
-            if r.status == 200:
-                return
-        time.sleep(0.5)
-    raise TimeoutError(url)
-
-
-def _processes_with(marker: str) -> list[int]:
-    """Live processes whose environment mentions ``marker`` (our temporary FLWR_HOME)."""
-    found = []
-    for p in Path("/proc").iterdir():
-        if not p.name.isdigit():
-            continue
-        with contextlib.suppress(OSError):
-            if marker.encode() in (p / "environ").read_bytes() and \
-                    "zombie" not in (p / "status").read_text().lower():
-                found.append(int(p.name))
-    return found
-
+# Real deployment on loopback: a SuperLink and one SuperNode per silo in subprocesses (tests/federation/
+# flowerlab.py), plain or with TLS and SuperNode authentication
 
 N_SILOS = 3
 OVERRIDES = {"sampler.n-iter": 600, "sampler.burn-in": 300, "aggregation.max-iter": 100,
@@ -151,10 +118,11 @@ OVERRIDES = {"sampler.n-iter": 600, "sampler.burn-in": 300, "aggregation.max-ite
 SEED = 5
 
 
-@pytest.fixture
-def federation(tmp_path):
+@pytest.fixture(params=["plain", "tls-auth"])
+def federation(request, tmp_path):
     from vcmc.simulate import simulate_design
 
+    secure = request.param == "tls-auth"
     sim = simulate_design("nested", "easy", rng=8, n_per_silo=150)
     schema_path = tmp_path / "schema.json"
     sim.schema.to_json(schema_path)
@@ -163,87 +131,30 @@ def federation(tmp_path):
         path = tmp_path / f"{d.name}.csv"
         d.to_frame().to_csv(path, index=False)
         csvs.append((d.name, path))
-
-    home = tmp_path / "flwr"
-    home.mkdir()
-    env = dict(os.environ, FLWR_HOME=str(home), FLWR_TELEMETRY_ENABLED="0", FLWR_DISABLE_UPDATE_CHECK="1",
-               FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION="1", PATH=f"{BIN}:{os.environ['PATH']}")
-    link = _free_port()
-    (home / "config.toml").write_text(f'[superlink]\ndefault = "t"\n[superlink.t]\n'
-                                      f'address = "127.0.0.1:{link}"\ninsecure = true\n')
-    procs = []
-
-    def spawn(*args, log):
-        with open(tmp_path / log, "w") as fh:     # the child keeps its own copy of the descriptor
-            procs.append(subprocess.Popen(args, env=env, cwd=tmp_path, stdout=fh, stderr=subprocess.STDOUT,
-                                          start_new_session=True))
-
-    spawn(str(BIN / "flower-superlink"), "--insecure", "--host", "127.0.0.1", "--port", str(link),
-          log="superlink.log")
+    lab = Lab(tmp_path, secure=secure)
     try:
-        _wait_http(f"http://127.0.0.1:{link}/health")
+        lab.start_superlink()
         for i, (name, csv) in enumerate(csvs):
-            spawn(str(BIN / "flower-supernode"), "--insecure", "--superlink", f"127.0.0.1:{link}", "--host",
-                  "127.0.0.1", "--port", str(_free_port()), "--node-config",
-                  f'data-path="{csv}" schema-path="{schema_path}" silo-name="{name}" min-cluster-size=5 '
-                  f'out-dir="{tmp_path / "silo-out" / name}"',
-                  log=f"supernode{i}.log")
-        yield env, tmp_path, csvs, schema_path
+            # with authentication, each silo makes its key pair and the coordinator registers the public key
+            key = make_node_key(tmp_path, f"silo{i}") if secure else None
+            if key is not None:
+                lab.register(key)
+            lab.start_supernode(f'data-path="{csv}" schema-path="{schema_path}" silo-name="{name}" '
+                                f'min-cluster-size=5 out-dir="{tmp_path / "silo-out" / name}"', key=key,
+                                log=f"supernode{i}.log")
+        yield lab, tmp_path, csvs, schema_path
     finally:
-        for p in procs:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(p.pid, signal.SIGTERM)
-        for p in procs:
-            try:
-                p.wait(15)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(p.pid, signal.SIGKILL)
-                p.wait(5)
-        deadline = time.monotonic() + 10
-        while _processes_with(str(home)) and time.monotonic() < deadline:
-            time.sleep(0.5)
-        leftovers = _processes_with(str(home))
-        for pid in leftovers:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        assert not leftovers, f"processes left behind: {leftovers}"
-
-
-def _flwr(env, *args, timeout=120):
-    return subprocess.run([str(BIN / "flwr"), *args], env=env, capture_output=True, text=True,
-                          timeout=timeout)
+        lab.close()
 
 
 @pytest.mark.slow
 @pytest.mark.flower
 def test_flower_run_equals_in_process_run(federation):
-    env, tmp, csvs, schema_path = federation
+    lab, tmp, csvs, schema_path = federation
     out_dir = tmp / "results"
     run_config = " ".join([f'out-dir="{out_dir}"', f"seed={SEED}", f"min-nodes={N_SILOS}", "wait-nodes=90",
                            "round-timeout=300", *(f"{k}={v}" for k, v in OVERRIDES.items())])
-    submitted = _flwr(env, "run", str(APP_DIR), "t", "--format", "json", "--run-config", run_config)
-    assert submitted.returncode == 0, submitted.stdout + submitted.stderr
-    run_id = json.loads(submitted.stdout)["run-id"]
-
-    # `flwr run` exits 0 even when the ServerApp fails: read the run's status.
-    # Each `flwr` call costs seconds, so poll the cheap result file and ask Flower every ~15 s.
-    status, listing, last_list = None, None, 0.0
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < 170:
-        done = (out_dir / "result.json").exists()
-        if done or time.monotonic() - last_list > 15:
-            last_list = time.monotonic()
-            listing = _flwr(env, "list", "t", "--run-id", str(run_id), "--format", "json")
-            if listing.returncode == 0:
-                runs = json.loads(listing.stdout).get("runs", [])
-                status = runs[0].get("status") if runs else None
-                if status and status.startswith("finished"):
-                    break
-        time.sleep(1)
-    logs = None if status == "finished:completed" else _flwr(env, "log", str(run_id), "t", "--show",
-                                                              timeout=30)
-    server_log = logs.stdout[-4000:] if logs else ""
+    status, server_log = lab.run_app(APP_DIR, run_config, done_file=out_dir / "result.json", timeout=170)
     assert status == "finished:completed", f"status {status}; server log:\n{server_log}"
 
     flower = json.loads((out_dir / "result.json").read_text())
@@ -282,3 +193,40 @@ def test_flower_run_equals_in_process_run(federation):
                                                                        rel=1e-12)
     ppc_local = local.diagnostics["ppc"]["pairs"]
     assert flower["diagnostics"]["ppc"]["pairs"]["p_value"] == ppc_local["p_value"]
+    if lab.secure:     # every silo connected over TLS, authenticated by its registered key
+        assert sorted(n["status"] for n in lab.nodes()) == ["online"] * N_SILOS
+
+
+@pytest.mark.slow
+@pytest.mark.flower
+def test_unauthorised_and_plain_text_supernodes_are_refused(tmp_path):
+    """With TLS and SuperNode authentication: a SuperNode whose key was never registered fails to activate
+    (Flower's exit code 305 in its log, the process ends; the SuperLink logs the refused public key); one
+    without TLS never connects; neither appears among the SuperLink's nodes, only the registered one is
+    online."""
+    lab = Lab(tmp_path, secure=True)
+    data = tmp_path / "a.csv"
+    data.write_text("V1\n1\n2\n")
+    try:
+        lab.start_superlink()
+        good = make_node_key(tmp_path, "registered")
+        node_id = lab.register(good)
+        lab.start_supernode(f'data-path="{data}" silo-name="good"', key=good, log="good.log")
+        stranger = lab.start_supernode(f'data-path="{data}" silo-name="stranger"',
+                                       key=make_node_key(tmp_path, "stranger"), log="stranger.log")
+        plain = lab.start_supernode(f'data-path="{data}" silo-name="plain"', insecure=True, log="plain.log")
+        assert stranger.wait(90) != 0
+        refused = (tmp_path / "stranger.log").read_text()
+        assert "Exit Code: 305" in refused and "Failed to activate SuperNode" in refused, refused[-2000:]
+        assert "No SuperNode found with the given public key" in (tmp_path / "superlink.log").read_text()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            nodes = lab.nodes()
+            if [n["status"] for n in nodes] == ["online"]:
+                break
+            time.sleep(2)
+        assert [(int(n["node-id"]), n["status"]) for n in nodes] == [(node_id, "online")]
+        assert plain.poll() is None        # still trying: a plain-text client cannot talk to a TLS SuperLink
+        assert "SuperNode ID" not in (tmp_path / "plain.log").read_text()
+    finally:
+        lab.close()

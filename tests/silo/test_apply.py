@@ -154,8 +154,9 @@ def test_bad_codes_are_refused_without_showing_values():
         run_apply_step(codes[:, :3], PAPER_N_MODALITIES)
     with pytest.raises(ConfigError, match="n_silos"):
         run_apply_step(codes, PAPER_N_MODALITIES, n_silos=0)
-    with pytest.raises(ConfigError, match="at least one kept draw"):
-        run_apply_step(codes, PAPER_N_MODALITIES, sampler=SamplerConfig(n_iter=10, burn_in=8, thin=5))
+    # no kept draw: refused when the options are built, before any sampling
+    with pytest.raises(ConfigError, match="'thin' parameter of SamplerConfig must be at most n_iter - burn_in = 2"):
+        SamplerConfig(n_iter=10, burn_in=8, thin=5)
 
 
 @pytest.mark.slow

@@ -321,4 +321,4 @@ def test_ehr_like_data_take_the_sparse_path():
 def test_bad_layout_is_a_config_error():
     with pytest.raises(ConfigError, match="'layout'"):
         run_chain(np.zeros((4, 2), dtype=int), [2, 2], prior=PriorConfig(n_components=2),
-                  sampler=SamplerConfig(n_iter=2, burn_in=0), layout="fast")
+                  sampler=SamplerConfig(n_iter=2, burn_in=0, thin=1), layout="fast")

@@ -17,10 +17,12 @@ DESCRIPTION = (
     "Each FILE is one silo (CSV, or Parquet with the [parquet] extra) unless --silo-column splits one file. "
     "All silos are encoded with one shared schema: given with --schema, or inferred from all files. "
     "Writes DIR/result.json (with the posterior predictive checks, WAIC and the posterior of the number of "
-    "clusters), DIR/assignments.csv (silo,row,cluster,probability; row = 0-based row of the input file; "
-    "clusters numbered from 1; the most probable cluster and its probability), DIR/memberships.csv "
-    "(silo,row,p_1,...,p_K), DIR/profiles.csv, DIR/posterior.nc (ArviZ; a chain dimension with --chains) and "
-    "DIR/schema.json (for vcmc predict).")
+    "clusters), DIR/assignments.csv (silo,row,cluster,probability; row = 0-based data row of the input file, "
+    "of the whole file with --silo-column; clusters numbered from 1; the most probable cluster and its "
+    "probability), DIR/memberships.csv (silo,row,p_1,...,p_K), DIR/profiles.csv, DIR/posterior.nc (ArviZ; a "
+    "chain dimension with --chains) and DIR/schema.json (for vcmc predict). Nothing is recoded without being "
+    "asked: only empty cells are missing unless --na-values says more, and schema inference refuses labels it "
+    "would have to guess (see docs/reliability.md).")
 
 
 # Flags that set one FitConfig option each: (flag, dotted key, type, help). Their defaults are the
@@ -53,11 +55,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from vcmc.config.options import MatchingMethod, Strategy, choices
 
     p.add_argument("files", nargs="+", metavar="FILE", help="silo data files")
-    p.add_argument("--out", required=True, metavar="DIR", help="output folder")
+    p.add_argument("--out", required=True, metavar="DIR", help="output folder (checked before any sampling; a "
+                   "folder holding another run's results is refused without --overwrite)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the results of another run in --out (the same run resumes without it)")
     p.add_argument("--silo-column", metavar="COL", help="split one file into silos by this column")
     p.add_argument("--schema", metavar="JSON", help="shared schema file (default: schema.json beside the files, "
                    "else inferred from all files)")
     p.add_argument("--id-column", metavar="COL", help="a row identifier column to ignore (kept out of the model)")
+    p.add_argument("--na-values", action="append", type=_na_values, metavar="TEXT[,TEXT...]",
+                   help="cell texts read as missing besides the empty cell, e.g. --na-values NA,-9 (repeatable; "
+                        "recorded in result.json); by default 'NA' is a value")
+    p.add_argument("--strip-whitespace", action="store_true",
+                   help="read ' 1 ' as '1': remove white space around every cell (recorded in result.json)")
+    p.add_argument("--case-insensitive", action="store_true",
+                   help="read 'Yes' and 'yes' as one modality (an inferred modality is the lower-case label; "
+                        "recorded in result.json)")
     p.add_argument("--method", default="vcmc",
                    choices=["vcmc", "full-mcmc", "consensus", "fed-kmodes", "fedmerdel", "discgs"])
     p.add_argument("--config", metavar="TOML", help="options in a TOML (or JSON) file, with the tables and dotted "
@@ -102,6 +115,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-resume", action="store_true",
                    help="do not keep the silos' finished apply steps in DIR/silo-state (by default an "
                         "interrupted or repeated run with the same data, options and seed reuses them)")
+
+
+def _na_values(text: str) -> list[str]:
+    """``--na-values NA,-9``: comma-separated cell texts."""
+    return [t for t in text.split(",")]
 
 
 def _iterations(text: str):
@@ -181,59 +199,137 @@ def config_from_args(args) -> FitConfig:
         with contextlib.suppress(TypeError, ValueError):   # config_from_mapping names a bad n-iter
             n_iter = int(merged[keys["sampler.n_iter"]]) if "sampler.n_iter" in keys else SamplerConfig().n_iter
             merged["sampler.burn-in"] = min(AUTO_BURN_IN, n_iter // 2) if auto else n_iter // 2
+    from vcmc.cli._guard import say_config_error, typed_options, validate_config
+
+    file_keys = read_config_file(args.config) if getattr(args, "config", None) else {}
     try:
-        return config_from_mapping(merged, ignore=SERVER_KEYS)
+        config = config_from_mapping(merged, ignore=SERVER_KEYS)
     except ConfigError as err:
+        said = say_config_error(err, typed_options(args, file_keys))
+        if said is not err:
+            raise said from None
         where = f" (from {args.config!r}, --set or the flags)" if getattr(args, "config", None) else ""
         raise ConfigError(f"{err}{where}") from None
+    validate_config(config, typed_options(args, file_keys))
+    return config
 
 
-def load_silos(files, *, silo_column=None, schema_path=None, id_column=None):
-    from vcmc.data import Schema, infer_schema, read_csv, read_parquet, split_by_column
+def load_silos(files, *, silo_column=None, schema_path=None, id_column=None, na_values=(), normalisation=None,
+               min_count: int = 1, info: dict | None = None):
+    """The silos of ``vcmc fit``. ``info``, when given, is filled with what ``result.json`` records about the
+    data: the schema used (a file, or inferred), the missing-value texts, the normalisation and what it
+    changed, and the row numbers of each silo's rows in its file (``rows``)."""
+    from vcmc.data import Schema, read_silos, split_by_column
+    from vcmc.data.normalise import NO_NORMALISATION
 
+    normalisation = normalisation or NO_NORMALISATION
+    na = ("", *na_values)
     paths = [Path(f) for f in files]
+    source = "--schema" if schema_path is not None else None
     if schema_path is None:
         # a schema.json beside the inputs (vcmc simulate writes one) is the silos' agreed coding: use it,
-        # so that a modality no silo happens to observe keeps its place in the coding
-        beside = {p.parent / "schema.json" for p in paths}
-        if len(beside) == 1 and next(iter(beside)).is_file():
-            schema_path = next(iter(beside))
+        # so that a modality no silo happens to observe keeps its place in the coding. Beside only some of
+        # the files, or different ones, it is ambiguous: refused rather than silently ignored.
+        beside = {p: p.parent / "schema.json" for p in paths}
+        found = sorted({str(b) for b in beside.values() if b.is_file()})
+        if len(found) == 1 and all(b.is_file() for b in beside.values()):
+            schema_path, source = found[0], "beside the files"
+        elif found:
+            without = [str(p) for p, b in beside.items() if not b.is_file()]
+            raise ConfigError(
+                f"a schema.json lies beside some of the files ({', '.join(found)}) but not beside "
+                f"{', '.join(without) or 'the others'}" + (" and they differ" if len(found) > 1 else "") +
+                "; say which schema to use: --schema PATH for every file, or move the files together")
     schema = Schema.from_json(Path(schema_path)) if schema_path else None
+    changes: dict = {}
+    positions: dict = {}
+    min_name = "--min-cluster-size"
     if silo_column is not None:
         if len(paths) != 1:
             raise ConfigError(f"--silo-column splits ONE file into silos; got {len(paths)} files.")
-        return split_by_column(paths[0], silo_column, schema=schema, id_column=id_column)
-    if schema is None:
-        schema = infer_schema(paths, id_column=id_column)
-    silos = []
-    for path in paths:
-        reader = read_parquet if path.suffix.lower() in (".parquet", ".pq") else read_csv
-        silos.append(reader(path, schema=schema, id_column=id_column))
+        silos = split_by_column(paths[0], silo_column, schema=schema, id_column=id_column, na_values=na,
+                                normalisation=normalisation, min_count=min_count, min_count_name=min_name,
+                                changes=changes, positions=positions)
+    else:
+        silos = read_silos(paths, schema=schema, id_column=id_column, na_values=na, normalisation=normalisation,
+                           min_count=min_count, min_count_name=min_name, changes=changes)
+        positions = {s.name: None for s in silos}
+    if info is not None:
+        info.update({
+            "files": [str(p) for p in paths],
+            "silo_column": silo_column,
+            "id_column": id_column,
+            "schema": {"source": "inferred from the files" if schema is None else f"{schema_path} ({source})",
+                       "fingerprint": silos[0].schema.fingerprint()},
+            "na_values": list(dict.fromkeys((*na, *silos[0].schema.na_values))),
+            "normalisation": normalisation.to_dict(),
+            "normalised": [{"silo": silo, "column": col, "from": raw, "to": to, "cells": n}
+                           for silo, cols in changes.items() for col, items in cols.items()
+                           for raw, to, n in items],
+            "rows": positions,
+        })
     return silos
 
 
 def run(args) -> int:
+    from vcmc.cli import _guard
+
+    argv = list(getattr(args, "_argv", None) or sys.argv[1:])
+    _guard.validate_args(args)
+    config = config_from_args(args)
+    out = _guard.check_out_dir(args.out)       # before reading any data or importing the samplers: < 1 s
+
     from vcmc.api import fit
+    from vcmc.data.normalise import Normalisation
     from vcmc.federation.faults import FaultPolicy
     from vcmc.report import write_outputs
 
-    config = config_from_args(args)
+    normalisation = Normalisation(strip_whitespace=args.strip_whitespace, case_insensitive=args.case_insensitive)
+    na_values = [t for group in (args.na_values or []) for t in group]
+    info: dict = {}
     silos = load_silos(args.files, silo_column=args.silo_column, schema_path=args.schema,
-                       id_column=args.id_column)
-    out = Path(args.out)
-    result = fit(silos, config=config, method=args.method, rng=args.seed, jobs=args.jobs,
-                 policy=FaultPolicy(min_silos=args.min_silos),
-                 save_dir=(out / "summaries") if args.save_summaries else None,
-                 n_clusters=(args.n_clusters if args.n_clusters is not None
-                             else vars(args).get("clusters") if args.method == "fed-kmodes" else None),
-                 state_dir=None if args.no_resume else out / "silo-state")
-    paths = write_outputs(result, out, schema=silos[0].schema)
+                       id_column=args.id_column, na_values=na_values, normalisation=normalisation,
+                       min_count=config.privacy.min_cluster_size, info=info)
+    _guard.validate_against_data(args, silos)
+    import numpy as np
+
+    # the seed is fixed here, so that the line printed on Ctrl-C can give the command that resumes
+    seed = args.seed if args.seed is not None else int(np.random.SeedSequence().entropy)
+    resume = not args.no_resume
+    n_clusters = (args.n_clusters if args.n_clusters is not None
+                  else vars(args).get("clusters") if args.method == "fed-kmodes" else None)
+    key = _guard.run_key(method=args.method, config=config, seed=seed, silos=silos, n_clusters=n_clusters,
+                         normalisation=normalisation, na_values=na_values)
+    mode = _guard.check_previous_run(out, key, overwrite=args.overwrite)
+    _guard.check_free_space(out, _guard.estimate_bytes(config, silos, resume=resume,
+                                                       save_summaries=args.save_summaries))
+    _guard.write_run_manifest(out, key, seed, argv)
+    try:
+        result = fit(silos, config=config, method=args.method, rng=seed, jobs=args.jobs,
+                     policy=FaultPolicy(min_silos=args.min_silos),
+                     save_dir=(out / "summaries") if args.save_summaries else None, n_clusters=n_clusters,
+                     state_dir=out / "silo-state" if resume else None)
+    except KeyboardInterrupt:
+        print(_guard.interrupted_line(out, argv, seed, resume=resume, n_silos=len(silos)),  # noqa: T201
+              file=sys.stderr)
+        return 130
+    rows = info.pop("rows")
+    try:
+        paths = write_outputs(result, out, schema=silos[0].schema, rows=rows, data=info)
+    except OSError as err:
+        raise _guard.write_error(err, out, resume=resume) from None
+    if mode == "overwrite":
+        _guard.remove_stale(out, paths.values())
     print(f"{result.method}: {result.n_clusters} clusters from {len(result.silos)} silos "  # noqa: T201
           f"({int(result.partition_counts.sum())} rows) in {result.timings.get('total', 0):.1f} s")
     for kind, path in paths.items():
         print(f"  {kind:12s} {path}")  # noqa: T201
     for w in result.diagnostics.get("warnings", []) if isinstance(result.diagnostics, dict) else []:
         print(f"warning: {w}", file=sys.stderr)  # noqa: T201
+    if info["normalised"]:
+        n = sum(item["cells"] for item in info["normalised"])
+        print(f"note: {n} cell(s) normalised as asked (--strip-whitespace / --case-insensitive / --na-values); "  # noqa: T201
+              "listed under data.normalised in result.json", file=sys.stderr)
     if args.report:
         from vcmc.report import write_report
 

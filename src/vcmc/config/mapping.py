@@ -145,7 +145,8 @@ def _coerce(value, hint, owner: str, where: str):
             return _coerce_one(value, alt)
         except (TypeError, ValueError):
             continue
-    raise ConfigError(f"The {where!r} option ({owner}) must be {_describe(hint)}. Got {value!r} instead.")
+    raise ConfigError(f"The {where!r} option ({owner}) must be {_describe(hint)}. Got {value!r} instead.",
+                      option=owner, expected=_describe(hint), got=value)
 
 
 def _coerce_one(value, alt):

@@ -42,7 +42,21 @@ def choices(literal) -> tuple[str, ...]:
 
 def _check(cond: bool, owner: str, name: str, expected: str, got) -> None:
     if not cond:
-        raise ConfigError(f"The {name!r} parameter of {owner} must be {expected}. Got {got!r} instead.")
+        # the parts of the message are kept on the error, so that the CLI can say it in its own words
+        # (the flag the user typed instead of the API parameter)
+        raise ConfigError(f"The {name!r} parameter of {owner} must be {expected}. Got {got!r} instead.",
+                          option=f"{owner}.{name}", expected=expected, got=got)
+
+
+def _finite(x) -> bool:
+    """A real number that is neither infinite nor NaN (``inf`` as a prior concentration ends in a division
+    by zero inside the samplers; NaN compares false with everything and slips past range checks)."""
+    import math
+
+    try:
+        return not isinstance(x, bool) and math.isfinite(float(x))
+    except (TypeError, ValueError):
+        return False
 
 
 def _check_choices(obj) -> None:
@@ -97,10 +111,10 @@ class PriorConfig:
         _check_choices(self)
         _check(isinstance(self.n_components, int) and self.n_components >= 1, "PriorConfig",
                "n_components", "an int >= 1", self.n_components)
-        _check(self.alpha > 0, "PriorConfig", "alpha", "a float in (0, inf)", self.alpha)
+        _check(_finite(self.alpha) and self.alpha > 0, "PriorConfig", "alpha", "a finite float > 0", self.alpha)
         betas = self.beta if isinstance(self.beta, tuple) else (self.beta,)
-        _check(all(b > 0 for b in betas), "PriorConfig", "beta", "positive (a float or one per variable)",
-               self.beta)
+        _check(len(betas) > 0 and all(_finite(b) and b > 0 for b in betas), "PriorConfig", "beta",
+               "finite and > 0 (a float or one per variable)", self.beta)
 
 
 @dataclass(frozen=True)
@@ -148,10 +162,14 @@ class SamplerConfig:
         _check(0 <= self.burn_in < self.n_iter, "SamplerConfig", "burn_in", "an int in [0, n_iter)",
                self.burn_in)
         _check(self.thin >= 1, "SamplerConfig", "thin", "an int >= 1", self.thin)
+        _check(self.n_kept >= 1, "SamplerConfig", "thin", f"at most n_iter - burn_in = {self.n_iter - self.burn_in} "
+               "so that a draw is kept after the burn-in", self.thin)
         _check(self.n_chains >= 1, "SamplerConfig", "n_chains", "an int >= 1", self.n_chains)
         _check(self.block_size >= 1, "SamplerConfig", "block_size", "an int >= 1", self.block_size)
-        _check(self.target_rhat > 1.0, "SamplerConfig", "target_rhat", "a float > 1", self.target_rhat)
-        _check(self.target_ess >= 4, "SamplerConfig", "target_ess", "a float >= 4", self.target_ess)
+        _check(_finite(self.target_rhat) and self.target_rhat > 1.0, "SamplerConfig", "target_rhat",
+               "a finite float > 1", self.target_rhat)
+        _check(_finite(self.target_ess) and self.target_ess >= 4, "SamplerConfig", "target_ess",
+               "a finite float >= 4", self.target_ess)
         _check(self.check_every >= 1, "SamplerConfig", "check_every", "an int >= 1", self.check_every)
 
     @property
@@ -256,8 +274,8 @@ class PrivacyConfig:
         _check(self.suppress_cells_below >= 0, "PrivacyConfig", "suppress_cells_below", "an int >= 0",
                self.suppress_cells_below)
         _check(self.round_to >= 1, "PrivacyConfig", "round_to", "an int >= 1", self.round_to)
-        _check(self.dp_epsilon is None or self.dp_epsilon > 0, "PrivacyConfig", "dp_epsilon",
-               "None or a float in (0, inf)", self.dp_epsilon)
+        _check(self.dp_epsilon is None or (_finite(self.dp_epsilon) and self.dp_epsilon > 0), "PrivacyConfig",
+               "dp_epsilon", "None or a finite float > 0", self.dp_epsilon)
 
 
 @dataclass(frozen=True)
@@ -300,8 +318,10 @@ class MatchingConfig:
         _check_choices(self)
         _check(0.5 <= self.level < 1, "MatchingConfig", "level", "a float in [0.5, 1)", self.level)
         _check(self.radius in choices(BallRadius) or (isinstance(self.radius, float | int)
-               and not isinstance(self.radius, bool) and self.radius > 0), "MatchingConfig", "radius",
-               "'overfitted', 'finite' or a positive float", self.radius)
+               and _finite(self.radius) and self.radius > 0), "MatchingConfig", "radius",
+               "'overfitted', 'finite' or a finite float > 0", self.radius)
+        _check(_finite(self.penalty_multiplier) and self.penalty_multiplier >= 0, "MatchingConfig",
+               "penalty_multiplier", "a finite float >= 0", self.penalty_multiplier)
         _check(self.n_starts >= 1, "MatchingConfig", "n_starts", "an int >= 1", self.n_starts)
 
 
@@ -371,14 +391,14 @@ class AggregationConfig:
     def __post_init__(self):
         _check_choices(self)
         _check(self.max_iter >= 1, "AggregationConfig", "max_iter", "an int >= 1", self.max_iter)
-        _check(self.tol > 0, "AggregationConfig", "tol", "a float in (0, inf)", self.tol)
+        _check(_finite(self.tol) and self.tol > 0, "AggregationConfig", "tol", "a finite float > 0", self.tol)
         _check(self.n_draws_batch >= 1, "AggregationConfig", "n_draws_batch", "an int >= 1",
                self.n_draws_batch)
         _check(self.n_eval >= 1, "AggregationConfig", "n_eval", "an int >= 1", self.n_eval)
         _check(self.n_starts >= 1, "AggregationConfig", "n_starts", "an int >= 1", self.n_starts)
         _check(0 < self.floor < 0.01, "AggregationConfig", "floor", "a float in (0, 0.01)", self.floor)
-        _check(self.step_size > 0, "AggregationConfig", "step_size", "a float in (0, inf)",
-               self.step_size)
+        _check(_finite(self.step_size) and self.step_size > 0, "AggregationConfig", "step_size",
+               "a finite float > 0", self.step_size)
         _check(self.assign_draws >= 1, "AggregationConfig", "assign_draws", "an int >= 1", self.assign_draws)
 
     @property

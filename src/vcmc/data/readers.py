@@ -1,8 +1,13 @@
 """Readers: CSV, pandas DataFrames and Parquet (extra ``vcmc[parquet]``) to :class:`SiloData`.
 
 Every cell is read as text first (Python strings, no automatic NA conversion), so a code such as ``"01"`` or
-``"1.0"`` is never silently reinterpreted; then the cells listed in ``na_values`` become missing values
-(``MISSING``), keeping their rows so row identifiers stay aligned with the file.
+``"1.0"`` is never silently reinterpreted; then the empty cells and the cells listed in ``na_values`` (or
+the schema's ``na_values``) become missing values (``MISSING``), keeping their rows so row numbers stay
+aligned with the file. Nothing else is ever turned into a missing value or recoded: a CSV line with too few
+or too many fields, a blank line inside the data, a duplicated header are errors naming the file and the
+line, and schema inference refuses what it would have to guess (labels that differ only by white space or
+case, a missing-value spelling such as "NA", identifier-like or many-level columns, modalities seen in
+fewer rows than the disclosure minimum), naming the file, the column, the values and the fix.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from vcmc.data.normalise import NO_NORMALISATION, SUSPECT_NA_TOKENS, Normalisation
 from vcmc.data.schema import (
     DEFAULT_NA_VALUES,
     Schema,
@@ -31,6 +37,11 @@ __all__ = ["from_dataframe", "infer_schema", "read_csv", "read_parquet", "read_s
 
 #: Default limit on distinct values of a categorical column: more looks like free text or an identifier.
 MAX_LEVELS = 50
+#: A column with at least this many distinct values in a silo, and more than half as many distinct values as
+#: observed cells there (fewer than two rows per value on average), is refused by schema inference: it is a
+#: row identifier (every value distinct) or a numeric / free-text variable (an age in years, a date), whose
+#: modalities a silo of that size cannot estimate. A schema file that lists the modalities overrides it.
+MANY_LEVELS = 10
 
 
 # -- raw reading ---------------------------------------------------------------------------------------
@@ -49,22 +60,80 @@ def _read_csv_frame(path, *, sep: str = ",", encoding: str = "utf-8") -> pd.Data
     p = Path(path)
     _check_file(p)
     try:
+        _check_csv_structure(p, None, sep=sep, encoding=encoding)    # before pandas repairs anything
         # dtype=object, not dtype=str: the same Python strings, but with dtype=str pandas >= 3 converts every
         # column to its Arrow-backed string dtype, more than half of read_csv's time on a 290,000 x 80
-        # cohort, for nothing: the encoder factorizes the cells right after.
-        df = pd.read_csv(p, dtype=object, keep_default_na=False, na_filter=False, sep=sep, encoding=encoding)
+        # cohort, for nothing: the encoder factorizes the cells right after. index_col=False: pandas would
+        # otherwise make the first column the index when every data line has one field more than the
+        # header (_check_csv_structure reports it).
+        df = pd.read_csv(p, dtype=object, keep_default_na=False, na_filter=False, sep=sep, encoding=encoding,
+                         index_col=False)
     except pd.errors.EmptyDataError as err:
         raise DataError(f"file {str(p)!r} is empty; expected a header row of variable names and at least 2 "
                         "data rows.") from err
     except pd.errors.ParserError as err:
-        raise DataError(f"cannot parse file {str(p)!r} as CSV (separator {sep!r}): {err}. "
+        raise DataError(f"cannot parse file {str(p)!r} as CSV (separator {sep!r}): {str(err).strip()}. "
                         "Expected one header row and the same number of fields on every line.") from err
     except UnicodeDecodeError as err:
         raise DataError(f"cannot read file {str(p)!r}: not {encoding} text ({err.reason} at byte "
                         f"{err.start}); pass encoding=... or re-export as UTF-8.") from err
     except OSError as err:
         raise DataError(f"cannot read file {str(p)!r}: {err.strerror or err}.") from err
+    if len(sep) == 1 and len(df.columns) != _header_width(p, sep, encoding):   # pragma: no cover
+        raise DataError(f"{p}: pandas read {len(df.columns)} columns, not the header's.")
     return df
+
+
+def _header_width(p: Path, sep: str, encoding: str) -> int:
+    import csv
+
+    with open(p, newline="", encoding=_check_encoding(encoding)) as fh:
+        return len(next(csv.reader(fh, delimiter=sep), []))
+
+
+def _check_encoding(encoding: str) -> str:
+    return "utf-8-sig" if encoding.lower().replace("_", "-") in ("utf-8", "utf8") else encoding
+
+
+def _check_csv_structure(p: Path, df: pd.DataFrame | None, *, sep: str, encoding: str) -> None:
+    """What pandas repairs without a word, refused: a duplicated header (renamed ``V1.1``), a line with
+    fewer fields than the header (its missing fields filled in as empty), with more (an error or, on every
+    line, an index column), a blank line inside the data (skipped: every later row would change number).
+
+    One pass of the standard ``csv`` module over the records, counting fields only (about a second for a
+    290,000 x 80 file); a separator of more than one character (a regular expression) is left to pandas.
+    """
+    import csv
+
+    if len(sep) != 1:
+        return
+    with open(p, newline="", encoding=_check_encoding(encoding)) as fh:
+        reader = csv.reader(fh, delimiter=sep)
+        header = next(reader, None)
+        if header is None:
+            return
+        dup = sorted({h for h in header if header.count(h) > 1})
+        if dup:
+            raise SchemaError(f"{p}: the header names column(s) {_fmt_values(dup)} more than once; expected "
+                              "distinct variable names (a reader would rename the copies, e.g. 'V1.1', and fit "
+                              "them as other variables). Rename or remove the duplicated columns.")
+        width = len(header)
+        blank_line = None
+        for record in reader:
+            if not record:
+                blank_line = blank_line or reader.line_num
+                continue
+            if blank_line is not None:
+                raise DataError(f"{p}, line {blank_line}: blank line inside the data; a skipped line would "
+                                "shift the row number of every later row (assignments.csv joins back to the "
+                                "file by row). Remove it, or write a line of empty fields "
+                                f"({sep * (width - 1)!r}) for an individual with every value missing.")
+            if len(record) != width:
+                few = len(record) < width
+                raise DataError(f"{p}, line {reader.line_num}: {len(record)} fields, expected {width} as in the "
+                                "header; " + ("the missing fields would be read as missing values. "
+                                              if few else "a field would be dropped or shift the columns. ")
+                                + "Fix the line (quote fields that contain the separator).")
 
 
 def _read_parquet_frame(path) -> pd.DataFrame:
@@ -138,7 +207,8 @@ def _frame_of(obj, i: int, id_column, *, drop: str | None = None) -> tuple[pd.Da
 
 # -- schema inference ----------------------------------------------------------------------------------
 def infer_schema(frames_or_paths, *, max_levels: int = MAX_LEVELS, na_values=DEFAULT_NA_VALUES,
-                 id_column=None) -> Schema:
+                 id_column=None, normalisation: Normalisation = NO_NORMALISATION, min_count: int = 1,
+                 min_count_name: str = "min_count", many_levels: int | None = MANY_LEVELS) -> Schema:
     """Infer the shared schema from every silo's data: the union of the labels observed in all silos.
 
     Parameters
@@ -149,9 +219,20 @@ def infer_schema(frames_or_paths, *, max_levels: int = MAX_LEVELS, na_values=DEF
         Largest number of distinct values a categorical column may have; more looks like free text or an
         identifier and is an error.
     na_values : iterable of str
-        Cells read as missing.
+        Cells read as missing (default: only the empty cell).
     id_column : int or str, optional
         Identifier column to leave out (position or name), the same in every source.
+    normalisation : Normalisation
+        Explicit normalisation of the labels (white space, case); default none.
+    min_count : int
+        Fewest rows (over all silos) a modality must be seen in (default 1: no limit). ``vcmc fit`` passes
+        the disclosure minimum ``privacy.min_cluster_size``: a modality inferred from fewer rows would be
+        published in the results (profiles, posterior draws) although it describes fewer people.
+    min_count_name : str
+        How messages name ``min_count`` (e.g. ``"--min-cluster-size"``).
+    many_levels : int or None
+        A column with at least this many distinct values in a silo and fewer than two rows per value there
+        is refused (identifier-like or many-level; default ``MANY_LEVELS`` = 10); None switches it off.
 
     Returns
     -------
@@ -162,7 +243,9 @@ def infer_schema(frames_or_paths, *, max_levels: int = MAX_LEVELS, na_values=DEF
     ------
     SchemaError
         A column missing from one silo, a variable with a single modality, a column with more than
-        ``max_levels`` distinct values.
+        ``max_levels`` distinct values, labels that differ only by white space or case, a value spelled like a
+        missing value ("NA") that ``na_values`` does not name, an identifier-like or many-level column
+        (``MANY_LEVELS``), a modality seen in fewer than ``min_count`` rows.
     DataError
         An unreadable or empty file, a column missing in every row of every silo.
     """
@@ -174,13 +257,11 @@ def infer_schema(frames_or_paths, *, max_levels: int = MAX_LEVELS, na_values=DEF
     if int(max_levels) < 2:
         raise SchemaError(f"max_levels must be an integer >= 2; got {max_levels!r}.")
     frames = [_frame_of(obj, i, id_column) for i, obj in enumerate(items)]
-    return _infer_from_frames(frames, max_levels=max_levels, na_values=na_values)
+    return _infer_from_frames(frames, max_levels=max_levels, na_values=na_values, normalisation=normalisation,
+                              min_count=min_count, min_count_name=min_count_name, many_levels=many_levels)
 
 
-def _infer_from_frames(frames: list[tuple[pd.DataFrame, str]], *, max_levels: int, na_values) -> Schema:
-    """:func:`infer_schema` on (frame, source description) pairs."""
-    if int(max_levels) < 2:
-        raise SchemaError(f"max_levels must be an integer >= 2; got {max_levels!r}.")
+def _check_columns(frames: list[tuple[pd.DataFrame, str]]) -> list[str]:
     first_df, first_src = frames[0]
     columns = [str(c) for c in first_df.columns]
     if not columns:
@@ -200,8 +281,66 @@ def _infer_from_frames(frames: list[tuple[pd.DataFrame, str]], *, max_levels: in
         if extra:
             raise SchemaError(f"{src}: column(s) {_fmt_values(extra)} are not in {first_src}; expected every "
                               "silo to have the same variables.")
+    return columns
 
-    levels: dict[str, set] = {c: set() for c in columns}
+
+def _variants(keys, normalisation: Normalisation) -> list[tuple[list[str], str, str]]:
+    """Groups of labels that differ only by surrounding white space or by case: (labels, what differs, the
+    options that would make them one modality)."""
+    groups: dict[str, list[str]] = {}
+    for k in keys:
+        groups.setdefault(k.strip().casefold(), []).append(k)
+    out = []
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        if len({m.strip() for m in members}) == 1:
+            kind, flags = "white space", ["--strip-whitespace"]
+        elif len({m.casefold() for m in members}) == 1:
+            kind, flags = "case", ["--case-insensitive"]
+        else:
+            kind, flags = "white space and case", ["--strip-whitespace", "--case-insensitive"]
+        flags = [f for f in flags if not (f == "--strip-whitespace" and normalisation.strip_whitespace)
+                 and not (f == "--case-insensitive" and normalisation.case_insensitive)]
+        out.append((sorted(members), kind, " ".join(flags)))
+    return out
+
+
+def _one_text(v) -> str:
+    return v if isinstance(v, str) else str(v)
+
+
+def _levels_problem(src: str, c: str, n_levels: int, n_obs: int, shown, max_levels: int,
+                    many_levels: int | None) -> None:
+    """Refuse a column with too many distinct values: absolutely (``max_levels``) or for its number of
+    rows (identifier-like: every value distinct; many-level: fewer than two rows per value)."""
+    if many_levels is not None and n_levels >= many_levels and 2 * n_levels > n_obs:
+        what = ("every value is distinct: it looks like a row identifier. Give it as the identifier "
+                f"(--id-column {c} / id_column={c!r}) or remove it"
+                if n_levels >= n_obs else
+                "fewer than two rows per value: it looks like a numeric or free-text variable whose "
+                "modalities this silo cannot estimate. Recode it into fewer categories (e.g. age "
+                "bands), remove it")
+        raise SchemaError(f"{src}, column {c!r}: {n_levels} distinct values in {n_obs} rows "
+                          f"(e.g. {_fmt_values(shown[:4], 4)}); {what}, or give a schema file (--schema) that "
+                          "lists its modalities if it really is categorical.")
+    if n_levels > max_levels:
+        raise SchemaError(
+            f"{src}, column {c!r}: {n_levels} distinct values (e.g. {_fmt_values(shown[:3], 3)}); expected a "
+            f"categorical variable with at most max_levels={max_levels} modalities. Free text or identifiers "
+            "must be removed (a row identifier: --id-column / id_column=), or raise max_levels.")
+
+
+def _infer_from_frames(frames: list[tuple[pd.DataFrame, str]], *, max_levels: int, na_values,
+                       normalisation: Normalisation = NO_NORMALISATION, min_count: int = 1,
+                       min_count_name: str = "min_count", many_levels: int | None = MANY_LEVELS) -> Schema:
+    """:func:`infer_schema` on (frame, source description) pairs."""
+    if int(max_levels) < 2:
+        raise SchemaError(f"max_levels must be an integer >= 2; got {max_levels!r}.")
+    columns = _check_columns(frames)
+    na_keys = {normalisation.key(str(v)) for v in (na_values or ())}
+    counts: dict[str, dict[str, int]] = {c: {} for c in columns}
+    files_of: dict[str, dict[str, list[str]]] = {c: {} for c in columns}
     for df, src in frames:
         df = df.set_axis([str(c) for c in df.columns], axis=1)
         for c in columns:
@@ -209,25 +348,56 @@ def _infer_from_frames(frames: list[tuple[pd.DataFrame, str]], *, max_levels: in
             n_raw = col.nunique(dropna=True)
             # Cheap guard before turning every distinct value into text: an identifier column with a
             # million values should fail fast. At most len(na_values) distinct raw values can be NA strings.
-            if n_raw > max_levels + len(tuple(na_values or ())):
-                observed = np.asarray(pd.unique(col.dropna().to_numpy())[:3], dtype=object)
-                n_levels = n_raw
-            else:
-                _, observed = factorize_labels(col, na_values)
-                observed = np.asarray(observed, dtype=object)
-                n_levels = observed.size
-            if n_levels > max_levels:
-                raise SchemaError(
-                    f"{src}, column {c!r}: {n_levels} distinct values "
-                    f"(e.g. {_fmt_values(observed[:3])}); "
-                    f"expected a categorical variable with at most max_levels={max_levels} modalities. Free "
-                    "text or identifiers must be removed (use id_column= for a row identifier), or raise "
-                    "max_levels.")
-            levels[c].update(observed.tolist())
+            if n_raw > max_levels + len(na_keys):
+                observed = tuple(_one_text(v) for v in pd.unique(col.dropna().to_numpy())[:6])
+                n_obs = int(col.notna().sum() - (col == "").sum())
+                _levels_problem(src, c, n_raw, n_obs, observed, max_levels, many_levels)
+            idx, labels = factorize_labels(col, na_values, normalisation=normalisation)
+            n_cells = np.bincount(idx[idx >= 0], minlength=len(labels))
+            _levels_problem(src, c, len(labels), int(n_cells.sum()), sort_modalities(labels)[:6], max_levels,
+                            many_levels)
+            for lab, n in zip(labels, n_cells.tolist(), strict=True):
+                counts[c][lab] = counts[c].get(lab, 0) + int(n)
+                files_of[c].setdefault(lab, []).append(src)
     variables = []
     sources = ", ".join(src for _, src in frames)
+    problems: list[str] = []
     for c in columns:
-        mods = sort_modalities(levels[c])
+        for members, kind, flags in _variants(counts[c], normalisation):
+            where = sorted({f for m in members for f in files_of[c][m]})
+            problems.append(f"column {c!r}: {_fmt_values(members)} differ only by {kind} (in "
+                            f"{', '.join(where)}); they would become separate modalities. If they are one "
+                            f"value, say so with {flags} (recorded in result.json), or give a schema file "
+                            "(--schema) listing the modalities")
+    if problems:
+        raise SchemaError(f"schema inference refused ({sources}): " + "; ".join(problems) + ".")
+    suspects: dict[str, list[str]] = {}
+    for c in columns:
+        for lab in sorted(lab for lab in counts[c] if lab.strip() in SUSPECT_NA_TOKENS):
+            suspects.setdefault(lab, []).append(f"{c!r} ({counts[c][lab]} rows, in "
+                                                f"{', '.join(dict.fromkeys(files_of[c][lab]))})")
+    for lab, where in suspects.items():
+        problems.append(f"{lab!r} in column(s) {', '.join(where)} is a common spelling of a missing value; say "
+                        f"which it is: --na-values {lab.strip()} (na_values=) reads it as missing, a schema file "
+                        f"(--schema) listing {lab!r} as a modality keeps it as a value")
+    if problems:
+        raise SchemaError(f"schema inference refused ({sources}): " + "; ".join(problems) + ".")
+    if int(min_count) > 1:
+        for c in columns:
+            rare = sorted((lab for lab, n in counts[c].items() if n < int(min_count)), key=str)
+            if rare:
+                seen = ", ".join(f"{lab!r} in {counts[c][lab]} row(s) of {', '.join(dict.fromkeys(files_of[c][lab]))}"
+                                 for lab in rare[:5])
+                problems.append(f"column {c!r}: {seen}{' ...' if len(rare) > 5 else ''}")
+        if problems:
+            raise SchemaError(
+                f"schema inference refused ({sources}): modalities seen in fewer rows of all silos than the disclosure "
+                f"minimum ({min_count_name} {int(min_count)}): " + "; ".join(problems) + ". A modality "
+                "inferred from the data is published in the results (profiles.csv, posterior.nc) although "
+                "it describes fewer people than that. Give a schema file (--schema) that lists the "
+                "modalities, or merge or recode the rare values in the data (e.g. into an 'other' category).")
+    for c in columns:
+        mods = sort_modalities(counts[c])
         if len(mods) == 0:
             raise DataError(f"column {c!r} has all values missing in every silo ({sources}); "
                             "expected at least one observed value. Remove the column.")
@@ -253,7 +423,9 @@ def _as_schema(schema) -> Schema | None:
 
 # -- one silo --------------------------------------------------------------------------------------------
 def from_dataframe(df: pd.DataFrame, *, schema=None, name: str = "silo", source: str | None = None,
-                   id_column=None, na_values=DEFAULT_NA_VALUES, max_levels: int = MAX_LEVELS) -> SiloData:
+                   id_column=None, na_values=DEFAULT_NA_VALUES, max_levels: int = MAX_LEVELS,
+                   normalisation: Normalisation = NO_NORMALISATION, min_count: int = 1,
+                   changes: dict | None = None) -> SiloData:
     """Encode a pandas DataFrame (one silo) with the shared schema.
 
     Parameters
@@ -270,9 +442,15 @@ def from_dataframe(df: pd.DataFrame, *, schema=None, name: str = "silo", source:
     id_column : int or str, optional
         Column holding row identifiers, removed from the data and kept as ``SiloData.row_ids``.
     na_values : iterable of str
-        Cells read as missing; ``NaN``/``None`` are always missing.
-    max_levels : int
-        Used only when inferring the schema.
+        Cells read as missing (default: the empty cell); ``NaN``/``None`` are always missing, and so are the
+        schema's own ``na_values``.
+    max_levels, min_count : int
+        Used only when inferring the schema (see :func:`infer_schema`).
+    normalisation : Normalisation
+        Explicit normalisation of the labels (default none).
+    changes : dict, optional
+        Filled with what the normalisation and ``na_values`` changed, ``{column: [(raw, modality or None,
+        cells), ...]}``.
 
     Returns
     -------
@@ -285,14 +463,17 @@ def from_dataframe(df: pd.DataFrame, *, schema=None, name: str = "silo", source:
     check_n_rows(len(df), source)
     schema = _as_schema(schema)
     if schema is None:
-        schema = _infer_from_frames([(df, source)], max_levels=max_levels, na_values=na_values)
-    codes = schema.encode(df, source=source, na_values=na_values)
+        schema = _infer_from_frames([(df, source)], max_levels=max_levels, na_values=na_values,
+                                    normalisation=normalisation, min_count=min_count)
+    codes = schema.encode(df, source=source, na_values=na_values, normalisation=normalisation, changes=changes)
     check_columns_observed(codes, schema, source)
     return SiloData(name=str(name), codes=codes, schema=schema, source=source, row_ids=ids)
 
 
 def read_csv(path, *, schema=None, name: str | None = None, id_column=None, na_values=DEFAULT_NA_VALUES,
-             sep: str = ",", encoding: str = "utf-8", max_levels: int = MAX_LEVELS) -> SiloData:
+             sep: str = ",", encoding: str = "utf-8", max_levels: int = MAX_LEVELS,
+             normalisation: Normalisation = NO_NORMALISATION, min_count: int = 1,
+             changes: dict | None = None) -> SiloData:
     """Read one silo's CSV file (header row of variable names, one row per individual).
 
     Parameters
@@ -306,11 +487,13 @@ def read_csv(path, *, schema=None, name: str | None = None, id_column=None, na_v
     id_column : int or str, optional
         Row identifier column (position or name; ``""`` selects an unnamed first column as written by R).
     na_values : iterable of str
-        Cells read as missing (default: empty, NA, N/A, NaN, nan, NULL, null).
+        Cells read as missing (default: only the empty cell; e.g. ``("", "NA")`` for R's exports).
     sep, encoding : str
         CSV separator and text encoding.
-    max_levels : int
+    max_levels, min_count : int
         Used only when inferring the schema.
+    normalisation, changes
+        As in :func:`from_dataframe`.
 
     Returns
     -------
@@ -319,16 +502,19 @@ def read_csv(path, *, schema=None, name: str | None = None, id_column=None, na_v
     p = Path(path)
     df = _read_csv_frame(p, sep=sep, encoding=encoding)
     return from_dataframe(df, schema=schema, name=name or p.stem, source=str(p), id_column=id_column,
-                          na_values=na_values, max_levels=max_levels)
+                          na_values=na_values, max_levels=max_levels, normalisation=normalisation,
+                          min_count=min_count, changes=changes)
 
 
 def read_parquet(path, *, schema=None, name: str | None = None, id_column=None, na_values=DEFAULT_NA_VALUES,
-                 max_levels: int = MAX_LEVELS) -> SiloData:
+                 max_levels: int = MAX_LEVELS, normalisation: Normalisation = NO_NORMALISATION,
+                 min_count: int = 1, changes: dict | None = None) -> SiloData:
     """Read one silo's Parquet file (needs the ``parquet`` extra: pyarrow). Arguments as :func:`read_csv`."""
     p = Path(path)
     df = _read_parquet_frame(p)
     return from_dataframe(df, schema=schema, name=name or p.stem, source=str(p), id_column=id_column,
-                          na_values=na_values, max_levels=max_levels)
+                          na_values=na_values, max_levels=max_levels, normalisation=normalisation,
+                          min_count=min_count, changes=changes)
 
 
 def read_rows(path, schema, *, name: str | None = None, id_column=None, na_values=DEFAULT_NA_VALUES,
@@ -356,11 +542,14 @@ def read_rows(path, schema, *, name: str | None = None, id_column=None, na_value
 
 # -- several silos -----------------------------------------------------------------------------------------
 def read_silos(paths: Sequence, *, schema=None, names: Sequence[str] | None = None, id_column=None,
-               na_values=DEFAULT_NA_VALUES, max_levels: int = MAX_LEVELS) -> list[SiloData]:
+               na_values=DEFAULT_NA_VALUES, max_levels: int = MAX_LEVELS,
+               normalisation: Normalisation = NO_NORMALISATION, min_count: int = 1,
+               min_count_name: str = "min_count", changes: dict | None = None) -> list[SiloData]:
     """Read one file per silo (CSV, or Parquet by extension) with one shared schema.
 
-    When ``schema`` is omitted it is inferred from all files together, so a silo lacking a modality still
-    uses the shared coding. Silo names default to the file stems.
+    When ``schema`` is omitted it is inferred from all files together (see :func:`infer_schema` for what it
+    refuses), so a silo lacking a modality still uses the shared coding. Silo names default to the file
+    stems. ``changes``, when given, is filled with ``{silo name: {column: [(raw, modality or None, cells)]}}``.
     """
     paths = list(paths)
     if not paths:
@@ -374,11 +563,16 @@ def read_silos(paths: Sequence, *, schema=None, names: Sequence[str] | None = No
     schema = _as_schema(schema)
     if schema is None:
         schema = _infer_from_frames([(f, str(p)) for (f, _), p in zip(frames, paths, strict=True)],
-                                    max_levels=max_levels, na_values=na_values)
+                                    max_levels=max_levels, na_values=na_values, normalisation=normalisation,
+                                    min_count=min_count, min_count_name=min_count_name)
     silos = []
     for i, (p, (df, ids)) in enumerate(zip(paths, frames, strict=True)):
         name = names[i] if names is not None else Path(p).stem
-        silo = from_dataframe(df, schema=schema, name=name, source=str(p), na_values=na_values)
+        silo_changes = {} if changes is not None else None
+        silo = from_dataframe(df, schema=schema, name=name, source=str(p), na_values=na_values,
+                              normalisation=normalisation, changes=silo_changes)
+        if silo_changes:
+            changes[silo.name] = silo_changes
         if ids is not None:
             silo = SiloData(silo.name, silo.codes, silo.schema, silo.source, row_ids=ids)
         silos.append(silo)
@@ -387,7 +581,9 @@ def read_silos(paths: Sequence, *, schema=None, names: Sequence[str] | None = No
 
 
 def split_by_column(path_or_df, column: str, *, schema=None, id_column=None, na_values=DEFAULT_NA_VALUES,
-                    max_levels: int = MAX_LEVELS) -> list[SiloData]:
+                    max_levels: int = MAX_LEVELS, normalisation: Normalisation = NO_NORMALISATION,
+                    min_count: int = 1, min_count_name: str = "min_count", changes: dict | None = None,
+                    positions: dict | None = None) -> list[SiloData]:
     """Split one table into silos by the value of ``column`` (e.g. a hospital identifier).
 
     Parameters
@@ -396,11 +592,16 @@ def split_by_column(path_or_df, column: str, *, schema=None, id_column=None, na_
         The pooled table (CSV, or Parquet by extension).
     column : str
         Column naming each row's silo; removed from the data. Silos are ordered by this value (numerically
-        when every value is a number).
+        when every value is a number). Only the empty cell (and ``na_values``) counts as "no silo".
     schema : Schema or path, optional
         Shared schema; inferred from the whole table when omitted.
     id_column : int or str, optional
         Row identifier column. Without it, ``row_ids`` hold the 0-based row positions in the whole table.
+    normalisation, min_count, min_count_name, changes
+        As in :func:`read_silos`.
+    positions : dict, optional
+        Filled with ``{silo name: 0-based positions of its rows in the whole table}`` (the ``row`` of
+        ``assignments.csv``, whether or not an ``id_column`` is given).
 
     Returns
     -------
@@ -415,8 +616,9 @@ def split_by_column(path_or_df, column: str, *, schema=None, id_column=None, na_
     src = str(path_or_df) if isinstance(path_or_df, str | os.PathLike) else "data frame"
     df = path_or_df if isinstance(path_or_df, pd.DataFrame) else _read_any(path_or_df)
     df, ids = _pop_id_column(df, id_column, src)
+    where = np.arange(len(df))
     if ids is None:
-        ids = np.arange(len(df))
+        ids = where
     cols = [str(c) for c in df.columns]
     if str(column) not in cols:
         raise DataError(f"{src}: silo column {column!r} is not a column; found {_fmt_values(cols, 20)}.")
@@ -428,13 +630,22 @@ def split_by_column(path_or_df, column: str, *, schema=None, id_column=None, na_
                         "no silo; expected a silo name in every row.")
     data = df.drop(columns=str(column))
     schema = _as_schema(schema)
-    if schema is None:
-        schema = _infer_from_frames([(data, src)], max_levels=max_levels, na_values=na_values)
     values = silo_of.to_numpy()
+    if schema is None:
+        # the silos' own frames, so that the per-silo checks (identifier-like columns) see each silo
+        schema = _infer_from_frames([(data.loc[values == v], f"{src} ({column}={v})")
+                                     for v in sort_modalities(pd.unique(values))],
+                                    max_levels=max_levels, na_values=na_values, normalisation=normalisation,
+                                    min_count=min_count, min_count_name=min_count_name)
     silos = []
     for v in sort_modalities(pd.unique(values)):
         mask = values == v
+        silo_changes = {} if changes is not None else None
         silo = from_dataframe(data.loc[mask], schema=schema, name=str(v), source=f"{src} ({column}={v})",
-                              na_values=na_values)
+                              na_values=na_values, normalisation=normalisation, changes=silo_changes)
+        if silo_changes:
+            changes[silo.name] = silo_changes
+        if positions is not None:
+            positions[silo.name] = where[mask]
         silos.append(SiloData(silo.name, silo.codes, schema, silo.source, row_ids=np.asarray(ids)[mask]))
     return silos

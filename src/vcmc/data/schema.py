@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from vcmc.atomic import atomic_write_text
+from vcmc.data.normalise import NO_NORMALISATION, Normalisation
 from vcmc.exceptions import DataError, SchemaError
 from vcmc.model import MISSING
 
@@ -27,9 +28,11 @@ __all__ = ["DEFAULT_NA_VALUES", "SCHEMA_FORMAT", "SiloData", "Schema", "Variable
            "factorize_labels",
            "sort_modalities"]
 
-#: Cell contents read as a missing value unless the caller passes other ``na_values``. "None" is left out on
-#: purpose: it is a plausible modality ("no symptoms") in health records.
-DEFAULT_NA_VALUES: tuple[str, ...] = ("", "NA", "N/A", "NaN", "nan", "NULL", "null")
+#: Cell contents read as a missing value unless the caller passes other ``na_values``: only the empty cell.
+#: A text such as "NA" is a value (a region code, say) unless ``na_values`` or the schema's ``na_values``
+#: says it means "missing"; schema inference refuses to make a modality of one without being told
+#: (``vcmc.data.normalise.SUSPECT_NA_TOKENS``).
+DEFAULT_NA_VALUES: tuple[str, ...] = ("",)
 
 SCHEMA_FORMAT = "vcmc-schema"
 _SCHEMA_VERSION = 1
@@ -64,7 +67,9 @@ def sort_modalities(labels) -> tuple[str, ...]:
     return tuple(x for _, x in sorted(keyed))
 
 
-def factorize_labels(series: pd.Series, na_values=DEFAULT_NA_VALUES) -> tuple[np.ndarray, tuple[str, ...]]:
+def factorize_labels(series: pd.Series, na_values=DEFAULT_NA_VALUES, *,
+                     normalisation: Normalisation = NO_NORMALISATION,
+                     changes: list | None = None) -> tuple[np.ndarray, tuple[str, ...]]:
     """Distinct modality labels of one column and the index of each cell's label (-1 = missing).
 
     Cells are hashed once with :func:`pandas.factorize`; only the distinct values are turned into text, so
@@ -77,7 +82,13 @@ def factorize_labels(series: pd.Series, na_values=DEFAULT_NA_VALUES) -> tuple[np
     series : pandas.Series
         One column of a silo's data frame.
     na_values : iterable of str
-        Strings meaning "missing" (after conversion to text); ``NaN``/``None`` are always missing.
+        Strings meaning "missing" (after conversion to text and normalisation); ``NaN``/``None`` are always
+        missing.
+    normalisation : Normalisation
+        Explicit normalisation of the labels (default none: a cell's text is its label).
+    changes : list, optional
+        When given, ``(raw label, normalised label or None for missing, number of cells)`` is appended for
+        every distinct label the normalisation or ``na_values`` changed (what ``vcmc fit`` records).
 
     Returns
     -------
@@ -87,14 +98,22 @@ def factorize_labels(series: pd.Series, na_values=DEFAULT_NA_VALUES) -> tuple[np
         Distinct observed labels, in order of first appearance.
     """
     raw, uniques = pd.factorize(series, use_na_sentinel=True)
-    na = set(na_values or ())
+    na = {normalisation.key(str(v)) for v in (na_values or ())}
     labels: list[str] = []
     where: dict[str, int] = {}
     table = np.full(len(uniques) + 1, -1, dtype=np.int64)  # last slot: factorize's -1 (missing)
+    counts = None
     for j, u in enumerate(uniques):  # loop over DISTINCT values only
-        lab = _one_label(u)
+        text = _one_label(u)
+        lab = normalisation.key(text)
         if lab in na:
+            if changes is not None and text != "":
+                counts = np.bincount(raw[raw >= 0], minlength=len(uniques)) if counts is None else counts
+                changes.append((text, None, int(counts[j])))
             continue
+        if changes is not None and lab != text:
+            counts = np.bincount(raw[raw >= 0], minlength=len(uniques)) if counts is None else counts
+            changes.append((text, lab, int(counts[j])))
         if lab not in where:  # e.g. 1 and "1" in an object column are one modality
             where[lab] = len(labels)
             labels.append(lab)
@@ -118,6 +137,33 @@ def _one_label(v) -> str:
     if isinstance(v, float | np.floating) and float(v).is_integer():
         return str(int(v))
     return str(v)
+
+
+def _describe_normalisation(normalisation: Normalisation) -> str:
+    opts = [flag for flag, on in (("--strip-whitespace", normalisation.strip_whitespace),
+                                  ("--case-insensitive", normalisation.case_insensitive)) if on]
+    return " and ".join(opts) if opts else "no normalisation"
+
+
+def _unknown_value_hint(bad, modalities, normalisation: Normalisation) -> str:
+    """The fix for values outside the schema that are near a modality (white space, case, a missing text)."""
+    from vcmc.data.normalise import SUSPECT_NA_TOKENS
+
+    hints = []
+    stripped = {m.strip(): m for m in modalities}
+    folded = {m.strip().casefold(): m for m in modalities}
+    for b in (str(x) for x in bad):
+        if not normalisation.strip_whitespace and b != b.strip() and b.strip() in stripped:
+            hints.append(f"{b!r} is {stripped[b.strip()]!r} with surrounding white space: --strip-whitespace "
+                         "reads it as that modality (recorded in result.json). ")
+        elif not normalisation.case_insensitive and b.strip().casefold() in folded:
+            hints.append(f"{b!r} differs from {folded[b.strip().casefold()]!r} only by case"
+                         f"{' or white space' if b != b.strip() else ''}: --case-insensitive"
+                         f"{' --strip-whitespace' if b != b.strip() else ''} reads it as that modality "
+                         "(recorded in result.json). ")
+        elif b in SUSPECT_NA_TOKENS:
+            hints.append(f"{b!r} is a common spelling of a missing value: --na-values {b} reads it as missing. ")
+    return "".join(dict.fromkeys(hints))
 
 
 @dataclass(frozen=True)
@@ -164,9 +210,14 @@ class Schema:
     ----------
     variables : tuple of Variable
         In column order; names distinct.
+    na_values : tuple of str
+        Cell texts that mean "missing" in every silo's files (default none beyond the empty cell), e.g.
+        ``("NA", "-9")``; none may also be a modality. Written to the JSON only when given, so the
+        fingerprint of a schema without them is unchanged.
     """
 
     variables: tuple[Variable, ...]
+    na_values: tuple[str, ...] = ()
 
     def __post_init__(self):
         vs = tuple(self.variables)
@@ -180,6 +231,16 @@ class Schema:
         if len(set(names)) != len(names):
             dup = sorted({n for n in names if names.count(n) > 1})
             raise SchemaError(f"Schema has duplicated variable names {_fmt_values(dup)}; expected distinct.")
+        if isinstance(self.na_values, str):
+            raise SchemaError(f"Schema na_values must be a list of cell texts; got the string {self.na_values!r}.")
+        na = tuple(str(v) for v in self.na_values)
+        object.__setattr__(self, "na_values", na)
+        for v in vs:
+            both = [m for m in v.modalities if m in na]
+            if both:
+                raise SchemaError(f"Schema variable {v.name!r}: {_fmt_values(both)} is both a modality and one "
+                                  "of the schema's na_values; a cell text cannot mean a value and 'missing'. "
+                                  "Remove it from one of the two lists.")
 
     # -- construction ------------------------------------------------------------------------------
     @classmethod
@@ -220,9 +281,13 @@ class Schema:
 
     # -- JSON --------------------------------------------------------------------------------------
     def to_dict(self) -> dict:
-        """Plain-JSON form: ``{"format", "version", "variables": [{"name", "modalities"}]}``."""
-        return {"format": SCHEMA_FORMAT, "version": _SCHEMA_VERSION,
-                "variables": [{"name": v.name, "modalities": list(v.modalities)} for v in self.variables]}
+        """Plain-JSON form: ``{"format", "version", "variables": [{"name", "modalities"}]}`` (and
+        ``"na_values"`` when the schema has some)."""
+        out = {"format": SCHEMA_FORMAT, "version": _SCHEMA_VERSION,
+               "variables": [{"name": v.name, "modalities": list(v.modalities)} for v in self.variables]}
+        if self.na_values:
+            out["na_values"] = list(self.na_values)
+        return out
 
     def fingerprint(self) -> str:
         """Stable hash of the schema: first 16 hex characters of the sha256 of its canonical JSON.
@@ -265,15 +330,35 @@ class Schema:
         if int(obj.get("version", _SCHEMA_VERSION)) > _SCHEMA_VERSION:
             raise SchemaError(f"Schema {source!r} has version {obj.get('version')}; this vcmc reads up to "
                               f"version {_SCHEMA_VERSION}: upgrade vcmc.")
-        try:
-            return cls(tuple(Variable(str(v["name"]), tuple(v["modalities"])) for v in obj["variables"]))
-        except (KeyError, TypeError) as err:
-            raise SchemaError(f"Schema {source!r}: each variable needs 'name' and 'modalities'; "
-                              f"got an entry without {err}.") from err
+        variables = []
+        for i, v in enumerate(obj["variables"]):
+            if not isinstance(v, dict) or "name" not in v or "modalities" not in v:
+                raise SchemaError(f"Schema {source!r}: variable {i + 1} needs 'name' and 'modalities'; got "
+                                  f"{v!r:.80}.")
+            if not isinstance(v["name"], str):
+                raise SchemaError(f"Schema {source!r}: the name of variable {i + 1} must be a string; got "
+                                  f"{v['name']!r}.")
+            mods = v["modalities"]
+            # a string is a sequence too: "123" would silently become the modalities "1", "2", "3"
+            if not isinstance(mods, list):
+                raise SchemaError(f"Schema {source!r}, variable {v['name']!r}: 'modalities' must be a JSON list "
+                                  f"of labels, e.g. [\"1\", \"2\", \"3\"]; got {type(mods).__name__} {mods!r:.60}.")
+            bad = [m for m in mods if isinstance(m, bool) or not isinstance(m, str | int)]
+            if bad:
+                raise SchemaError(f"Schema {source!r}, variable {v['name']!r}: every modality must be a string "
+                                  f"(or a whole number); got {_fmt_values(bad)}. Write labels exactly as they "
+                                  "appear in the data files, e.g. \"1.5\" in quotes.")
+            variables.append(Variable(v["name"], tuple(str(m) for m in mods)))
+        na = obj.get("na_values", [])
+        if not isinstance(na, list) or not all(isinstance(x, str) for x in na):
+            raise SchemaError(f"Schema {source!r}: 'na_values' must be a JSON list of strings (cell texts "
+                              f"meaning missing); got {na!r:.60}.")
+        return cls(tuple(variables), na_values=tuple(na))
 
     # -- encoding ----------------------------------------------------------------------------------
-    def encode(self, df: pd.DataFrame, *, source: str = "data frame",
-               na_values=DEFAULT_NA_VALUES, quote_values: bool = True) -> np.ndarray:
+    def encode(self, df: pd.DataFrame, *, source: str = "data frame", na_values=DEFAULT_NA_VALUES,
+               normalisation: Normalisation = NO_NORMALISATION, changes: dict | None = None,
+               quote_values: bool = True) -> np.ndarray:
         """Encode a data frame to integer codes with this schema.
 
         Parameters
@@ -284,7 +369,13 @@ class Schema:
         source : str
             File or description named in error messages.
         na_values : iterable of str
-            Strings read as missing.
+            Strings read as missing, besides the schema's own ``na_values``.
+        normalisation : Normalisation
+            Explicit normalisation of the labels (``--strip-whitespace``, ``--case-insensitive``); a cell
+            matches the modality whose normalised form equals its own.
+        changes : dict, optional
+            Filled with ``{column: [(raw label, modality or None, cells), ...]}`` for the labels that the
+            normalisation or the missing-value texts changed.
         quote_values : bool
             Quote the offending values in the error for a value outside the schema (default True, to
             help whoever fixes the file); False names the file, the column and how many values and rows
@@ -318,10 +409,25 @@ class Schema:
             raise SchemaError(f"{source}: column(s) {_fmt_values(dup)} appear more than once.")
         frame = df.copy()
         frame.columns = cols
+        na = tuple(dict.fromkeys((*(str(v) for v in (na_values or ())), *self.na_values)))
+        na_keys = {normalisation.key(v) for v in na}
         out = np.empty((len(frame), self.n_variables), dtype=_CODE_DTYPE)
         for q, var in enumerate(self.variables):
-            idx, labels = factorize_labels(frame[var.name], na_values)
-            pos = {m: k for k, m in enumerate(var.modalities)}
+            keys = [normalisation.key(m) for m in var.modalities]
+            clash = sorted({m for m, k in zip(var.modalities, keys, strict=True) if keys.count(k) > 1})
+            if clash:
+                raise SchemaError(f"{source}, column {var.name!r}: the schema's modalities {_fmt_values(clash)} "
+                                  f"become one label under {_describe_normalisation(normalisation)}; the schema "
+                                  "tells them apart, so the option cannot be used with it.")
+            both = [m for m, k in zip(var.modalities, keys, strict=True) if k in na_keys]
+            if both:
+                raise SchemaError(f"{source}, column {var.name!r}: {_fmt_values(both)} is a modality of the schema "
+                                  f"and also a missing-value text (na_values {_fmt_values(na)}); a cell cannot be "
+                                  "both. Drop it from --na-values, or from the schema's modalities.")
+            column_changes = [] if changes is not None else None
+            idx, labels = factorize_labels(frame[var.name], na, normalisation=normalisation,
+                                           changes=column_changes)
+            pos = {k: i for i, k in enumerate(keys)}
             # schema code of each distinct label; -2 marks a label outside the schema, -1 stays missing
             table = np.array([pos.get(lab, -2) for lab in labels] + [MISSING], dtype=np.int64)
             codes = table[idx]
@@ -338,8 +444,13 @@ class Schema:
                     f"{source}, column {var.name!r}: value(s) {_fmt_values(bad)} (data row(s) "
                     f"{_fmt_values(rows.tolist())}, 0-based) are not modalities of the schema; "
                     "expected one of "
-                    f"{_fmt_values(var.modalities, 20)} or a missing value. Add them to the shared schema "
-                    "if they are valid.")
+                    f"{_fmt_values(var.modalities, 20)} or a missing value. "
+                    + _unknown_value_hint(bad, var.modalities, normalisation)
+                    + "Add them to the shared schema if they are valid.")
+            if changes is not None and column_changes:
+                modality = {k: m for k, m in zip(keys, var.modalities, strict=True)}
+                changes[var.name] = [(raw, None if lab is None else modality.get(lab, lab), n)
+                                     for raw, lab, n in column_changes]
             out[:, q] = codes
         return np.ascontiguousarray(out)
 

@@ -160,8 +160,9 @@ class InProcessTransport(_TransportBase):
 
 _ASSIGNMENTS = "__local_assignments__"
 _MEMBERSHIPS = "__local_memberships__"
-_PRELOAD = ["vcmc.silo.local", "vcmc.silo.apply", "vcmc.silo.build_summary", "vcmc.silo.diagnostics",
-            "vcmc.silo.divergence", "vcmc.silo.counts", "vcmc.silo.memberships", "vcmc.silo.ppc", "arviz"]
+_PRELOAD = ["vcmc.federation._forkserver", "vcmc.silo.local", "vcmc.silo.apply", "vcmc.silo.build_summary",
+            "vcmc.silo.diagnostics", "vcmc.silo.divergence", "vcmc.silo.counts", "vcmc.silo.memberships",
+            "vcmc.silo.ppc", "arviz"]
 _PROGRESS = "__progress__"
 
 

@@ -55,11 +55,15 @@ def silo_from_node_config(node_config: Mapping, node_id: int | None = None):
     """Build the ``LocalSilo`` of this SuperNode from its node config.
 
     Keys: ``data-path`` (CSV or Parquet, required), ``schema-path`` (the shared schema JSON; strongly
-    recommended, otherwise inferred from this file alone), ``silo-name`` (default ``"node-<id>"``),
-    ``id-column`` (row identifiers, kept in the silo), ``out-dir`` (where the silo's memberships and labels
-    are written on its host, ``write_local_results``) and the disclosure limits of ``NODE_PRIVACY_KEYS``.
+    recommended, otherwise inferred from this file alone, refusing what inference would have to guess and
+    any modality seen in fewer rows than the silo's ``min-cluster-size``), ``silo-name`` (default
+    ``"node-<id>"``), ``id-column`` (row identifiers, kept in the silo), ``out-dir`` (where the silo's
+    memberships and labels are written on its host, ``write_local_results``), ``na-values``
+    (comma-separated texts read as missing besides the empty cell), ``strip-whitespace`` and
+    ``case-insensitive`` (true/false; docs/reliability.md) and the disclosure limits of ``NODE_PRIVACY_KEYS``.
     """
     from vcmc.data import read_csv, read_parquet
+    from vcmc.data.normalise import Normalisation
     from vcmc.silo.local import LocalSilo
 
     out = node_config.get("out-dir")
@@ -74,8 +78,23 @@ def silo_from_node_config(node_config: Mapping, node_id: int | None = None):
     schema = node_config.get("schema-path") or None
     id_column = node_config.get("id-column") or None
     reader = read_parquet if str(path).lower().endswith((".parquet", ".pq")) else read_csv
-    data = reader(str(path), schema=schema, name=name, id_column=id_column)
-    return LocalSilo(data, privacy=privacy_from_node_config(node_config))
+    privacy = privacy_from_node_config(node_config)
+    normalisation = Normalisation(strip_whitespace=_flag(node_config, "strip-whitespace"),
+                                  case_insensitive=_flag(node_config, "case-insensitive"))
+    na_values = ("", *(t for t in str(node_config.get("na-values") or "").split(",") if t))
+    data = reader(str(path), schema=schema, name=name, id_column=id_column, na_values=na_values,
+                  normalisation=normalisation, min_count=privacy.min_cluster_size)
+    return LocalSilo(data, privacy=privacy)
+
+
+def _flag(node_config: Mapping, key: str) -> bool:
+    value = node_config.get(key, False)
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text not in ("true", "false", "1", "0", "yes", "no", ""):
+        raise ConfigError(f"node config {key!r} must be true or false; got {value!r}")
+    return text in ("true", "1", "yes")
 
 
 def write_local_results(silo, node_config: Mapping) -> None:

@@ -9,6 +9,7 @@ the writer a Flower silo uses on its own host, so the formats are one.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from pathlib import Path
@@ -16,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from vcmc._version import __version__
-from vcmc.atomic import atomic_path, atomic_write_text
+from vcmc.atomic import atomic_path
 from vcmc.results import GlobalResult
 from vcmc.silo.memberships import write_membership_files
 
@@ -76,8 +77,10 @@ def label_columns(diagnostics: dict, labels: list[tuple[str, str]]) -> dict:
     return out
 
 
-def result_summary(result: GlobalResult, schema=None) -> dict:
-    """The JSON summary of a result (the ``result.json`` contract); ``schema`` names the variables."""
+def result_summary(result: GlobalResult, schema=None, data: dict | None = None) -> dict:
+    """The JSON summary of a result (the ``result.json`` contract); ``schema`` names the variables and
+    ``data`` (what ``vcmc fit`` read: the schema used, missing-value texts, normalisation) becomes its
+    ``"data"`` section."""
     sizes = result.cluster_sizes
     clusters = []
     for c in range(result.weights.shape[0]):
@@ -108,11 +111,19 @@ def result_summary(result: GlobalResult, schema=None) -> dict:
                                              default=_json_default)),
         "interval": "equal-tailed 95% posterior interval" if result.weights_ci is not None else None,
         "point_estimate": "posterior mean",
+        **({"data": data} if data is not None else {}),
     })
 
 
-def write_outputs(result: GlobalResult, out_dir, *, schema=None, netcdf: bool = True) -> dict[str, Path]:
-    """Write the result files into ``out_dir`` (created if needed); return their paths by kind."""
+def write_outputs(result: GlobalResult, out_dir, *, schema=None, netcdf: bool = True, rows=None,
+                  data: dict | None = None) -> dict[str, Path]:
+    """Write the result files into ``out_dir`` (created if needed); return their paths by kind.
+
+    ``rows`` maps a silo's name to the row number, in its input file, of each of its rows (``--silo-column``:
+    rows of the whole file); a silo not in it, or mapped to None, numbers its rows 0, 1, ... ``data`` is
+    recorded as the ``"data"`` section of ``result.json``. Every file is written to a temporary file and
+    renamed (``vcmc.atomic``): a failure (a full disk) leaves the old file or none, never a truncated one.
+    """
     import pandas as pd
 
     out = Path(out_dir)
@@ -120,37 +131,48 @@ def write_outputs(result: GlobalResult, out_dir, *, schema=None, netcdf: bool = 
     paths: dict[str, Path] = {}
 
     paths["result"] = out / "result.json"
-    atomic_write_text(paths["result"], json.dumps(result_summary(result, schema), indent=2,
-                                                  default=_json_default))
+    summary = json.dumps(result_summary(result, schema, data), indent=2, default=_json_default)
+    rows = rows or {}
 
-    if result.assignments is not None:
-        memberships = result.memberships or (None,) * len(result.silos)
-        paths.update(write_membership_files(
-            out, list(zip(result.silos, memberships, result.assignments, strict=True)),
-            n_clusters=int(result.weights.shape[0])))
+    # All or nothing: every file goes to its temporary path first; the renames happen only once all of them
+    # are written (the exit stack unwinds them in reverse, result.json, entered first, is renamed last), and
+    # a failure anywhere (a full disk) removes every temporary file and leaves the earlier files as they were.
+    with contextlib.ExitStack() as stack:
+        result_tmp = stack.enter_context(atomic_path(paths["result"]))
+        if result.assignments is not None:
+            memberships = result.memberships or (None,) * len(result.silos)
+            paths.update(write_membership_files(
+                out, list(zip(result.silos, memberships, result.assignments, strict=True)),
+                n_clusters=int(result.weights.shape[0]), rows=rows, stack=stack))
 
-    labels = column_labels(result.n_modalities, schema)
-    c, p = result.profiles.shape
-    cl = np.repeat(np.arange(1, c + 1), p)
-    var = np.tile([v for v, _ in labels], c)
-    mod = np.tile([m for _, m in labels], c)
-    frame = pd.DataFrame({"cluster": cl, "variable": var, "modality": mod,
-                          "estimate": result.profiles.ravel()})
-    if result.profiles_ci is not None:
-        frame["ci95_low"] = result.profiles_ci[..., 0].ravel()
-        frame["ci95_high"] = result.profiles_ci[..., 1].ravel()
-    paths["profiles"] = out / "profiles.csv"
-    with atomic_path(paths["profiles"]) as tmp:
+        labels = column_labels(result.n_modalities, schema)
+        c, p = result.profiles.shape
+        cl = np.repeat(np.arange(1, c + 1), p)
+        var = np.tile([v for v, _ in labels], c)
+        mod = np.tile([m for _, m in labels], c)
+        frame = pd.DataFrame({"cluster": cl, "variable": var, "modality": mod,
+                              "estimate": result.profiles.ravel()})
+        if result.profiles_ci is not None:
+            frame["ci95_low"] = result.profiles_ci[..., 0].ravel()
+            frame["ci95_high"] = result.profiles_ci[..., 1].ravel()
+        paths["profiles"] = out / "profiles.csv"
+        tmp = stack.enter_context(atomic_path(paths["profiles"]))
         frame.to_csv(tmp, index=False)
 
-    if netcdf and result.pi_draws is not None:
-        paths["posterior"] = out / "posterior.nc"
-        with atomic_path(paths["posterior"]) as tmp:
-            to_datatree(result, schema=schema).to_netcdf(tmp)
-    if schema is not None:
-        # `vcmc predict` encodes new people with exactly the fit's coding (docs/design.md §8.2)
-        paths["schema"] = out / "schema.json"
-        atomic_write_text(paths["schema"], schema.to_json())
+        if netcdf and result.pi_draws is not None:
+            paths["posterior"] = out / "posterior.nc"
+            tmp = stack.enter_context(atomic_path(paths["posterior"]))
+            # built in memory, then written by Python: HDF5 writing straight to a file that cannot grow (a
+            # full disk, a file-size limit) fails inside its C library, prints errors from object
+            # finalisers and has been seen to crash the process; a plain write fails with a clean OSError.
+            # The file is a summary of the draws (posterior.nc, a few MB at most), so memory is no concern.
+            encoded = to_datatree(result, schema=schema).to_netcdf(None, engine="h5netcdf")
+            tmp.write_bytes(bytes(encoded))
+        if schema is not None:
+            # `vcmc predict` encodes new people with exactly the fit's coding (docs/design.md §8.2)
+            paths["schema"] = out / "schema.json"
+            stack.enter_context(atomic_path(paths["schema"])).write_text(schema.to_json(), encoding="utf-8")
+        result_tmp.write_text(summary, encoding="utf-8")
     return paths
 
 

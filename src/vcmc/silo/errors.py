@@ -9,7 +9,13 @@ from __future__ import annotations
 
 import logging
 
-from vcmc.exceptions import ConfigError, DisclosureError, InconsistentSiloSummaries, NotFittedError
+from vcmc.exceptions import (
+    ConfigError,
+    DisclosureError,
+    InconsistentSiloSummaries,
+    NotFittedError,
+    StateCacheError,
+)
 from vcmc.protocol import ErrorReply
 
 silo_log = logging.getLogger("vcmc.silo")
@@ -20,7 +26,7 @@ __all__ = ["sanitise_exception"]
 # it may cross the boundary. Any other exception (DataError, SchemaError, numpy errors, ...) could quote a
 # value of the data and is reduced to its class name (docs/design.md §12.2).
 _SAFE_TEXT: tuple[type[BaseException], ...] = (ConfigError, InconsistentSiloSummaries, NotFittedError,
-                                               DisclosureError)
+                                               DisclosureError, StateCacheError)
 
 
 def sanitise_exception(exc: BaseException, stage: str = "") -> ErrorReply:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
@@ -19,7 +20,7 @@ import numpy as np
 
 from vcmc.atomic import atomic_path
 from vcmc.config import PrivacyConfig, config_from_mapping
-from vcmc.exceptions import ConfigError, DisclosureError, NotFittedError
+from vcmc.exceptions import ConfigError, DisclosureError, NotFittedError, StateCacheError
 from vcmc.protocol import (
     AssessReply,
     AssessRequest,
@@ -39,6 +40,37 @@ from vcmc.silo.disclosure import apply_min_cluster_size, effective_privacy, prot
 from vcmc.silo.posterior import LocalPosterior
 
 _STATE_FIELDS = ("partition", "membership", "pi_draws", "profile_draws", "n_occupied", "log_posterior")
+_STATE_FORMAT = 2     # 2: the file holds its key and a digest of its arrays
+silo_log = logging.getLogger("vcmc.silo")
+
+
+def _arrays_digest(arrays: dict[str, np.ndarray]) -> str:
+    """sha256 over the arrays' names, dtypes, shapes and bytes, in name order."""
+    h = hashlib.sha256()
+    for name in sorted(arrays):
+        a = np.ascontiguousarray(arrays[name])
+        h.update(f"{name}|{a.dtype.str}|{a.shape}|".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+_KEY_WORDS = {"silo": "silo", "seed": "seed", "spawn_key": "position among the silos",
+              "n_silos": "number of silos", "config": "options", "privacy": "disclosure limits",
+              "data": "data", "secure_noise": "noise source", "format": "vcmc state format"}
+
+
+def _explain_key_mismatch(path: Path, stored: dict, expected: dict) -> str:
+    """Which parts of the key differ, in words (names, seeds and digests only: no data value)."""
+    diffs = []
+    for part in ("silo", "seed", "spawn_key", "n_silos", "config", "privacy", "data", "secure_noise", "format"):
+        if stored.get(part) != expected.get(part):
+            if part in ("silo", "seed", "n_silos"):
+                diffs.append(f"{_KEY_WORDS[part]} {stored.get(part)!r} (this run: {expected.get(part)!r})")
+            else:
+                diffs.append(f"other {_KEY_WORDS[part]}")
+    return (f"silo {expected['silo']!r}: the saved state {path} was written for another run or silo ("
+            + ", ".join(diffs) + "), so it was not used: a state file was renamed or copied into place. Remove "
+            "it, or run with --no-resume, to sample again.")
 
 
 def _peak_rss_mb() -> float:
@@ -160,31 +192,54 @@ class LocalSilo:
         self._save_cached(request, summary)
         return summary
 
-    def _cache_path(self, request: SummarizeRequest) -> Path:
+    def _cache_key(self, request: SummarizeRequest) -> dict[str, str]:
         # Everything that determines the answer: the request (config, seed, number of silos), the data
         # and this silo's own disclosure limits; DP noise drawn from the OS is not reproducible, so a
-        # summary with secure noise is cached as sent (re-sending it spends no new privacy budget).
-        h = hashlib.sha256()
-        h.update(json.dumps(request.to_arrays(), sort_keys=True, default=str).encode())
-        h.update(repr(self.privacy).encode())
-        h.update(self.data.schema.fingerprint().encode())
-        h.update(np.ascontiguousarray(self.codes).tobytes())
+        # summary with secure noise is cached as sent (re-sending it spends no new privacy budget). Kept
+        # part by part inside the file, so that a file of another silo or seed renamed into place is
+        # recognised and the difference said.
+        def digest(b: bytes) -> str:
+            return hashlib.sha256(b).hexdigest()[:20]
+
+        return {"format": str(_STATE_FORMAT), "silo": self.name, "seed": str(int(request.seed_entropy)),
+                "spawn_key": ",".join(str(int(k)) for k in request.spawn_key), "n_silos": str(int(request.n_silos)),
+                "config": digest(request.config_json.encode()), "privacy": digest(repr(self.privacy).encode()),
+                "secure_noise": str(bool(self.secure_noise)),
+                "data": digest(self.data.schema.fingerprint().encode() + np.ascontiguousarray(self.codes).tobytes())}
+
+    def _cache_path(self, key: dict[str, str]) -> Path:
+        h = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
         safe = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in self.name)
-        return self.state_dir / f"{safe}-{h.hexdigest()[:20]}.npz"
+        return self.state_dir / f"{safe}-{h[:20]}.npz"
 
     def _load_cached(self, request: SummarizeRequest) -> SiloSummary | None:
         if self.state_dir is None:
             return None
-        path = self._cache_path(request)
+        key = self._cache_key(request)
+        path = self._cache_path(key)
         if not path.is_file():
             return None
         try:
             with np.load(path, allow_pickle=False) as z:
                 arrays = {k: z[k] for k in z.files}
+            stored_key = json.loads(str(arrays.pop("meta.key")))
+            stored_digest = str(arrays.pop("meta.digest"))
+        except Exception:  # noqa: BLE001 - a damaged or pre-digest file is recomputed, never trusted
+            silo_log.warning("silo %r: the saved state %s cannot be read or has no digest; sampling again",
+                             self.name, path)
+            return None
+        if _arrays_digest(arrays) != stored_digest:
+            silo_log.warning("silo %r: the saved state %s does not match its digest (changed after it was "
+                             "written); sampling again", self.name, path)
+            return None
+        if stored_key != key:
+            raise StateCacheError(_explain_key_mismatch(path, stored_key, key))
+        try:
             summary = SiloSummary.from_arrays({k[len("summary."):]: v for k, v in arrays.items()
                                                if k.startswith("summary.")})
             self.restore_state({k[len("state."):]: v for k, v in arrays.items() if k.startswith("state.")})
-        except Exception:  # noqa: BLE001 - a damaged cache is recomputed, never trusted
+        except Exception:  # noqa: BLE001 - an older layout is recomputed, never trusted
+            silo_log.warning("silo %r: the saved state %s has another layout; sampling again", self.name, path)
             return None
         self.assignments = self.memberships = None
         config = config_from_mapping(json.loads(request.config_json))
@@ -194,13 +249,21 @@ class LocalSilo:
     def _save_cached(self, request: SummarizeRequest, summary: SiloSummary) -> None:
         if self.state_dir is None:
             return
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        path = self._cache_path(request)
+        key = self._cache_key(request)
+        path = self._cache_path(key)
         arrays = {f"summary.{k}": np.asarray(v) for k, v in summary.to_arrays().items()}
         arrays.update({f"state.{k}": v for k, v in self.export_state().items()
                        if k not in ("assignments", "memberships")})
-        with atomic_path(path) as tmp, open(tmp, "wb") as fh:
-            np.savez(fh, **arrays)
+        arrays["meta.digest"] = np.asarray(_arrays_digest(arrays))
+        arrays["meta.key"] = np.asarray(json.dumps(key, sort_keys=True))
+        try:
+            self.state_dir.mkdir(parents=True, exist_ok=True)
+            with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+                np.savez(fh, **arrays)
+        except OSError as err:
+            # the state only saves time on a later run: the summary is sent all the same
+            silo_log.warning("silo %r: could not save its state in %s (%s); a later run samples again",
+                             self.name, self.state_dir, err.strerror or err)
 
     def _summarize(self, request: SummarizeRequest) -> SiloSummary:
         from vcmc.silo.apply import run_apply_step

@@ -13,6 +13,7 @@ a Flower ClientApp on its silo's host): ``memberships.csv`` (``silo,row,p_1,...,
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -81,7 +82,8 @@ def _check_labels(name: str, memberships: np.ndarray, labels: np.ndarray) -> Non
 
 
 def write_membership_files(out_dir, silos: Sequence[tuple[str, np.ndarray | None, np.ndarray]], *,
-                           n_clusters: int | None = None) -> dict[str, Path]:
+                           n_clusters: int | None = None, rows: dict | None = None,
+                           stack: contextlib.ExitStack | None = None) -> dict[str, Path]:
     """Write ``memberships.csv`` and ``assignments.csv`` for ``(name, memberships, labels)`` of each silo.
 
     ``memberships.csv`` has the columns ``silo,row,p_1,...,p_K`` (each row sums to 1; K global clusters);
@@ -89,16 +91,24 @@ def write_membership_files(out_dir, silos: Sequence[tuple[str, np.ndarray | None
     ``probability`` its membership of it. Floats are written at full precision (shortest round trip), so
     a reader finds exactly the file's maximum in each row's label. A silo given without memberships (a
     method that has none) gets no ``probability`` and no ``memberships.csv`` rows; with no memberships at
-    all ``memberships.csv`` is not written. Every file is written atomically.
+    all ``memberships.csv`` is not written. ``rows`` maps a silo's name to the row number, in its input
+    file, of each of its rows (``--silo-column``: rows of the whole file); otherwise rows are 0, 1, ...
+    Every file is written atomically; with ``stack`` the renames wait until that exit stack closes (so a
+    caller writing several files makes them all or nothing).
     """
     import pandas as pd
 
     out = Path(out_dir)
+    rows = rows or {}
     paths: dict[str, Path] = {}
     assign_frames, member_frames = [], []
     for name, memberships, labels in silos:
         labels = np.asarray(labels, dtype=np.int64)
-        frame = pd.DataFrame({"silo": name, "row": np.arange(labels.shape[0]), "cluster": labels + 1})
+        numbers = rows.get(name)
+        numbers = np.arange(labels.shape[0]) if numbers is None else np.asarray(numbers)
+        if numbers.shape != labels.shape:
+            raise ValueError(f"silo {name!r}: {numbers.shape[0]} row numbers for {labels.shape[0]} rows")
+        frame = pd.DataFrame({"silo": name, "row": numbers, "cluster": labels + 1})
         if memberships is not None:
             m = np.asarray(memberships, dtype=np.float64)
             _check_labels(name, m, labels)
@@ -107,16 +117,18 @@ def write_membership_files(out_dir, silos: Sequence[tuple[str, np.ndarray | None
                 raise ValueError(f"silo {name!r}: memberships of {m.shape[1]} clusters, expected {k}")
             frame["probability"] = m[np.arange(labels.shape[0]), labels]
             member = pd.DataFrame(m, columns=[f"p_{c + 1}" for c in range(k)])
-            member.insert(0, "row", np.arange(labels.shape[0]))
+            member.insert(0, "row", numbers)
             member.insert(0, "silo", name)
             member_frames.append(member)
         assign_frames.append(frame)
-    if assign_frames:
-        paths["assignments"] = out / "assignments.csv"
-        with atomic_path(paths["assignments"]) as tmp:
+    with contextlib.ExitStack() as own:
+        deferred = own if stack is None else stack
+        if assign_frames:
+            paths["assignments"] = out / "assignments.csv"
+            tmp = deferred.enter_context(atomic_path(paths["assignments"]))
             pd.concat(assign_frames, ignore_index=True).to_csv(tmp, index=False)
-    if member_frames:
-        paths["memberships"] = out / "memberships.csv"
-        with atomic_path(paths["memberships"]) as tmp:
+        if member_frames:
+            paths["memberships"] = out / "memberships.csv"
+            tmp = deferred.enter_context(atomic_path(paths["memberships"]))
             pd.concat(member_frames, ignore_index=True).to_csv(tmp, index=False)
     return paths

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from vcmc.atomic import atomic_path
+from vcmc.atomic import atomic_path, atomic_write_text
 from vcmc.study import paper
 from vcmc.study.profiles import SCENARIOS
 
@@ -512,7 +512,7 @@ def write_tables(out, cells: list[dict] | None = None) -> dict[str, Path]:
             t.to_csv(tmp, index=False)
         body = md_fns[key](t) if not t.empty else "(no results yet)"
         text = f"## {titles[key]}\n\n{_NOTE.format(R=rtxt)}\n\n{body}\n"
-        (tdir / f"{key}.md").write_text(text, encoding="utf-8")
+        atomic_write_text(tdir / f"{key}.md", text)
         sections.append(text)
         paths[key] = csv
     ag = agreement(tabs, cells)
@@ -526,7 +526,7 @@ def write_tables(out, cells: list[dict] | None = None) -> dict[str, Path]:
     if errors:
         sections.append("## Failed methods\n\n" + "\n".join(f"- {s} replicate {r}: {m}" for s, r, m in errors)
                         + "\n")
-    (tdir / "tables.md").write_text("\n".join(sections), encoding="utf-8")
+    atomic_write_text(tdir / "tables.md", "\n".join(sections))
     paths["markdown"] = tdir / "tables.md"
     return paths
 

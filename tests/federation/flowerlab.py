@@ -1,0 +1,214 @@
+"""A real Flower deployment on 127.0.0.1 for tests: a SuperLink and SuperNodes in subprocesses.
+
+``Lab(tmp_path, secure=True)`` runs the SuperLink with TLS (a CA and a server certificate for 127.0.0.1
+generated here, with ``cryptography``, which Flower itself depends on) and SuperNode authentication
+(``--enable-supernode-auth``: only SuperNodes whose public key was registered with
+``flwr supernode register`` may connect). Flags and behaviour as in the installed flwr 1.42: the SuperLink
+serves its HTTP API over TLS when given ``--ssl-ca-certfile/--ssl-certfile/--ssl-keyfile``; a SuperNode
+verifies it with ``--root-certificates`` and signs with ``--auth-supernode-private-key`` (an EC key in
+OpenSSH format); an unregistered SuperNode fails to activate, logs Flower's exit code 305 and ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import ipaddress
+import json
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def processes_with(marker: str) -> list[int]:
+    """Live processes whose environment mentions ``marker`` (the lab's FLWR_HOME)."""
+    found = []
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            if marker.encode() in (p / "environ").read_bytes() and \
+                    "zombie" not in (p / "status").read_text().lower():
+                found.append(int(p.name))
+    return found
+
+
+def make_tls(folder: Path) -> dict[str, Path]:
+    """A CA and a server certificate for 127.0.0.1 / localhost signed by it (EC P-384, one day)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key = ec.generate_private_key(ec.SECP384R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "vcmc test CA")])
+    usage = {k: False for k in ("digital_signature", "content_commitment", "key_encipherment", "data_encipherment",
+                                "key_agreement", "key_cert_sign", "crl_sign", "encipher_only", "decipher_only")}
+    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
+          .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+          .not_valid_after(now + datetime.timedelta(days=1))
+          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+          .add_extension(x509.KeyUsage(**{**usage, "digital_signature": True, "key_cert_sign": True,
+                                          "crl_sign": True}), critical=True)
+          .sign(ca_key, hashes.SHA256()))
+    key = ec.generate_private_key(ec.SECP384R1())
+    cert = (x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]))
+            .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+                                                        x509.DNSName("localhost")]), critical=False)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .sign(ca_key, hashes.SHA256()))
+    paths = {"ca": folder / "ca.crt", "cert": folder / "server.pem", "key": folder / "server.key"}
+    paths["ca"].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    paths["cert"].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    paths["key"].write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                               serialization.NoEncryption()))
+    paths["key"].chmod(0o600)
+    return paths
+
+
+def make_node_key(folder: Path, name: str) -> Path:
+    """A SuperNode's EC P-384 key pair in OpenSSH format (``name`` and ``name.pub``); returns the private key."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    k = ec.generate_private_key(ec.SECP384R1())
+    private = folder / name
+    private.write_bytes(k.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
+                                        serialization.NoEncryption()))
+    private.chmod(0o600)
+    (folder / f"{name}.pub").write_bytes(k.public_key().public_bytes(serialization.Encoding.OpenSSH,
+                                                                     serialization.PublicFormat.OpenSSH))
+    return private
+
+
+class Lab:
+    """SuperLink + SuperNodes on loopback; ``close()`` stops them all and checks none is left behind."""
+
+    def __init__(self, tmp_path: Path, *, secure: bool = False):
+        self.tmp = tmp_path
+        self.secure = secure
+        self.home = tmp_path / "flwr"
+        self.home.mkdir()
+        self.env = dict(os.environ, FLWR_HOME=str(self.home), FLWR_TELEMETRY_ENABLED="0",
+                        FLWR_DISABLE_UPDATE_CHECK="1", FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION="1",
+                        PATH=f"{BIN}:{os.environ['PATH']}")
+        self.port = free_port()
+        self.procs: list[subprocess.Popen] = []
+        self.tls = make_tls(tmp_path) if secure else None
+        link = f'address = "127.0.0.1:{self.port}"\n'
+        link += f'root-certificates = "{self.tls["ca"]}"\n' if secure else "insecure = true\n"
+        (self.home / "config.toml").write_text(f'[superlink]\ndefault = "t"\n[superlink.t]\n{link}')
+
+    def spawn(self, *args, log: str) -> subprocess.Popen:
+        with open(self.tmp / log, "w") as fh:     # the child keeps its own copy of the descriptor
+            proc = subprocess.Popen(args, env=self.env, cwd=self.tmp, stdout=fh, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+        self.procs.append(proc)
+        return proc
+
+    def start_superlink(self) -> None:
+        security = (["--ssl-ca-certfile", str(self.tls["ca"]), "--ssl-certfile", str(self.tls["cert"]),
+                     "--ssl-keyfile", str(self.tls["key"]), "--enable-supernode-auth"] if self.secure
+                    else ["--insecure"])
+        self.spawn(str(BIN / "flower-superlink"), *security, "--host", "127.0.0.1", "--port", str(self.port),
+                   log="superlink.log")
+        self.wait_health()
+
+    def wait_health(self, timeout: float = 60) -> None:
+        scheme = "https" if self.secure else "http"
+        context = ssl.create_default_context(cafile=str(self.tls["ca"])) if self.secure else None
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < timeout:
+            with contextlib.suppress(OSError), urllib.request.urlopen(
+                    f"{scheme}://127.0.0.1:{self.port}/health", timeout=2, context=context) as r:
+                if r.status == 200:
+                    return
+            time.sleep(0.5)
+        raise TimeoutError(f"SuperLink on port {self.port} did not become healthy")
+
+    def flwr(self, *args, timeout: float = 120) -> subprocess.CompletedProcess:
+        return subprocess.run([str(BIN / "flwr"), *args], env=self.env, capture_output=True, text=True,
+                              timeout=timeout)
+
+    def register(self, private_key: Path) -> int:
+        """Register a SuperNode's public key with the SuperLink (``flwr supernode register``); its node id."""
+        done = self.flwr("supernode", "register", f"{private_key}.pub", "t", "--format", "json")
+        assert done.returncode == 0, done.stdout + done.stderr
+        reply = json.loads(done.stdout)
+        assert reply.get("success"), reply
+        return int(reply["node-id"])
+
+    def nodes(self) -> list[dict]:
+        done = self.flwr("supernode", "list", "t", "--format", "json")
+        assert done.returncode == 0, done.stdout + done.stderr
+        return json.loads(done.stdout).get("nodes", [])
+
+    def start_supernode(self, node_config: str, *, log: str, key: Path | None = None,
+                        insecure: bool | None = None) -> subprocess.Popen:
+        insecure = (not self.secure) if insecure is None else insecure
+        security = ["--insecure"] if insecure else ["--root-certificates", str(self.tls["ca"])]
+        if key is not None:
+            security += ["--auth-supernode-private-key", str(key)]
+        return self.spawn(str(BIN / "flower-supernode"), *security, "--superlink", f"127.0.0.1:{self.port}",
+                          "--host", "127.0.0.1", "--port", str(free_port()), "--node-config", node_config, log=log)
+
+    def run_app(self, app_dir: Path, run_config: str, *, done_file: Path, timeout: float = 240) -> tuple[str, str]:
+        """Submit a run and wait until it finished (``flwr run`` exits 0 whatever happens next: the status is
+        read with ``flwr list``, and the cheap ``done_file`` is polled in between). Returns (status, log)."""
+        submitted = self.flwr("run", str(app_dir), "t", "--format", "json", "--run-config", run_config)
+        assert submitted.returncode == 0, submitted.stdout + submitted.stderr
+        run_id = json.loads(submitted.stdout)["run-id"]
+        status, last_list = None, 0.0
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < timeout:
+            done = done_file.exists()
+            if done or time.monotonic() - last_list > 15:
+                last_list = time.monotonic()
+                listing = self.flwr("list", "t", "--run-id", str(run_id), "--format", "json")
+                if listing.returncode == 0:
+                    runs = json.loads(listing.stdout).get("runs", [])
+                    status = runs[0].get("status") if runs else None
+                    if status and status.startswith("finished"):
+                        break
+            time.sleep(1)
+        log = "" if status == "finished:completed" else self.flwr("log", str(run_id), "t", "--show",
+                                                                   timeout=30).stdout[-4000:]
+        return status, log
+
+    def close(self) -> None:
+        for p in self.procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGTERM)
+        for p in self.procs:
+            try:
+                p.wait(15)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(p.pid, signal.SIGKILL)
+                p.wait(5)
+        deadline = time.monotonic() + 10
+        while processes_with(str(self.home)) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        leftovers = processes_with(str(self.home))
+        for pid in leftovers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        assert not leftovers, f"processes left behind: {leftovers}"
