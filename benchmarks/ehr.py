@@ -49,10 +49,31 @@ def _commit() -> str | None:
 
 # ------------------------------------------------------------------------------------------------ worker
 def _config(args):
-    from vcmc.config import FitConfig, PriorConfig, SamplerConfig
+    from vcmc.config import FitConfig, PostprocessConfig, PriorConfig, SamplerConfig
 
     sampler = SamplerConfig(n_iter=args.iterations, burn_in=args.burn_in, thin=args.thin, stop=args.stop)
-    return FitConfig(prior=PriorConfig(n_components=args.components), sampler=sampler)
+    return FitConfig(prior=PriorConfig(n_components=args.components), sampler=sampler,
+                     postprocess=PostprocessConfig(summary_draws=args.summary_draws))
+
+
+def _write_report(result, schema, data_dir: Path, report_dir: Path) -> None:
+    """The fit's own files (in the temporary data folder: memberships of 290,000 people stay out of the
+    repository) and its ``vcmc report``, copied to ``report_dir`` (page, figures, characterisation.csv)."""
+    import shutil
+
+    from vcmc.report import write_report
+    from vcmc.report.outputs import write_outputs
+
+    fit_dir = data_dir / "fit-vcmc"
+    write_outputs(result, fit_dir, schema=schema)
+    paths = write_report(fit_dir)
+    if report_dir.exists():
+        shutil.rmtree(report_dir)
+    (report_dir / "figures").mkdir(parents=True)
+    shutil.copy2(paths.html, report_dir / "report.html")
+    shutil.copy2(paths.characterisation, report_dir / "characterisation.csv")
+    for fig in paths.figures.values():
+        shutil.copy2(fig, report_dir / "figures" / Path(fig).name)
 
 
 def _silo_files(data_dir: Path) -> list[Path]:
@@ -75,12 +96,17 @@ def _run_vcmc(args, data_dir: Path) -> dict:
         result = run_vcmc(pool, config, rng=args.seed)
         labels = pool.local_assignments()
     wall = time.perf_counter() - t0
+    server_peak = _peak_rss_mb()       # before the report: writing files is not part of the run
     local = result.diagnostics.get("local", {})
+    if args.report_dir:
+        _write_report(result, schema, data_dir, Path(args.report_dir))
     return {"wall_s": wall, "startup_s": t_start, "timings_s": dict(result.timings),
-            "server_peak_rss_mb": _peak_rss_mb(),
+            "server_peak_rss_mb": server_peak,
             "worker_peak_rss_mb": max(float(d.get("process_peak_rss_mb", float("nan"))) for d in local.values()),
             "silo_sampler_s": {s: d.get("seconds_sampler") for s, d in local.items()},
             "local_clusters": {s: d.get("n_clusters") for s, d in local.items()},
+            "draws_sent": {s: d.get("n_draws_sent") for s, d in local.items()},
+            "worker_peak_rss_mb_per_silo": {s: d.get("process_peak_rss_mb") for s, d in local.items()},
             "aggregation_iterations": result.diagnostics.get("n_iter"),
             "n_clusters": result.n_clusters, "labels": {s: labels[s].tolist() for s in result.silos},
             "profiles": np.asarray(result.profiles).tolist(), "weights": np.asarray(result.weights).tolist(),
@@ -180,6 +206,8 @@ def markdown(report: dict) -> str:
     row("clusters K", lambda r: str(r["score"]["n_clusters"]))
     row("ARI", lambda r: f"{r['score']['ari']:.3f}")
     row("recovered (best F1 >= 0.8)", lambda r: str(len(r["score"]["recovered"])))
+    row("fragments (extra pieces of a true cluster)",
+        lambda r: str(sum(max(int(p) - 1, 0) for p in r["score"]["pieces"])))
     row("peak memory (MB)", lambda r: f"{r.get('peak_rss_mb', r.get('server_peak_rss_mb', float('nan'))):.0f}")
     lines += ["", "Best F1 of every true cluster (Table 7 sizes):", "",
               "| cluster | size | " + " | ".join(methods) + " |", "| --- | --- | " +
@@ -190,7 +218,10 @@ def markdown(report: dict) -> str:
     if "vcmc" in report["runs"] and "timings_s" in report["runs"]["vcmc"]:
         v = report["runs"]["vcmc"]
         lines += ["", "VCMC stages (s): " + ", ".join(f"{k} {x:.1f}" for k, x in v["timings_s"].items()),
-                  f"Server peak memory {v['server_peak_rss_mb']:.0f} MB, worker peak {v['worker_peak_rss_mb']:.0f} MB."]
+                  f"Server peak memory {v['server_peak_rss_mb']:.0f} MB, worker peak {v['worker_peak_rss_mb']:.0f} MB; "
+                  f"draws sent per silo: {sorted(set(int(x) for x in v.get('draws_sent', {}).values() if x))}.",
+                  "", f"The fit's report: [report-{report['tag']}/report.html](report-{report['tag']}/report.html) "
+                  f"(characterisation table: report-{report['tag']}/characterisation.csv)."]
     return "\n".join(lines) + "\n"
 
 
@@ -205,12 +236,15 @@ def main() -> None:
     ap.add_argument("--stop", default="fixed", choices=("fixed", "converged"),
                     help="converged: vcmc fit --iterations auto (--iterations is then the maximum)")
     ap.add_argument("--components", type=int, default=30)
+    ap.add_argument("--summary-draws", type=int, default=1000,
+                    help="most draws a silo sends (PostprocessConfig.summary_draws, the library default; 0: all)")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--methods", default="vcmc,full-mcmc,fedmerdel")
     ap.add_argument("--out", default="docs/results/ehr")
     ap.add_argument("--data", default=None, help="folder for the silo files (default: a temporary folder)")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--report-dir", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.burn_in is None:
         from vcmc.config.options import AUTO_BURN_IN
@@ -246,17 +280,19 @@ def main() -> None:
     del silos
     truth = {"labels": {s.name: lab.tolist() for s, lab in zip(data.silos, data.labels, strict=True)},
              "sizes": np.bincount(data.pooled_labels, minlength=data.n_clusters).tolist()}
-    report = {"benchmark": "ehr", "command": " ".join([sys.executable, *sys.argv]), "commit": _commit(),
+    report = {"benchmark": "ehr", "tag": tag, "command": " ".join([sys.executable, *sys.argv]), "commit": _commit(),
               "cores": os.cpu_count(), "n": args.n, "allocation": args.allocation, "n_silos": data.n_silos,
               "protocol": {"iterations": args.iterations, "burn_in": args.burn_in, "thin": args.thin, "stop": args.stop,
-                           "components": args.components, "jobs": args.jobs, "seed": args.seed},
+                           "components": args.components, "summary_draws": args.summary_draws, "jobs": args.jobs,
+                           "seed": args.seed},
               "data_s": {"simulate": t_sim, "write_csv": t_write, "read_and_encode": t_read},
               "truth": {"sizes": truth["sizes"]}, "runs": {}}
     names = [v.name for v in data.schema.variables]
     for method in [m.strip() for m in args.methods.split(",") if m.strip()]:
         cmd = [sys.executable, __file__, "--worker", method, "--data", str(data_dir),
                *[f"--{k.replace('_', '-')}={v}" for k, v in vars(args).items()
-                 if k in ("iterations", "burn_in", "thin", "stop", "components", "jobs", "seed")]]
+                 if k in ("iterations", "burn_in", "thin", "stop", "components", "summary_draws", "jobs", "seed")],
+               *(["--report-dir", str(out_dir / f"report-{tag}")] if method == "vcmc" else [])]
         t0 = time.perf_counter()
         proc = subprocess.run(cmd, text=True)
         if proc.returncode != 0:

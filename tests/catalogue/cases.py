@@ -260,6 +260,7 @@ OTHER_CASES = (
     Case("iterations-zero", "error", "--iterations 0"),
     Case("components-zero", "error", "--components 0"),
     Case("level-out-of-range", "error", "--level 1.5"),
+    Case("summary-draws-one", "error", "--summary-draws 1 (one draw has no posterior variance)"),
     Case("set-bad-value", "error", "--set sampler.n-iter=many"),
     Case("min-cluster-size-negative", "error", "--min-cluster-size -1"),
     Case("na-values-empty", "error", '--na-values ""'),

@@ -415,6 +415,11 @@ def test_level_out_of_range(tmp_path, capsys):
     assert "--level must be a float in [0.5, 1); got 1.5" in _flag_error(tmp_path, capsys, "--level", "1.5")
 
 
+def test_summary_draws_one(tmp_path, capsys):
+    err = _flag_error(tmp_path, capsys, "--summary-draws", "1")
+    assert "--summary-draws must be 0 (every kept draw) or an int >= 2; got 1" in err, err
+
+
 def test_set_bad_value(tmp_path, capsys):
     assert "--set sampler.n-iter must be an int; got 'many'" in _flag_error(tmp_path, capsys, "--set",
                                                                             "sampler.n-iter=many")

@@ -7,7 +7,7 @@ import pytest
 
 from vcmc.exceptions import DataError, SchemaError
 from vcmc.protocol import SiloSummary
-from vcmc.silo.build_summary import build_summary
+from vcmc.silo.build_summary import build_summary, sent_draw_indices
 from vcmc.silo.posterior import LocalPosterior
 
 N_MOD = (2, 3, 2)
@@ -45,7 +45,7 @@ def test_summary_fields_match_an_independent_computation():
     np.testing.assert_allclose(s.profile_estimate[1, 4], np.median(local.profile_draws[:, 1, 4]))
     post = np.bincount(local.n_occupied.ravel(), minlength=7) / local.n_occupied.size
     np.testing.assert_allclose(s.n_clusters_posterior, post)
-    assert s.diagnostics == {"rhat_log_posterior": 1.001}
+    assert s.diagnostics == {"rhat_log_posterior": 1.001, "n_draws_sent": 40.0}
 
 
 def test_summary_carries_no_row_level_field_and_round_trips():
@@ -76,3 +76,32 @@ def test_wrong_schema_or_codes_are_refused_with_the_silo_named():
         build_summary(local, codes, silo="A", schema_fingerprint="abc", n_modalities=(2, 3, 3))
     with pytest.raises(DataError, match="silo 'A'.*codes must have shape"):
         build_summary(local, codes[:-1], silo="A", schema_fingerprint="abc", n_modalities=N_MOD)
+
+
+def test_summary_draws_thin_each_chain_evenly_and_keep_the_chains_apart():
+    """Two chains of 20 kept draws, at most 8 sent: 4 per chain, spread over each chain's window (its first
+    and last draw included), chain 1's draws after chain 0's; medians and the posterior of K still use all."""
+    local, codes = _local(t=40)
+    s = build_summary(local, codes, silo="A", schema_fingerprint="abc", n_modalities=N_MOD, summary_draws=8)
+    idx = sent_draw_indices(2, 20, 8)
+    np.testing.assert_array_equal(idx, [0, 6, 13, 19, 20, 26, 33, 39])
+    np.testing.assert_array_equal(s.pi_draws, local.pi_draws[idx])
+    np.testing.assert_array_equal(s.profile_draws, local.profile_draws[idx])
+    np.testing.assert_allclose(s.pi_estimate, np.median(local.pi_draws, axis=0))
+    assert s.n_draws == 8 and s.diagnostics["n_draws_sent"] == 8.0
+    s.validate()
+    # 0, or a cap at or above the kept draws, sends every draw
+    for cap in (0, 40, 5000):
+        np.testing.assert_array_equal(sent_draw_indices(2, 20, cap), np.arange(40))
+    # never a draw twice, whatever the cap
+    for cap in range(2, 45):
+        idx = sent_draw_indices(3, 11, cap)
+        assert len(set(idx.tolist())) == idx.size and idx.size % 3 == 0
+
+
+def test_summary_draws_is_validated_in_the_config_words():
+    from vcmc.config import PostprocessConfig
+    from vcmc.exceptions import ConfigError
+
+    with pytest.raises(ConfigError, match="summary_draws"):
+        PostprocessConfig(summary_draws=1)

@@ -40,6 +40,7 @@ OUTPUT_NAMES = (*RESULT_NAMES, "summaries", "silo-state", RUN_MANIFEST)
 FLAG_OF = {
     "prior.n_components": "--components", "prior.alpha": "--alpha", "prior.beta": "--beta",
     "prior.fractionate": "--no-fractionation", "sampler.thin": "--thin", "sampler.n_chains": "--chains",
+    "postprocess.summary_draws": "--summary-draws",
     "sampler.burn_in": "--burn-in", "postprocess.min_cluster_fraction": "--min-local-fraction",
     "privacy.min_cluster_size": "--min-cluster-size", "matching.level": "--level",
     "matching.method": "--matching", "aggregation.strategy": "--strategy",
@@ -222,6 +223,8 @@ def estimate_bytes(config, silos, *, resume: bool, save_summaries: bool) -> dict
     c = min(config.prior.n_components, 5)
     p = int(sum(silos[0].schema.n_modalities))
     draws = config.sampler.n_kept * config.sampler.n_chains
+    if config.postprocess.summary_draws:
+        draws = min(draws, config.postprocess.summary_draws)
     n = sum(s.n_rows for s in silos)
     per_draw = 8 * c * (1 + p)
     out = {"posterior.nc": draws * per_draw + 65_536, "assignments.csv": n * 24 + 4096,

@@ -33,6 +33,8 @@ _OPTION_FLAGS = (
     ("--beta", "prior.beta", float, "Dirichlet prior of the profiles"),
     ("--thin", "sampler.thin", int, "keep one draw every N iterations after burn-in"),
     ("--chains", "sampler.n-chains", int, "chains per silo"),
+    ("--summary-draws", "postprocess.summary-draws", int,
+     "most posterior draws a silo sends to the server, thinned evenly per chain (0: every kept draw)"),
     ("--min-local-fraction", "postprocess.min-cluster-fraction", float,
      "reallocate members of local clusters smaller than F x silo size (0: off; clusters a silo cannot "
      "resolve are merged by the matching whatever their size)"),

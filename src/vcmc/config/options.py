@@ -207,6 +207,14 @@ class PostprocessConfig:
     partition : {"modal", "psm"}
         Modal allocation after relabelling (O(n_s C+) memory, default) or a posterior-similarity
         partition (O(n_s^2) memory, small silos only).
+    summary_draws : int
+        Most label-consistent draws a silo sends to the server (default 1000; 0 sends every kept draw):
+        when the chains keep more, each chain is thinned evenly over its kept window (the same draws for
+        the same seed). The server's memory and aggregation time grow linearly with the draws, and at the
+        paper's protocol (5,000 kept draws) 30 silos of the application's shape sent 3.3 GB of draws; the
+        silo's own R-hat, ESS, medians and posterior of K still use every kept draw. 1,000 is what the
+        generalisation suite was run with (docs/results/generalisation, 10,000 iterations, burn-in 5,000,
+        thinning 5) and what the paper's study is run with (docs/results/README.md).
     """
 
     merge_unresolved: bool = False
@@ -215,9 +223,12 @@ class PostprocessConfig:
     min_cluster_size: int = 0
     reallocate_small: bool = True
     partition: PartitionEstimator = "modal"
+    summary_draws: int = 1000
 
     def __post_init__(self):
         _check_choices(self)
+        _check(self.summary_draws == 0 or self.summary_draws >= 2, "PostprocessConfig", "summary_draws",
+               "0 (every kept draw) or an int >= 2", self.summary_draws)
         _check(0.5 <= self.resolution_level < 1, "PostprocessConfig", "resolution_level", "a float in [0.5, 1)",
                self.resolution_level)
         _check(0 <= self.min_cluster_fraction < 1, "PostprocessConfig", "min_cluster_fraction",

@@ -282,7 +282,8 @@ class LocalSilo:
         include_counts = privacy.share_counts and config.aggregation.strategy != "federated-gradient"
         summary = build_summary(local, self.codes, silo=self.name,
                                 schema_fingerprint=self.data.schema.fingerprint(),
-                                n_modalities=self.n_modalities, include_counts=include_counts)
+                                n_modalities=self.n_modalities, include_counts=include_counts,
+                                summary_draws=config.postprocess.summary_draws)
         n_suppressed = 0
         counts = summary.counts
         if counts is not None:
