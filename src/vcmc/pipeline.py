@@ -330,7 +330,8 @@ def run_vcmc(transport, config: FitConfig | None = None, *, rng: RngLike = None,
     """The whole VCMC run through ``transport``: summaries, matching, aggregation, global partition.
 
     With ``save_dir`` the silo summaries are saved as soon as they arrive, so the server steps can be
-    re-run (``resume_from_summaries``) without re-running the samplers.
+    re-run without re-running the samplers: ``server_steps(list(load_summaries(save_dir).values()),
+    transport, config)`` (``vcmc.federation.faults.load_summaries``).
     """
     config = config or FitConfig()
     policy = policy or FaultPolicy()
