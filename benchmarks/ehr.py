@@ -197,6 +197,9 @@ def markdown(report: dict) -> str:
     methods = [m for m in report["runs"] if "score" in report["runs"][m]]
     lines = [f"# EHR-scale benchmark ({report['allocation']} allocation, n = {report['n']:,})", "",
              f"Command: `{report['command']}` at commit `{report['commit']}`; {report['cores']} cores.", "",
+             *[line for c in report.get("earlier_commands", [])
+               for line in (f"Earlier runs kept in this file (`--keep-runs`): `{c}`; each run's commit is in the JSON.",
+                            "")],
              "| | " + " | ".join(methods) + " |", "| --- | " + " | ".join("---" for _ in methods) + " |"]
 
     def row(label, fn):
@@ -245,6 +248,9 @@ def main() -> None:
     ap.add_argument("--data", default=None, help="folder for the silo files (default: a temporary folder)")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--report-dir", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--keep-runs", action="store_true",
+                    help="keep the other methods' runs already in OUT/ehr-<allocation>.json (same cohort and "
+                         "protocol): re-run one method without re-running the others")
     args = ap.parse_args()
     if args.burn_in is None:
         from vcmc.config.options import AUTO_BURN_IN
@@ -287,6 +293,13 @@ def main() -> None:
                            "seed": args.seed},
               "data_s": {"simulate": t_sim, "write_csv": t_write, "read_and_encode": t_read},
               "truth": {"sizes": truth["sizes"]}, "runs": {}}
+    previous = out_dir / f"ehr-{tag}.json"
+    if args.keep_runs and previous.exists():
+        # runs of other methods made earlier on the same cohort and protocol stay, each with its own commit
+        old = json.loads(previous.read_text())
+        if all(old.get(k) == report[k] for k in ("n", "allocation", "protocol")):
+            report["runs"] = old["runs"]
+            report["earlier_commands"] = [*old.get("earlier_commands", []), old["command"]]
     names = [v.name for v in data.schema.variables]
     for method in [m.strip() for m in args.methods.split(",") if m.strip()]:
         cmd = [sys.executable, __file__, "--worker", method, "--data", str(data_dir),
@@ -300,6 +313,7 @@ def main() -> None:
             continue
         run = json.loads((data_dir / f"run-{method}.json").read_text())
         run["process_wall_s"] = time.perf_counter() - t0
+        run["commit"] = report["commit"]
         run["score"] = score(run, truth)
         heatmap(run["profiles"], run["weights"], names, out_dir / f"heatmap-{tag}-{method}.png",
                 f"{method}: scaled difference of prevalence, cluster vs population")

@@ -7,8 +7,8 @@ import pytest
 
 from vcmc.exceptions import DataError, SchemaError
 from vcmc.protocol import SiloSummary
-from vcmc.silo.build_summary import build_summary, sent_draw_indices
-from vcmc.silo.posterior import LocalPosterior
+from vcmc.silo.build_summary import build_summary
+from vcmc.silo.posterior import LocalPosterior, sent_draw_indices
 
 N_MOD = (2, 3, 2)
 N_ROWS = 37          # a row count different from every other dimension, to spot row-level fields

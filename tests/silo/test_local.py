@@ -175,3 +175,20 @@ def test_assess_checks_its_request(fitted):
     with pytest.raises(ConfigError, match="profiles"):
         silo.handle(AssessRequest(pi=summary.pi_draws[:3], profiles=summary.profile_draws[:2],
                                   pairs=np.zeros((0, 2), int), seed_entropy=1, spawn_key=(2, 0)))
+
+
+def test_silo_keeps_only_the_draws_it_sent(silo_data):
+    """With more kept draws than ``summary_draws`` the summary carries the evenly thinned draws of each chain,
+    and the silo keeps exactly those (its process memory then holds 10 draws here, not 80), while the
+    medians sent are those of every kept draw."""
+    cfg = dataclasses.replace(CFG, sampler=SamplerConfig(n_iter=600, burn_in=200, thin=5, n_chains=2),
+                              postprocess=dataclasses.replace(CFG.postprocess, summary_draws=10))
+    full_cfg = dataclasses.replace(cfg, postprocess=dataclasses.replace(cfg.postprocess, summary_draws=0))
+    thin, full = LocalSilo(silo_data), LocalSilo(silo_data)
+    sent, every = thin.handle(_req(cfg)), full.handle(_req(full_cfg))
+    assert every.n_draws == 160 and sent.n_draws == 10 and sent.diagnostics["n_draws_sent"] == 10
+    np.testing.assert_array_equal(thin.local.pi_draws, sent.pi_draws)
+    assert thin.local.n_occupied.shape == (2, 5)
+    idx = np.r_[np.round(np.linspace(0, 79, 5)), 80 + np.round(np.linspace(0, 79, 5))].astype(int)
+    np.testing.assert_array_equal(sent.profile_draws, every.profile_draws[idx])
+    np.testing.assert_array_equal(sent.profile_estimate, every.profile_estimate)

@@ -16,19 +16,6 @@ from vcmc.protocol import SiloSummary
 from vcmc.silo.posterior import LocalPosterior
 
 
-def sent_draw_indices(n_chains: int, n_kept: int, summary_draws: int) -> np.ndarray:
-    """Indices, into chain-major concatenated draws of ``n_chains`` chains of ``n_kept`` draws each, of the
-    draws a silo sends: all of them when ``summary_draws`` is 0 or at least their number; otherwise
-    ``max(1, summary_draws // n_chains)`` per chain, evenly spaced over its kept window (first and last
-    kept draw included), so every chain keeps the same length and chain j stays chain j for the server."""
-    total = n_chains * n_kept
-    if summary_draws <= 0 or summary_draws >= total:
-        return np.arange(total)
-    per_chain = min(n_kept, max(1, summary_draws // n_chains))
-    within = np.unique(np.round(np.linspace(0, n_kept - 1, per_chain)).astype(np.int64))
-    return (np.arange(n_chains)[:, None] * n_kept + within[None, :]).ravel()
-
-
 def build_summary(local: LocalPosterior, codes: np.ndarray, *, silo: str, schema_fingerprint: str,
                   n_modalities, include_counts: bool = True, summary_draws: int = 0) -> SiloSummary:
     """The summary of one silo: label-consistent draws, posterior medians, sizes and counts.
@@ -68,18 +55,17 @@ def build_summary(local: LocalPosterior, codes: np.ndarray, *, silo: str, schema
         raise DataError(f"silo {silo!r}: codes must have shape ({local.partition.shape[0]}, {len(n_mod)}) "
                         f"(rows of the local partition, variables of the schema); got {codes.shape}")
     counts = one_hot_counts(codes, local.partition, local.n_clusters, n_mod) if include_counts else None
-    n_chains, n_kept = local.n_occupied.shape
-    sent = sent_draw_indices(int(n_chains), int(n_kept), int(summary_draws))
+    sent = local.thinned(summary_draws)
     diagnostics = {k: float(v) for k, v in local.diagnostics.items()}
-    diagnostics["n_draws_sent"] = float(sent.size)
+    diagnostics["n_draws_sent"] = float(sent.pi_draws.shape[0])
     return SiloSummary(
         silo=str(silo),
         n_rows=int(codes.shape[0]),
         n_modalities=n_mod,
         schema_fingerprint=str(schema_fingerprint),
         cluster_sizes=local.cluster_sizes.astype(np.int64),
-        pi_draws=np.ascontiguousarray(local.pi_draws[sent], dtype=np.float64),
-        profile_draws=np.ascontiguousarray(local.profile_draws[sent], dtype=np.float64),
+        pi_draws=np.asarray(sent.pi_draws, dtype=np.float64),
+        profile_draws=np.asarray(sent.profile_draws, dtype=np.float64),
         pi_estimate=np.median(local.pi_draws, axis=0),
         profile_estimate=np.median(local.profile_draws, axis=0),
         n_clusters_posterior=local.n_clusters_posterior(),

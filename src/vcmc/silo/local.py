@@ -289,7 +289,9 @@ class LocalSilo:
         if counts is not None:
             counts, n_suppressed = protect_counts(counts, privacy, np.random.default_rng(noise_seed),
                                                   n_modalities=self.n_modalities, secure=self.secure_noise)
-        self.local = local
+        # from here on the silo needs only what it sent (min-divergence matching reads these draws): the
+        # other kept draws are dropped, so a process serving many silos holds 1,000 draws of each
+        self.local = local.thinned(config.postprocess.summary_draws)
         self.privacy_in_force = privacy
         self.assignments = self.memberships = None
         diagnostics = {**summary.diagnostics, "process_peak_rss_mb": _peak_rss_mb()}

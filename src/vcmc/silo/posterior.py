@@ -5,9 +5,23 @@ The summary it sends is ``vcmc.protocol.SiloSummary``.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
+
+
+def sent_draw_indices(n_chains: int, n_kept: int, summary_draws: int) -> np.ndarray:
+    """Indices, into chain-major concatenated draws of ``n_chains`` chains of ``n_kept`` draws each, of the
+    draws a silo sends: all of them when ``summary_draws`` is 0 or at least their number; otherwise
+    ``max(1, summary_draws // n_chains)`` per chain, evenly spaced over its kept window (first and last
+    kept draw included), so every chain keeps the same length and chain j stays chain j for the server."""
+    total = n_chains * n_kept
+    if summary_draws <= 0 or summary_draws >= total:
+        return np.arange(total)
+    per_chain = min(n_kept, max(1, summary_draws // n_chains))
+    within = np.unique(np.round(np.linspace(0, n_kept - 1, per_chain)).astype(np.int64))
+    return (np.arange(n_chains)[:, None] * n_kept + within[None, :]).ravel()
 
 
 @dataclass(frozen=True)
@@ -55,6 +69,21 @@ class LocalPosterior:
     @property
     def cluster_sizes(self) -> np.ndarray:
         return np.bincount(self.partition, minlength=self.n_clusters)
+
+    def thinned(self, summary_draws: int) -> LocalPosterior:
+        """The same posterior restricted to the draws a silo sends (``sent_draw_indices``): what the silo
+        keeps after its summary, so that a silo process holds 1,000 draws, not every kept one, while it
+        answers the later requests (``PostprocessConfig.summary_draws``; 0 keeps every draw)."""
+        n_chains, n_kept = self.n_occupied.shape
+        idx = sent_draw_indices(int(n_chains), int(n_kept), int(summary_draws))
+        if idx.size == self.pi_draws.shape[0]:
+            return self
+        per_chain = idx[: idx.size // n_chains]                        # the same positions in every chain
+        return dataclasses.replace(
+            self, pi_draws=np.ascontiguousarray(self.pi_draws[idx]),
+            profile_draws=np.ascontiguousarray(self.profile_draws[idx]),
+            n_occupied=np.ascontiguousarray(self.n_occupied[:, per_chain]),
+            log_posterior=np.ascontiguousarray(self.log_posterior[:, per_chain]))
 
     def n_clusters_posterior(self) -> np.ndarray:
         """Posterior probability of each number of occupied components 0..C+, shape (C+ + 1,)."""
