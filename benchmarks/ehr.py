@@ -162,9 +162,23 @@ def score(run: dict, truth: dict) -> dict:
     n_true = len(truth["sizes"])
     f1 = best_f1(est, true, n_estimated=int(est.max()) + 1, n_true=n_true)
     pieces = majority_pieces(est, true, n_estimated=int(est.max()) + 1, n_true=n_true)
+    # Where each estimated cluster lives: silos holding at least 10 of its members (the disclosure minimum),
+    # and the true cluster most of its members come from. A single-silo fragment is a cluster found in one
+    # silo only whose true cluster is also (mostly) another estimated cluster: a piece the matching left apart.
+    n_est = int(est.max()) + 1
+    per_silo = np.stack([np.bincount(np.asarray(run["labels"][s]), minlength=n_est) for s in silos])
+    from vcmc.metrics import confusion_matrix
+
+    conf = confusion_matrix(est, true, n_est, n_true).T                         # (estimated, true)
+    majority = np.argmax(conf, axis=1)
+    silos_of = (per_silo >= 10).sum(axis=0)
+    single = [int(c + 1) for c in range(n_est) if per_silo[:, c].sum() > 0 and silos_of[c] <= 1
+              and pieces[majority[c]] > 1]
     return {"n_clusters": int(run["n_clusters"]), "ari": float(adjusted_rand_index(true, est)),
             "best_f1": f1.round(4).tolist(), "recovered": [int(c + 1) for c in np.flatnonzero(f1 >= 0.8)],
-            "pieces": pieces.tolist()}
+            "pieces": pieces.tolist(), "estimated_sizes": per_silo.sum(axis=0).tolist(),
+            "estimated_silos": silos_of.tolist(), "estimated_majority": (majority + 1).tolist(),
+            "single_silo_fragments": single}
 
 
 def heatmap(profiles, weights, names, path: Path, title: str) -> Path:
@@ -211,6 +225,7 @@ def markdown(report: dict) -> str:
     row("recovered (best F1 >= 0.8)", lambda r: str(len(r["score"]["recovered"])))
     row("fragments (extra pieces of a true cluster)",
         lambda r: str(sum(max(int(p) - 1, 0) for p in r["score"]["pieces"])))
+    row("of which single-silo fragments", lambda r: str(len(r["score"].get("single_silo_fragments", []))))
     row("peak memory (MB)", lambda r: f"{r.get('peak_rss_mb', r.get('server_peak_rss_mb', float('nan'))):.0f}")
     lines += ["", "Best F1 of every true cluster (Table 7 sizes):", "",
               "| cluster | size | " + " | ".join(methods) + " |", "| --- | --- | " +
@@ -218,6 +233,15 @@ def markdown(report: dict) -> str:
     for c, n in enumerate(sizes):
         lines.append(f"| {c + 1} | {n:,} | " + " | ".join(f"{report['runs'][m]['score']['best_f1'][c]:.2f}"
                                                       for m in methods) + " |")
+    for m in methods:
+        sc = report["runs"][m]["score"]
+        if "estimated_sizes" not in sc:
+            continue
+        lines += ["", f"{m}: estimated clusters (size; silos holding 10 or more of its members; true cluster of most "
+                      "of its members):", "",
+                  ", ".join(f"{c + 1}: {n:,}; {k} silos; true {t}" for c, (n, k, t) in
+                            enumerate(zip(sc["estimated_sizes"], sc["estimated_silos"], sc["estimated_majority"],
+                                          strict=True)) if n > 0)]
     if "vcmc" in report["runs"] and "timings_s" in report["runs"]["vcmc"]:
         v = report["runs"]["vcmc"]
         lines += ["", "VCMC stages (s): " + ", ".join(f"{k} {x:.1f}" for k, x in v["timings_s"].items()),
