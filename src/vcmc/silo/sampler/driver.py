@@ -130,7 +130,8 @@ def kept_iterations(sampler: SamplerConfig) -> np.ndarray:
 def run_chain(codes: np.ndarray, n_modalities, *, prior: PriorConfig, sampler: SamplerConfig,
               n_silos: int = 1, rng=None, on_block: Callable[[KeptBlock], None] | None = None,
               progress: Callable[[int], None] | None = None, layout: str = "auto",
-              should_stop: Callable[[int], bool] | None = None) -> ChainDraws:
+              should_stop: Callable[[int], bool] | None = None,
+              initial_allocation: np.ndarray | None = None) -> ChainDraws:
     """Run one Gibbs chain of the (fractionated) over-fitted latent class model.
 
     Parameters
@@ -162,6 +163,10 @@ def run_chain(codes: np.ndarray, n_modalities, *, prior: PriorConfig, sampler: S
         Called after every block that ends past the first kept draw with the number of iterations done;
         returning True ends the chain there (``--iterations auto``: ``vcmc.silo.convergence``). The draws
         kept so far are returned; ``ChainDraws.n_iter`` says how many iterations ran.
+    initial_allocation : ndarray of shape (n,), int, optional
+        Start from these allocations (components ``0..C+-1``) instead of uniform random ones; the weights
+        and profiles are then drawn given them as usual (benchmarks/refinement.py starts a pooled chain
+        from a VCMC solution this way).
 
     Returns
     -------
@@ -191,6 +196,12 @@ def run_chain(codes: np.ndarray, n_modalities, *, prior: PriorConfig, sampler: S
 
     # Random initialisation (paper section 5.1): uniform allocations, parameters given them.
     z = gen.integers(0, n_comp, size=n).astype(np.int16)
+    if initial_allocation is not None:
+        start = np.asarray(initial_allocation)
+        if start.shape != (n,) or start.dtype.kind not in "iu" or start.min() < 0 or start.max() >= n_comp:
+            raise ConfigError(f"initial_allocation must be {n} ints in [0, {n_comp}); got shape {start.shape}, "
+                              f"dtype {start.dtype}")
+        z = start.astype(np.int16)
     pi = np.empty(n_comp)
     logpi = np.empty(n_comp)
     prof = np.empty((n_comp, n_col))
