@@ -17,20 +17,12 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
-
-
-def _commit() -> str | None:
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                              cwd=Path(__file__).parent, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
+from _provenance import commit
 
 
 def _designs(which: str):
@@ -109,7 +101,7 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     report = {"benchmark": "auto_iterations", "command": " ".join([sys.executable, *sys.argv]),
-              "commit": _commit(), "cores": os.cpu_count(), "designs": args.designs,
+              "commit": commit(), "cores": os.cpu_count(), "designs": args.designs,
               "replicates": args.replicates, "results": {}}
     for name, simulate, n_components in _designs(args.designs):
         prior = PriorConfig(n_components=n_components)

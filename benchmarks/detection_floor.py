@@ -22,20 +22,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
-
-
-def _commit() -> str | None:
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                              cwd=Path(__file__).parent, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
+from _provenance import commit
 
 
 def markdown(report: dict) -> str:
@@ -102,7 +94,7 @@ def main() -> None:
     missed = present & ~rec
     floor_all = int(members[missed].max()) + 1 if missed.any() else int(members[present].min())
     report = {"benchmark": "detection_floor", "command": " ".join([sys.executable, *sys.argv]),
-              "commit": _commit(), "cores": os.cpu_count(), "n": args.n, "allocation": args.allocation,
+              "commit": commit(), "cores": os.cpu_count(), "n": args.n, "allocation": args.allocation,
               "n_silos": data.n_silos, "silos_scored": scored, "seconds": seconds,
               "protocol": {"iterations": args.iterations, "burn_in": burn_in, "thin": args.thin,
                            "components": args.components, "seed": args.seed},

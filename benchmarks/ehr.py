@@ -33,18 +33,11 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _provenance import commit
 
 
 def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-
-
-def _commit() -> str | None:
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                              cwd=Path(__file__).parent, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
 
 
 # ------------------------------------------------------------------------------------------------ worker
@@ -310,7 +303,7 @@ def main() -> None:
     del silos
     truth = {"labels": {s.name: lab.tolist() for s, lab in zip(data.silos, data.labels, strict=True)},
              "sizes": np.bincount(data.pooled_labels, minlength=data.n_clusters).tolist()}
-    report = {"benchmark": "ehr", "tag": tag, "command": " ".join([sys.executable, *sys.argv]), "commit": _commit(),
+    report = {"benchmark": "ehr", "tag": tag, "command": " ".join([sys.executable, *sys.argv]), "commit": commit(),
               "cores": os.cpu_count(), "n": args.n, "allocation": args.allocation, "n_silos": data.n_silos,
               "protocol": {"iterations": args.iterations, "burn_in": args.burn_in, "thin": args.thin, "stop": args.stop,
                            "components": args.components, "summary_draws": args.summary_draws, "jobs": args.jobs,

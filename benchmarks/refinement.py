@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -83,8 +82,9 @@ def main() -> None:
               sampler=SamplerConfig(n_iter=args.rounds, burn_in=0, thin=args.every, block_size=args.every),
               rng=np.random.default_rng([args.seed, 7]), on_block=on_block, initial_allocation=start)
     t_rounds = time.perf_counter() - t0
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                            cwd=Path(__file__).parent).stdout.strip()
+    from _provenance import commit as current_commit
+
+    commit = current_commit()
     out = {"command": " ".join([sys.executable, *sys.argv]), "commit": commit, "n": args.n,
            "vcmc_iterations": args.iterations, "rounds": args.rounds, "vcmc_s": t_vcmc, "rounds_s": t_rounds,
            "true_sizes": np.bincount(truth, minlength=n_true).tolist(), "trace": trace}

@@ -251,6 +251,16 @@ class _Worker:
         self.dead_reason: str | None = None
 
 
+def _end_process(process) -> None:
+    """Terminate a worker process that is still alive, and kill it if it does not end within 2 s."""
+    if process.is_alive():
+        process.terminate()
+        process.join(2.0)
+    if process.is_alive():
+        process.kill()
+        process.join(2.0)
+
+
 def _shutdown(workers: list[_Worker], grace: float) -> None:
     """Stop every worker: ask politely, then SIGTERM, then SIGKILL. Used by close() and the finaliser."""
     for w in workers:
@@ -261,12 +271,7 @@ def _shutdown(workers: list[_Worker], grace: float) -> None:
     for w in workers:
         w.process.join(max(0.0, deadline - time.monotonic()))
     for w in workers:
-        if w.process.is_alive():
-            w.process.terminate()
-            w.process.join(2.0)
-        if w.process.is_alive():
-            w.process.kill()
-            w.process.join(2.0)
+        _end_process(w.process)
         with contextlib.suppress(Exception):
             w.conn.close()
 
@@ -388,12 +393,7 @@ class ProcessPoolTransport(_TransportBase):
         if w.dead_reason is None:
             w.dead_reason = reason
             log.warning("silos %s: %s", w.names, reason)
-        if w.process.is_alive():
-            w.process.terminate()
-            w.process.join(2.0)
-            if w.process.is_alive():
-                w.process.kill()
-                w.process.join(2.0)
+        _end_process(w.process)
 
     def _handshake(self, timeout: float) -> None:
         waiting = {w.conn: set(w.names) for w in self._workers}

@@ -135,6 +135,21 @@ def _log_joint(nc, ct, logpi, logprof, alpha, beta, offsets, const):
     return lp
 
 
+@njit(cache=True)
+def _keep_draw(s, nc, ct, pi, logpi, prof, logprof, alpha, beta, offsets, const, keep_pi, keep_prof, keep_nocc,
+               keep_lp):
+    """Store kept draw ``s`` (weights, profiles, occupied components, log joint): the one place both
+    allocation kernels record a kept iteration (each stores its allocations in its own row order)."""
+    occ = 0
+    for c in range(nc.shape[0]):
+        if nc[c] > 0:
+            occ += 1
+    keep_nocc[s] = occ
+    keep_lp[s] = _log_joint(nc, ct, logpi, logprof, alpha, beta, offsets, const)
+    keep_pi[s] = pi
+    keep_prof[s] = prof
+
+
 def log_joint(codes, n_modalities, z, pi, profiles, alpha_local, beta_local) -> float:
     """Complete-data log joint ``log p(X, z, pi, p)`` (the quantity stored as ``log_posterior``).
 

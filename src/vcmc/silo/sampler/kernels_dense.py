@@ -13,7 +13,7 @@ import math
 import numpy as np
 from numba import njit
 
-from vcmc.silo.sampler.draws import _draw_parameters, _log_joint
+from vcmc.silo.sampler.draws import _draw_parameters, _keep_draw
 from vcmc.silo.sampler.intrinsics import _LANES, _v8_copy, _v8_cumsum4, _v8_mul, _v8_scale, _v8_sum
 
 # A row whose best component is below this (relative to the running scale) is recomputed in float64 logs:
@@ -318,15 +318,8 @@ def _gibbs_block(gcode, pidx, pat_start, row_of, grp_var, grp_off, radix, kmod, 
         keep = it >= burn_in and (it - burn_in) % thin == thin - 1
         _draw_parameters(nc, ct, alpha, beta, offsets, shp, pi, logpi, prof, logprof, keep, rng)
         if keep:
-            s = keep_at + n_kept
-            occ = 0
-            for c in range(n_comp):
-                if nc[c] > 0:
-                    occ += 1
-            keep_nocc[s] = occ
-            keep_lp[s] = _log_joint(nc, ct, logpi, logprof, alpha, beta, offsets, const)
-            keep_pi[s] = pi
-            keep_prof[s] = prof
+            _keep_draw(keep_at + n_kept, nc, ct, pi, logpi, prof, logprof, alpha, beta, offsets, const, keep_pi,
+                       keep_prof, keep_nocc, keep_lp)
             keep_z[n_kept] = z
             n_kept += 1
     return n_kept

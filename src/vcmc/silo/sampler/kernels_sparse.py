@@ -49,7 +49,7 @@ import numpy as np
 from numba import njit
 
 from vcmc.dirichlet import _unit
-from vcmc.silo.sampler.draws import _draw_parameters, _log_joint
+from vcmc.silo.sampler.draws import _draw_parameters, _keep_draw
 from vcmc.silo.sampler.intrinsics import _LANES, _LANES64, _count_row, _v4d_pick, _v4d_prod2, _v4d_prod4, _v4d_prod8
 from vcmc.silo.sampler.layout import SparseLayout
 
@@ -384,15 +384,8 @@ def _gibbs_block_sparse(base_col, ecol, evar, pat_start, row_of, pexc_start, pex
         keep = it >= burn_in and (it - burn_in) % thin == thin - 1
         _draw_parameters(nc, ct, alpha, beta, offsets, shp, pi, logpi, prof, logprof, keep, bg)
         if keep:
-            s = keep_at + n_kept
-            occ = 0
-            for c in range(n_comp):
-                if nc[c] > 0:
-                    occ += 1
-            keep_nocc[s] = occ
-            keep_lp[s] = _log_joint(nc, ct, logpi, logprof, alpha, beta, offsets, const)
-            keep_pi[s] = pi
-            keep_prof[s] = prof
+            _keep_draw(keep_at + n_kept, nc, ct, pi, logpi, prof, logprof, alpha, beta, offsets, const, keep_pi,
+                       keep_prof, keep_nocc, keep_lp)
             for r in range(row_of.shape[0]):
                 keep_z[n_kept, row_of[r]] = zp[r]
             n_kept += 1
