@@ -26,8 +26,8 @@ from vcmc.flower.records import decode_record, encode_record
 from vcmc.protocol import AssignRequest
 from vcmc.silo.errors import sanitise_exception
 
-__all__ = ["NODE_PRIVACY_KEYS", "client_handle", "privacy_from_node_config", "silo_from_node_config",
-           "write_local_results"]
+__all__ = ["NODE_PRIVACY_KEYS", "client_handle", "privacy_from_node_config", "read_node_data",
+           "silo_from_node_config", "write_local_results"]
 
 NODE_PRIVACY_KEYS = {
     "min-cluster-size": "min_cluster_size",
@@ -62,9 +62,15 @@ def silo_from_node_config(node_config: Mapping, node_id: int | None = None):
     (comma-separated texts read as missing besides the empty cell), ``strip-whitespace`` and
     ``case-insensitive`` (true/false; docs/reliability.md) and the disclosure limits of ``NODE_PRIVACY_KEYS``.
     """
+    from vcmc.silo.local import LocalSilo
+
+    return LocalSilo(read_node_data(node_config, node_id), privacy=privacy_from_node_config(node_config))
+
+
+def read_node_data(node_config: Mapping, node_id: int | None = None):
+    """Read and encode the silo's file as its node config says (``silo_from_node_config`` lists the keys)."""
     from vcmc.data import read_csv, read_parquet
     from vcmc.data.normalise import Normalisation
-    from vcmc.silo.local import LocalSilo
 
     out = node_config.get("out-dir")
     if out and not Path(str(out)).is_absolute():
@@ -82,9 +88,8 @@ def silo_from_node_config(node_config: Mapping, node_id: int | None = None):
     normalisation = Normalisation(strip_whitespace=_flag(node_config, "strip-whitespace"),
                                   case_insensitive=_flag(node_config, "case-insensitive"))
     na_values = ("", *(t for t in str(node_config.get("na-values") or "").split(",") if t))
-    data = reader(str(path), schema=schema, name=name, id_column=id_column, na_values=na_values,
+    return reader(str(path), schema=schema, name=name, id_column=id_column, na_values=na_values,
                   normalisation=normalisation, min_count=privacy.min_cluster_size)
-    return LocalSilo(data, privacy=privacy)
 
 
 def _flag(node_config: Mapping, key: str) -> bool:
@@ -107,6 +112,16 @@ def write_local_results(silo, node_config: Mapping) -> None:
     write_membership_files(Path(str(out)), [(silo.name, silo.memberships, silo.assignments)])
 
 
+def _silo_for_message(context):
+    """This run's ``LocalSilo``, its data read once per run and kept in the node state
+    (``vcmc.flower.node_data``), not re-read for every message."""
+    from vcmc.flower.node_data import cached_silo_data
+    from vcmc.silo.local import LocalSilo
+
+    data = cached_silo_data(context, lambda: read_node_data(context.node_config, getattr(context, "node_id", None)))
+    return LocalSilo(data, privacy=privacy_from_node_config(context.node_config))
+
+
 def client_handle(message, context):
     """Answer one query message on a SuperNode; never lets an unsanitised exception text out."""
     from flwr.app import Array, ArrayRecord, Error
@@ -115,7 +130,7 @@ def client_handle(message, context):
 
     stage = str(getattr(message.metadata, "message_type", "?"))
     try:
-        silo = silo_from_node_config(context.node_config, getattr(context, "node_id", None))
+        silo = _silo_for_message(context)
         if _STATE_KEY in context.state:
             silo.restore_state({k: a.numpy() for k, a in context.state[_STATE_KEY].items()})
         request = decode_record(message.content)
