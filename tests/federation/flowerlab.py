@@ -164,6 +164,7 @@ class Lab:
         submitted = self.flwr("run", str(app_dir), "t", "--format", "json", "--run-config", run_config)
         assert submitted.returncode == 0, submitted.stdout + submitted.stderr
         run_id = json.loads(submitted.stdout)["run-id"]
+        self.last_run_id = run_id
         status, last_list = None, 0.0
         t0 = time.monotonic()
         while time.monotonic() - t0 < timeout:

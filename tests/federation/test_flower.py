@@ -152,12 +152,20 @@ def federation(request, tmp_path):
 def test_flower_run_equals_in_process_run(federation):
     lab, tmp, csvs, schema_path = federation
     out_dir = tmp / "results"
-    run_config = " ".join([f'out-dir="{out_dir}"', f"seed={SEED}", f"min-nodes={N_SILOS}", "wait-nodes=90",
+    run_config = " ".join([f'out-dir="{out_dir}"', f'schema-path="{schema_path}"', f"seed={SEED}",
+                           f"min-nodes={N_SILOS}", "wait-nodes=90",
                            "round-timeout=300", *(f"{k}={v}" for k, v in OVERRIDES.items())])
     status, server_log = lab.run_app(APP_DIR, run_config, done_file=out_dir / "result.json", timeout=170)
     assert status == "finished:completed", f"status {status}; server log:\n{server_log}"
 
     flower = json.loads((out_dir / "result.json").read_text())
+    # the operators' view: vcmc's progress reaches `flwr log` (Flower streams the ServerApp's output)
+    streamed = lab.flwr("log", str(lab.last_run_id), "t", "--show", timeout=60).stdout
+    for name, _ in csvs:
+        assert f"summarize: silo '{name}' replied in" in streamed, streamed[-3000:]
+    assert f"results written to {out_dir}" in streamed
+    assert f"summarize: {N_SILOS} of {N_SILOS} silos replied" in (out_dir / "server.log").read_text()
+    assert (out_dir / "schema.json").is_file()
 
     # the same run in this process, from the same files, seed and options
     from vcmc.data import read_csv

@@ -1,8 +1,9 @@
 """Silo side of a Flower deployment: the ClientApp's handler on each SuperNode.
 
 ``client_handle(message, context)`` (every ClientApp query handler) loads the silo's data from its node
-config (``data-path``, optional ``schema-path``, ``silo-name``, disclosure limits), restores the run's state
-from ``context.state``, answers the request with ``LocalSilo.handle`` and stores the state back. Any
+config (``data-path``, optional ``schema-path``, ``silo-name``, disclosure limits), once per run: the first
+message reads the file and keeps the encoded data in ``context.state`` (``vcmc.flower.node_data``), restores
+the run's state from ``context.state``, answers the request with ``LocalSilo.handle`` and stores the state back. Any
 exception becomes a Flower ``Error`` whose text is sanitised (no data values).
 
 Why ``context.state`` for the silo's state: in deployment a fresh ClientApp process handles every message,
