@@ -507,3 +507,20 @@ def test_a_run_config_schema_that_is_not_the_silos_is_refused_before_sampling(tm
                                                              "min-nodes": 2, **FAST}))
     assert not (out / "summaries").exists()
     assert "run failed: ConfigError" in (out / "server.log").read_text()
+
+
+@pytest.mark.slow
+def test_estimator_labels_follow_the_order_of_x_though_the_result_is_in_canonical_order():
+    import dataclasses
+
+    from vcmc.estimator import FederatedLatentClassModel
+    from vcmc.simulate import simulate_design
+
+    sim = simulate_design("nested", "easy", rng=4, n_per_silo=80)
+    silos = [dataclasses.replace(sim.silos[0], name="site_b"), dataclasses.replace(sim.silos[1], name="site_a")]
+    est = FederatedLatentClassModel(n_iter=400, burn_in=200, random_state=3).fit(silos)
+    assert est.result_.silos == ("site_a", "site_b")
+    keep = est.result_.cluster_sizes > 0
+    index = np.cumsum(keep) - 1
+    np.testing.assert_array_equal(est.labels_[:80], index[est.result_.assignments[1]])    # site_b, given first
+    np.testing.assert_array_equal(est.labels_[80:], index[est.result_.assignments[0]])
