@@ -14,9 +14,11 @@ options given; then ``vcmc fit`` on the same files with the same seed and option
   the number of processes of each kind seen (ClientApp: one launch per message, Flower's design);
 - whether the Flower result equals ``vcmc fit``'s (silos, weights, cluster sizes, WAIC).
 
-Writes ``OUT/flower-<N>.json`` per deployment and ``OUT/README.md`` (a table), each with the command and
-the commit. The machine must be otherwise idle for the figures to mean anything absolute; the ratios within
-one run (Flower / vcmc fit) are what is compared.
+Writes ``OUT/flower-<N>.json`` per deployment and ``OUT/README.md`` (a table of every ``flower-*.json`` in
+OUT), each with the command and the commit. A deployment is stopped if the host's available memory falls
+under ``--min-available-mb`` (30 sites on one host need about 13 GB). The machine must be otherwise idle
+for the figures to mean anything absolute; the ratios within one run (Flower / vcmc fit) are what is
+compared.
 
     python benchmarks/flower.py --sites 8 30 --iterations 50000 --rows 1000    # the full run
     python benchmarks/flower.py --sites 8 --iterations 2000 --rows 300          # a short one
@@ -75,8 +77,11 @@ def _proc_memory(pid: int) -> tuple[int, int, int]:
 class MemorySampler(threading.Thread):
     """Samples every process whose environment holds ``marker`` (the deployment's FLWR_HOME)."""
 
-    def __init__(self, marker: str, every: float):
+    def __init__(self, marker: str, every: float, min_available_mb: float = 0.0, on_low_memory=None):
         super().__init__(daemon=True)
+        self.min_available_mb = min_available_mb
+        self.on_low_memory = on_low_memory
+        self.low_memory = False
         self.marker = marker.encode()
         self.every = every
         self.stop = threading.Event()
@@ -113,12 +118,24 @@ class MemorySampler(threading.Thread):
                 self.kinds[kind]["peak_pss_sum_mb"] = max(self.kinds[kind]["peak_pss_sum_mb"], total / 1024)
             self.peak_total_pss_mb = max(self.peak_total_pss_mb, sum(pss_sum.values()) / 1024)
             self.peak_live = max(self.peak_live, live)
+            if self.min_available_mb and _available_mb() < self.min_available_mb and not self.low_memory:
+                # a shared machine without swap: stop this deployment before the kernel kills someone's work
+                self.low_memory = True
+                if self.on_low_memory is not None:
+                    self.on_low_memory()
             self.stop.wait(self.every)
 
     def summary(self) -> dict:
         return {"per_kind": {k: {"processes_seen": len(v["processes"]), "peak_rss_mb": round(v["peak_rss_mb"], 1),
                                  "peak_pss_sum_mb": round(v["peak_pss_sum_mb"], 1)} for k, v in self.kinds.items()},
                 "peak_total_pss_mb": round(self.peak_total_pss_mb, 1), "peak_live_processes": self.peak_live}
+
+
+def _available_mb() -> float:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) / 1024
+    return float("inf")
 
 
 def make_files(folder: Path, n_sites: int, rows: int, seed: int) -> tuple[list[Path], Path]:
@@ -146,9 +163,17 @@ def stages_from_log(text: str) -> list[dict]:
 
 
 def run_flower(tmp: Path, files: list[Path], schema: Path, options: dict, seed: int, sample: float,
-               timeout: float) -> dict:
+               timeout: float, min_available_mb: float = 0.0) -> dict:
     lab = Lab(tmp)
-    sampler = MemorySampler(str(lab.home), sample)
+
+    def stop_deployment() -> None:
+        import signal
+
+        for p in list(lab.procs):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGTERM)
+
+    sampler = MemorySampler(str(lab.home), sample, min_available_mb, stop_deployment)
     sampler.start()
     out_dir = tmp / "flower-result"
     try:
@@ -170,6 +195,9 @@ def run_flower(tmp: Path, files: list[Path], schema: Path, options: dict, seed: 
         status, server_log = lab.run_app(ROOT / "flower_app", run_config, done_file=out_dir / "result.json",
                                          timeout=timeout)
         wall = time.monotonic() - t1
+        if sampler.low_memory:
+            raise RuntimeError(f"stopped: the host's available memory fell under {min_available_mb:g} MB "
+                               "(--min-available-mb); run it on a machine with more memory")
         if status != "finished:completed":
             raise RuntimeError(f"Flower run ended {status}:\n{server_log}")
         log_text = (out_dir / "server.log").read_text()
@@ -248,20 +276,22 @@ def compare(flower: dict, fit: dict) -> dict:
 
 def markdown(reports: list[dict]) -> str:
     lines = ["# Flower deployment on one host against `vcmc fit`", "",
-             f"Command: `{reports[0]['command']}`  ",
-             f"Commit: `{reports[0]['commit']}`, {reports[0]['cores']} cores, "
-             f"{reports[0]['iterations']} iterations, {reports[0]['rows']} rows per site.", "",
-             "| sites | Flower run (s) | vcmc fit (s) | ratio | identical | peak PSS, all (MB) | processes seen |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+             "Written by `benchmarks/flower.py` from the `flower-<sites>.json` files beside this one (each section",
+             "gives its command and commit). Figures from a shared, busy machine: read the ratios, not the seconds.",
+             "", "| sites | iterations | rows per site | Flower run (s) | vcmc fit (s) | ratio | identical | "
+             "peak PSS, all (MB) | processes seen |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in reports:
         c = r["comparison"]
         same = c["same_silos_in_order"] and c["same_cluster_sizes"] and (c["max_abs_weight_difference"] or 0) < 1e-9
         seen = sum(v["processes_seen"] for v in r["flower"]["memory"]["per_kind"].values())
-        lines.append(f"| {r['sites']} | {r['flower']['run_wall_s']} | {r['fit']['wall_s']} | "
+        lines.append(f"| {r['sites']} | {r['iterations']} | {r['rows']} | {r['flower']['run_wall_s']} | "
+                     f"{r['fit']['wall_s']} | "
                      f"{r['flower']['run_wall_s'] / r['fit']['wall_s']:.2f} | {'yes' if same else 'NO'} | "
                      f"{r['flower']['memory']['peak_total_pss_mb']} | {seen} |")
     for r in reports:
-        lines += ["", f"## {r['sites']} sites", "",
+        lines += ["", f"## {r['sites']} sites", "", f"Command: `{r['command']}` at commit `{r['commit']}`, "
+                  f"{r['cores']} cores.", "",
                   "Stages (ServerApp's server.log; server-side steps from result.json):",
                   "", "| stage | silos replied | seconds | received |", "| --- | --- | --- | --- |"]
         lines += [f"| {s['stage']} | {s['replied']} of {s['silos']} | {s['seconds']} | {s['received']} |"
@@ -289,6 +319,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--sample", type=float, default=0.5, help="seconds between memory samples")
     ap.add_argument("--timeout", type=float, default=7200, help="seconds a Flower run may take")
+    ap.add_argument("--min-available-mb", type=float, default=2000,
+                    help="stop a deployment when the host's available memory falls under this (0: never)")
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "results" / "flower")
     args = ap.parse_args()
     options = {"sampler.n-iter": args.iterations, "sampler.burn-in": args.iterations // 2,
@@ -301,7 +333,8 @@ def main() -> None:
             data = tmp / "data"
             data.mkdir()
             files, schema = make_files(data, n, args.rows, args.seed)
-            flower = run_flower(tmp, files, schema, options, args.seed, args.sample, args.timeout)
+            flower = run_flower(tmp, files, schema, options, args.seed, args.sample, args.timeout,
+                                args.min_available_mb)
             fit = run_fit(tmp, files, schema, options, args.seed)
             per_message = data_read_cost(files[0], schema)
         report = {"benchmark": "flower", "command": command, "commit": commit(), "cores": os.cpu_count(),
@@ -316,7 +349,8 @@ def main() -> None:
         atomic_write_text(args.out / f"flower-{n}.json", json.dumps(report, indent=2) + "\n")
         print(json.dumps({"sites": n, "flower_s": flower["run_wall_s"], "fit_s": fit["wall_s"],  # noqa: T201
                           **report["comparison"]}))
-    atomic_write_text(args.out / "README.md", markdown(reports))
+    saved = [json.loads(p.read_text()) for p in args.out.glob("flower-*.json")]
+    atomic_write_text(args.out / "README.md", markdown(sorted(saved, key=lambda r: r["sites"])))
 
 
 if __name__ == "__main__":
