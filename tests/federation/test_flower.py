@@ -263,12 +263,14 @@ class LoopbackGrid:
     ``create_message_error_unavailable_res_message``, from the SuperLink's node id). Replies become
     available on the second pull, so the transport has to poll."""
 
-    def __init__(self, node_configs: dict[int, dict], dead: dict[int, str] | None = None):
+    def __init__(self, node_configs: dict[int, dict], dead: dict[int, str] | None = None,
+                 silent: set[int] | None = None):
         from flwr.app import Context, RecordDict
 
         self.contexts = {n: Context(run_id=1, node_id=n, node_config=c, state=RecordDict(), run_config={})
                          for n, c in node_configs.items()}
         self.dead = dict(dead or {})
+        self.silent = set(silent or ())      # connected, never answering (a stuck ClientApp)
         self._gone: set[int] = set()
         self._replies: dict[str, tuple[int, object]] = {}
         self._count = 0
@@ -288,10 +290,12 @@ class LoopbackGrid:
             node = int(m.metadata.dst_node_id)
             if self.dead.get(node) == m.metadata.message_type:
                 self._gone.add(node)
+            ids.append(m.metadata.message_id)
+            if node in self.silent:
+                continue
             reply = (create_message_error_unavailable_res_message(m.metadata, "node_unavail") if node in self._gone
                      else client_handle(m, self.contexts[node]))
             self._replies[m.metadata.message_id] = (0, reply)
-            ids.append(m.metadata.message_id)
         return ids
 
     def pull_messages(self, message_ids):
@@ -381,6 +385,20 @@ def test_a_dead_node_is_named_with_the_superlinks_error_and_the_time(tmp_path, t
     assert "SuperNode 11 became unavailable during hello_request" in reason
     assert "failed to report a heartbeat" in reason and "NODE_UNAVAILABLE" in reason
     assert "s after the request was sent" in reason and "within" not in reason.split("(")[0]
+
+
+def test_a_connected_silent_node_is_reported_at_the_round_timeout(tmp_path, task_identity):
+    from vcmc.flower.server import FlowerTransport
+    from vcmc.protocol import HelloRequest
+
+    paths, schema, _ = _labelled_silos(tmp_path, n_silos=2, n_rows=40)
+    configs = {10 + i: {"data-path": str(p), "schema-path": str(schema), "silo-name": n}
+               for i, (n, p) in enumerate(paths.items())}
+    tr = FlowerTransport(LoopbackGrid(configs, silent={11}), {"silo_1": 10, "silo_2": 11}, default_timeout=3)
+    out = tr.call({n: HelloRequest() for n in tr.silos})
+    assert isinstance(out["silo_1"], HelloReply)
+    assert "no reply to hello_request within the round timeout of 3 s (node 11)" in out["silo_2"].reason
+    assert "did not report the node as unavailable" in out["silo_2"].reason
 
 
 def test_silo_data_are_read_once_per_run_and_kept_in_the_node_state(tmp_path, task_identity):

@@ -149,8 +149,9 @@ class FlowerTransport(_TransportBase):
         elapsed = time.monotonic() - t0
         for name, request in requests.items():
             if name not in out:
+                waited = "no round timeout" if timeout is None else f"the round timeout of {timeout:g} s"
                 out[name] = SiloFailure(name, (
-                    f"no reply to {request.KIND} within the round timeout of {timeout:g} s (node "
+                    f"no reply to {request.KIND} within {waited} (node "
                     f"{self.node_ids[name]}); the SuperLink did not report the node as unavailable, so it is "
                     "connected but its ClientApp has not answered: a slow or stuck silo (run config "
                     "'round-timeout')"))
