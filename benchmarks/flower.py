@@ -323,6 +323,11 @@ def main() -> None:
                     help="stop a deployment when the host's available memory falls under this (0: never)")
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "results" / "flower")
     args = ap.parse_args()
+    # SIGTERM (and SIGINT, ignored in a background job) must still stop every process of the deployment:
+    # SystemExit unwinds through run_flower's ``finally`` and Lab.close()
+    import signal
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     options = {"sampler.n-iter": args.iterations, "sampler.burn-in": args.iterations // 2,
                "privacy.min-cluster-size": 10}
     command = " ".join(["python", "benchmarks/flower.py", *sys.argv[1:]])
