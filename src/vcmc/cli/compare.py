@@ -26,6 +26,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--id-column", metavar="COL", help="a row identifier column to ignore")
     p.add_argument("--na-values", action="append", type=_na_values, metavar="TEXT[,TEXT...]",
                    help="cell texts read as missing besides the empty cell")
+    p.add_argument("--exclude", metavar="COL[,COL...]", default=None,
+                   help="columns left out of the clustering (e.g. the covariates and outcomes of a later vcmc fit "
+                        "--k K --covariates/--distal)")
     add_common_arguments(p)
     p.add_argument("--waic-draws", type=int, default=200, metavar="N",
                    help="draws of the WAIC at each K (0: no WAIC)")

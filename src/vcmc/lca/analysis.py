@@ -93,8 +93,10 @@ def infer_spec(frames: Mapping[str, pd.DataFrame], columns: list[tuple[str, str 
 
 
 def lca_silos(frames: Mapping[str, pd.DataFrame], *, covariates=None, distal=None, schema=None, id_column=None,
-              na_values=("",), privacy=None, min_count: int = 1):
+              na_values=("",), privacy=None, min_count: int = 1, exclude=()):
     """LocalSilos from one data frame per silo (name -> frame); auxiliary columns kept out of the clustering.
+
+    ``exclude`` names further columns left out of the clustering (and not used at all).
 
     Returns ``(silos, covariate_spec or None, distal_spec or None)``.
     """
@@ -115,6 +117,10 @@ def lca_silos(frames: Mapping[str, pd.DataFrame], *, covariates=None, distal=Non
         if missing:
             raise DataError(f"silo {name!r}: columns {missing} (covariates / distal outcomes) are not in its "
                             f"file; found {list(df.columns)}")
+        absent = [c for c in exclude if c not in df.columns]
+        if absent:
+            raise DataError(f"silo {name!r}: excluded columns {absent} are not in its file")
+        df = df.drop(columns=list(exclude))
         aux = df[aux_names].copy()
         for c in aux_names:   # the same missing-value texts as the clustering columns, nothing else
             aux[c] = aux[c].map(lambda v: np.nan if (v is None or (isinstance(v, str) and v in na)
