@@ -77,6 +77,10 @@ def infer_spec(frames: Mapping[str, pd.DataFrame], columns: list[tuple[str, str 
                 raise DataError(f"silo {silo!r}: {flag} column {name!r} is not in its file; found "
                                 f"{list(df.columns)}")
             check_not_identifying(df[name], name, f"silo {silo!r}")
+            if flag == "--covariates" and df[name].isna().any():
+                raise DataError(f"silo {silo!r}: covariate {name!r} has {int(df[name].isna().sum())} missing "
+                                "value(s); StepMix's covariate model refuses missing covariates and so does vcmc "
+                                "(nothing is dropped silently): remove or impute those rows first")
             values.extend(df[name].dropna().tolist())
         if not values:
             raise DataError(f"{flag} column {name!r} has no observed value in any silo")
@@ -127,6 +131,9 @@ def lca_silos(frames: Mapping[str, pd.DataFrame], *, covariates=None, distal=Non
                                                      or (isinstance(v, float) and np.isnan(v))) else v)
         auxiliary[name] = aux.reset_index(drop=True)
         clustering[name] = df.drop(columns=aux_names)
+    # the auxiliary columns' coding first: their errors are the ones about the flags just typed
+    cov_spec = infer_spec(auxiliary, cov_cols, "--covariates") if cov_cols else None
+    dis_spec = infer_spec(auxiliary, dis_cols, "--distal") if dis_cols else None
     if schema is None:
         schema = infer_schema(list(clustering.values()), id_column=id_column, na_values=tuple(na),
                               min_count=min_count)
@@ -134,8 +141,6 @@ def lca_silos(frames: Mapping[str, pd.DataFrame], *, covariates=None, distal=Non
     for name, df in clustering.items():
         data = from_dataframe(df, schema=schema, name=name, id_column=id_column, na_values=tuple(na))
         silos.append(LocalSilo(data, privacy=privacy, auxiliary=auxiliary[name]))
-    cov_spec = infer_spec(auxiliary, cov_cols, "--covariates") if cov_cols else None
-    dis_spec = infer_spec(auxiliary, dis_cols, "--distal") if dis_cols else None
     return silos, cov_spec, dis_spec
 
 
