@@ -256,3 +256,35 @@ def compare(silos, ks: Sequence[int], *, n_starts: int = 10, max_iter: int = 100
         w = waic(tr, fit, n_draws=waic_draws, rng=waic_rng) if waic_draws > 0 else float("nan")
         rows.append({"k": k, **fit.statistics, "waic": w})
     return pd.DataFrame(rows, columns=list(COMPARISON_COLUMNS)), fits
+
+
+def three_step_at(silo_data, auxiliary, pi, profiles, *, covariates=None, distal=None) -> LcaAnalysis:
+    """The three-step models on a given measurement model (the estimator's fitted point), federated.
+
+    ``silo_data``: the fit's ``SiloData``; ``auxiliary``: one row-aligned frame per silo holding the
+    covariate and outcome columns; ``covariates``, ``distal``: column names (``COL[:kind]``).
+    """
+    from vcmc.federation.transport import InProcessTransport
+    from vcmc.lca.em import point_fit
+    from vcmc.silo.local import LocalSilo
+
+    if len(auxiliary) != len(silo_data):
+        raise DataError(f"give one frame of covariates / outcomes per silo: {len(silo_data)} silos, "
+                        f"{len(auxiliary)} frames")
+    for d, frame in zip(silo_data, auxiliary, strict=True):
+        if len(frame) != d.n_rows:
+            raise DataError(f"silo {d.name!r}: its covariate / outcome frame has {len(frame)} rows, the silo "
+                            f"{d.n_rows}")
+    frames = {d.name: f.reset_index(drop=True) for d, f in zip(silo_data, auxiliary, strict=True)}
+    cov_spec = infer_spec(frames, parse_columns(covariates, "covariates"), "--covariates") if covariates else None
+    dis_spec = infer_spec(frames, parse_columns(distal, "distal"), "--distal") if distal else None
+    silos = [LocalSilo(d, auxiliary=frames[d.name]) for d in silo_data]
+    tr = InProcessTransport(silos)
+    names = list(tr.silos)
+    fit = point_fit(tr.call, names, silos[0].n_modalities, pi, profiles)
+    error = classification_error(tr.call, names, fit)
+    cov_fit = fit_covariates(tr.call, names, fit, cov_spec, error=error) if cov_spec else None
+    dis_fit = fit_distal(tr.call, names, fit, dis_spec, error=error) if dis_spec else None
+    var_names, labels = _schema_names(silos)
+    return LcaAnalysis(fit=fit, error=error, covariates=cov_fit, distal=dis_fit, variable_names=var_names,
+                       modality_labels=labels)

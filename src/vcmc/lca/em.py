@@ -169,3 +169,19 @@ def fit_lca(call: Ask, names, n_modalities, k: int, *, n_starts: int = 10, max_i
 def n_parameters(k: int, n_modalities) -> int:
     """Free parameters of the K-class model: K-1 weights and K x sum_q (M_q - 1) profile probabilities."""
     return int((k - 1) + k * sum(int(m) - 1 for m in n_modalities))
+
+
+def point_fit(call: Ask, names, n_modalities, pi, profiles) -> LcaFit:
+    """The statistics of a given parameter point (e.g. the Bayesian fit's posterior mean at its K): one round."""
+    n_modalities = tuple(int(m) for m in n_modalities)
+    pi = np.asarray(pi, dtype=np.float64)
+    pi = pi / pi.sum()
+    profiles = np.asarray(profiles, dtype=np.float64)
+    totals = estep(call, names, pi, profiles)
+    from vcmc.lca.statistics import fit_statistics
+
+    k = int(pi.size)
+    stats = fit_statistics(totals.loglik, n_parameters(k, n_modalities), totals.n_rows, totals.entropy, k)
+    return LcaFit(k=k, pi=pi, profiles=profiles, n_modalities=n_modalities, n_rows=totals.n_rows,
+                  loglik=totals.loglik, entropy=totals.entropy, n_iter=0, converged=True, start_logliks=(),
+                  n_rounds=1, statistics=stats)
