@@ -346,6 +346,10 @@ def run(args) -> int:
         paths = write_outputs(result, out, schema=silos[0].schema, rows=rows, data=info)
     except OSError as err:
         raise _guard.write_error(err, out, resume=resume) from None
+    if "result" in paths and len(silos) == len(result.silos):
+        from vcmc.lca.cli import add_point_statistics
+
+        add_point_statistics(paths["result"], result, silos)
     if mode == "overwrite":
         _guard.remove_stale(out, paths.values())
     print(f"{result.method}: {result.n_clusters} clusters from {len(result.silos)} silos "  # noqa: T201

@@ -129,3 +129,34 @@ def run_fit(args) -> int:
     if not f.converged:
         print("warning: EM reached --max-em-iterations before converging", file=sys.stderr)  # noqa: T201
     return 0
+
+
+def add_point_statistics(result_json, result, silo_data) -> dict:
+    """Add the over-fitted fit's statistics at its K to ``result.json`` (key ``fit_statistics``).
+
+    The log-likelihood, AIC, BIC, SABIC, CAIC and entropy of StepMix's definitions at the posterior-mean
+    weights and profiles of the occupied clusters, from one federated E-step round (docs/design.md §15.2).
+    """
+    import json
+
+    import numpy as np
+
+    from vcmc.atomic import atomic_write_text
+    from vcmc.federation.transport import InProcessTransport
+    from vcmc.lca.em import point_fit
+    from vcmc.silo.local import LocalSilo
+
+    keep = np.asarray(result.cluster_sizes) > 0
+    silos = [LocalSilo(d) for d in silo_data]
+    tr = InProcessTransport(silos)
+    fit = point_fit(tr.call, list(tr.silos), silos[0].n_modalities, np.asarray(result.weights)[keep],
+                    np.asarray(result.profiles)[keep])
+    stats = {"k": fit.k, **{k: (None if isinstance(v, float) and not np.isfinite(v) else v)
+                            for k, v in fit.statistics.items()},
+             "definition": "at the posterior-mean weights and profiles of the occupied clusters; StepMix's "
+                           "definitions (docs/design.md §15.2)"}
+    path = Path(result_json)
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    doc["fit_statistics"] = stats
+    atomic_write_text(path, json.dumps(doc, indent=2))
+    return stats
