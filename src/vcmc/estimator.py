@@ -73,6 +73,9 @@ class FederatedLatentClassModel(ClusterMixin, BaseEstimator):
     n_features_in_ : int
     feature_names_in_ : ndarray of str
         Present when the training data had string column names.
+    covariates_, distal_, distal_tests_ : pandas.DataFrame
+        After ``fit(..., covariates=..., distal=...)``: the three-step tables of ``covariates.csv``,
+        ``distal.csv`` and ``distal_tests.csv`` (docs/design.md §15.3).
     """
 
     _parameter_constraints: dict = {

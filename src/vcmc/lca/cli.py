@@ -63,7 +63,11 @@ def load(args, *, covariates=None, distal=None):
 
     na = ["", *[t for group in (getattr(args, "na_values", None) or []) for t in group]]
     frames = read_frames(args.files, id_column=args.id_column, na_values=na)
-    schema = Schema.from_json(Path(args.schema)) if getattr(args, "schema", None) else None
+    schema_path = getattr(args, "schema", None)
+    beside = {Path(f).parent / "schema.json" for f in args.files}
+    if schema_path is None and len(beside) == 1 and next(iter(beside)).is_file():
+        schema_path = next(iter(beside))      # the silos' agreed coding, as vcmc fit uses it
+    schema = Schema.from_json(Path(schema_path)) if schema_path else None
     privacy = PrivacyConfig()
     exclude = [c.strip() for c in (getattr(args, "exclude", None) or "").split(",") if c.strip()]
     return lca_silos(frames, covariates=covariates, distal=distal, schema=schema, id_column=args.id_column,
