@@ -43,16 +43,16 @@ def assess(message: Message, context: Context) -> Message:
     return client_handle(message, context)
 
 
-@app.query("lca-estep")
+@app.query("lca_estep")
 def lca_estep(message: Message, context: Context) -> Message:
     return client_handle(message, context)
 
 
-@app.query("lca-classify")
+@app.query("lca_classify")
 def lca_classify(message: Message, context: Context) -> Message:
     return client_handle(message, context)
 
 
-@app.query("lca-structural")
+@app.query("lca_structural")
 def lca_structural(message: Message, context: Context) -> Message:
     return client_handle(message, context)
