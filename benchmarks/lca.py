@@ -203,7 +203,7 @@ def coverage(args) -> dict:
     hits, failures = [], 0
     full = np.vstack([np.zeros(3), TRUE_BETA])
     t = time.perf_counter()
-    for r in range(args.replicates):
+    for _ in range(args.replicates):
         sim = simulate_lca((args.replicate_rows,) * 3, rng=root)
         silos, cov, dis = lca_silos({f"s{i}": _text(df) for i, df in enumerate(sim.frames)},
                                     covariates="age,sex", distal="death,score")

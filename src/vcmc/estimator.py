@@ -31,8 +31,12 @@ _METHODS = ("vcmc", "consensus", "full-mcmc", "fedmerdel", "discgs")
 _PREDICT_DRAWS = 100
 
 
-def _first(frames):
-    return frames if isinstance(frames, pd.DataFrame) else list(frames)[0]
+def _column_names(frames) -> str | None:
+    """``"a,b"``: the columns of one silo's frame (all silos' frames have the same), or None."""
+    if frames is None:
+        return None
+    first = frames if isinstance(frames, pd.DataFrame) else list(frames)[0]
+    return ",".join(map(str, first.columns))
 
 
 class FederatedLatentClassModel(ClusterMixin, BaseEstimator):
@@ -253,9 +257,8 @@ class FederatedLatentClassModel(ClusterMixin, BaseEstimator):
         frames = [f for f in (covariates, distal) if f is not None]
         parts = [[p] if isinstance(p, pd.DataFrame) else list(p) for p in frames]
         joined = [pd.concat([part[i] for part in parts], axis=1) for i in range(len(parts[0]))]
-        names = (lambda f: ",".join(map(str, _first(f).columns)) if f is not None else None)
-        analysis = three_step_at(silos, joined, self.weights_, self.profiles_, covariates=names(covariates),
-                                 distal=names(distal))
+        analysis = three_step_at(silos, joined, self.weights_, self.profiles_, covariates=_column_names(covariates),
+                                 distal=_column_names(distal))
         self.covariates_ = analysis.covariates.table() if analysis.covariates is not None else None
         self.distal_ = analysis.distal.table() if analysis.distal is not None else None
         self.distal_tests_ = analysis.distal.equality_tests() if analysis.distal is not None else None

@@ -112,7 +112,7 @@ def run_em(call: Ask, names, n_modalities, pi, profiles, *, max_iter: int = 1000
     rounds = 0
     converged = False
     it = 0
-    for it in range(1, max_iter + 1):
+    for it in range(1, max_iter + 1):  # noqa: B007 - the number of rounds run is reported
         totals = estep(call, names, pi, profiles)
         rounds += 1
         avg = totals.loglik / max(totals.n_rows, 1)

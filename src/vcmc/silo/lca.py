@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import logsumexp, softmax
+from scipy.special import logsumexp
 
 from vcmc.exceptions import ConfigError, DataError
 from vcmc.model import profile_offsets
@@ -336,7 +336,7 @@ def distal_sums(columns: list[np.ndarray], spec: AuxiliarySpec, log_e, params) -
     a = layout[0][1]
     hessian[a, a] -= n * (np.diag(pi[1:]) - np.outer(pi[1:], pi[1:]))
     moments = [w.sum(axis=0)[:, None]]
-    for kind, col, sl, seen, y, extra in blocks:
+    for kind, _col, sl, seen, y, extra in blocks:
         ws = w * seen[:, None]
         moments.append(ws.sum(axis=0)[:, None])
         if kind == "categorical":
