@@ -55,3 +55,8 @@ def test_fit_k_writes_covariates_and_distal_tables(files, tmp_path):
 def test_three_step_flags_need_k(files, tmp_path, capsys):
     assert main(["fit", *files, "--covariates", "age", "--out", str(tmp_path / "x")]) == 1
     assert "--covariates and --distal need --k K" in capsys.readouterr().err
+
+
+def test_bayesian_flags_are_refused_with_k(files, tmp_path, capsys):
+    assert main(["fit", *files, "--k", "2", "--alpha", "0.1", "--out", str(tmp_path / "y")]) == 1
+    assert "--alpha belong to the Bayesian fit" in capsys.readouterr().err

@@ -115,6 +115,19 @@ def run_fit(args) -> int:
                           f"--method {args.method}")
     if args.silo_column is not None:
         raise ConfigError("--k reads one file per silo; --silo-column is not supported with it yet")
+    # flags of the Bayesian fit that the ML analysis would silently ignore are refused instead
+    unused = [flag for flag, on in (("--strip-whitespace", args.strip_whitespace),
+                                    ("--case-insensitive", args.case_insensitive),
+                                    ("--config", args.config), ("--set", args.settings),
+                                    ("--save-summaries", args.save_summaries), ("--min-silos", args.min_silos),
+                                    ("--n-clusters", args.n_clusters), ("--no-fractionation", args.no_fractionation),
+                                    ("--burn-in", args.burn_in)) if on]
+    unused += [f"--{k.replace('_', '-')}" for k in ("matching", "strategy", "iterations", "max_iterations", "clusters")
+               if k in vars(args)]
+    unused += [f"--{k.split('.')[-1]}" for k in vars(args) if "." in k]
+    if unused:
+        raise ConfigError(f"--k fits the maximum-likelihood latent class model; {', '.join(unused)} belong to the "
+                          "Bayesian fit and would be ignored: leave them out")
     out = _check_out(args.out, args.overwrite, ["lca.json"])
     silos, cov_spec, dis_spec = load(args, covariates=args.covariates, distal=args.distal)
     analysis = analyse(silos, args.k, covariates=cov_spec, distal=dis_spec, n_starts=args.starts,
