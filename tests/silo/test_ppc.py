@@ -9,7 +9,7 @@ from vcmc.assessment import choose_pairs, combine_assessment
 from vcmc.config import PrivacyConfig
 from vcmc.model import MISSING, log_likelihood_rows, profile_offsets
 from vcmc.protocol import AssessReply, AssessRequest
-from vcmc.silo.ppc import assess_rows, one_hot, row_log_density
+from vcmc.silo.ppc import assess_rows, one_hot
 
 
 def _draws(rng, t, c, n_mod, conc=1.0):
@@ -57,20 +57,6 @@ def _arviz_waic(loglik):
 
 
 N_MOD = (2, 3, 2, 4)
-
-
-def test_row_log_density_is_the_model_log_likelihood_with_missing_and_zero_probabilities():
-    rng = np.random.default_rng(0)
-    codes = np.stack([rng.integers(0, k, 60) for k in N_MOD], axis=1)
-    codes[rng.random(codes.shape) < 0.2] = MISSING
-    pi, prof = _draws(rng, 1, 3, N_MOD)
-    prof[0, 1, 2:5] = [0.0, 0.4, 0.6]          # a zero probability of modality 0 of variable 2 in cluster 1
-    pi[0] = [0.5, 0.5, 0.0]                    # and an absent cluster
-    with np.errstate(divide="ignore"):
-        expected = log_likelihood_rows(codes, pi[0], prof[0], N_MOD)
-    got = row_log_density(one_hot(codes, N_MOD), pi[0], prof[0])
-    assert np.array_equal(np.isneginf(got), np.isneginf(expected))
-    np.testing.assert_allclose(got[np.isfinite(got)], expected[np.isfinite(expected)], rtol=1e-12)
 
 
 def test_waic_sums_equal_arviz_waic_on_the_row_level_matrix_of_two_silos_pooled():
