@@ -4,17 +4,18 @@ import numpy as np
 
 from vcmc.model import MISSING, log_likelihood_rows, profile_offsets
 from vcmc.silo.memberships import row_layout
-from vcmc.silo.row_kernels import draw_log_weights
+from vcmc.silo.row_kernels import DrawTables
 
 N_MOD = (2, 3, 2, 4)
 
 
 def _log_weights(codes, pi, prof):
+    """Per row: log of the probabilities times the density (= the log weights), from the kernel."""
     lay, _ = row_layout(codes, N_MOD)
-    lrat = np.empty((lay.n_slots, pi.size))
-    zhit = np.empty((lay.n_slots, pi.size), dtype=np.int64)
-    lw = np.empty((lay.n_patterns, pi.size))
-    draw_log_weights(pi, prof, lay.base_col, lay.ecol, lay.evar, lay.pexc_start, lay.pexc, lrat, zhit, lw)
+    tables = DrawTables(lay.n_slots, lay.n_patterns, pi.size)
+    tables.fill(pi, prof, lay)
+    with np.errstate(divide="ignore"):
+        lw = np.log(tables.w) + tables.lp[:, None]
     out = np.empty((codes.shape[0], pi.size))
     out[lay.row_of] = np.repeat(lw, np.diff(lay.pat_start), axis=0)
     return out, lay

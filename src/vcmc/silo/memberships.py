@@ -26,7 +26,7 @@ import numpy as np
 from vcmc.atomic import atomic_path
 from vcmc.data.codes import check_codes, check_modalities
 from vcmc.model import profile_offsets
-from vcmc.silo.row_kernels import accumulate_memberships, draw_log_weights
+from vcmc.silo.row_kernels import DrawTables, accumulate_memberships
 from vcmc.silo.sampler.layout import sparse_layout
 
 __all__ = ["MC_ERROR_TARGET", "MonteCarlo", "membership_summary", "memberships_to_target",
@@ -119,9 +119,7 @@ def memberships_to_target(codes: np.ndarray, n_modalities, pi_draws: np.ndarray,
     codes = np.asarray(codes)
     lay, _ = row_layout(codes, n_modalities)
     n_pat = lay.n_patterns
-    lrat = np.empty((lay.n_slots, n_comp))
-    zhit = np.empty((lay.n_slots, n_comp), dtype=np.int64)
-    lw = np.empty((n_pat, n_comp))
+    tables = DrawTables(lay.n_slots, n_pat, n_comp)
     mean = np.zeros((n_pat, n_comp))
     m2 = np.zeros((n_pat, n_comp))
     order = spread_order(n_draws)
@@ -129,10 +127,9 @@ def memberships_to_target(codes: np.ndarray, n_modalities, pi_draws: np.ndarray,
     used, error = 0, float("nan")
     while True:
         for t in order[used:stop]:
-            draw_log_weights(pi[t], prof[t], lay.base_col, lay.ecol, lay.evar, lay.pexc_start, lay.pexc, lrat,
-                             zhit, lw)
+            tables.fill(pi[t], prof[t], lay)
             used += 1
-            accumulate_memberships(lw, used, mean, m2)
+            accumulate_memberships(tables.w, used, mean, m2)
         error = float(np.sqrt(np.nanmax(m2) / (used - 1) / used)) if used > 1 and n_pat else float("nan")
         if used == n_draws or (target is not None and error <= target):
             break

@@ -34,7 +34,7 @@ from vcmc._rng import RngLike, as_seed_sequence
 from vcmc.config import PrivacyConfig
 from vcmc.model import MISSING, profile_offsets, variable_of_column
 from vcmc.silo.disclosure import round_counts, suppress_small_cells
-from vcmc.silo.row_kernels import density_and_occupancy, draw_log_weights, place_and_tally
+from vcmc.silo.row_kernels import DrawTables, density_and_occupancy, place_and_tally
 
 __all__ = ["assess_rows", "one_hot"]
 
@@ -139,15 +139,10 @@ class _Replicator:
         self.var_cols = cols.astype(np.int64)                       # sorted: consecutive per variable
         self.var_start = np.searchsorted(var[cols], np.arange(len(n_mod) + 1)).astype(np.int64) \
             if cols.size else np.zeros(len(n_mod) + 1, dtype=np.int64)
-        biggest = int(self.n_rows.max()) if self.n_rows.size else 0
-        cells = biggest * max(int(np.count_nonzero(np.diff(self.var_start))), 1)
-        self.scratch = [np.empty(biggest, dtype=np.int64), np.empty(cells, dtype=np.int64),
-                        np.empty(cells, dtype=np.int64), np.empty(biggest, dtype=np.int64),
-                        np.empty(biggest, dtype=np.int64)]
 
     def replicate(self, gen: np.random.Generator, pi: np.ndarray, probs: np.ndarray, counts: np.ndarray,
                   pair_counts: np.ndarray) -> None:
-        """Add replicate's modality counts to ``counts`` (P,) and its pair counts to ``pair_counts`` (E,).
+        """Add the replicate's modality counts to ``counts`` (P,) and its pair counts to ``pair_counts`` (E,).
 
         ``pi`` (C,) the silo's weights of the draw, ``probs`` (C, P) its profiles, renormalised per variable.
         """
@@ -174,14 +169,8 @@ class _Replicator:
         counts += cells.sum(axis=0)
         if self.pairs.shape[0] == 0:
             return
-        placed = cells[:, self.var_cols].sum(axis=1)
-        u = gen.random(int(placed.sum()))
-        pos = 0
-        for g in range(m_idx.size):
-            if placed[g] == 0:
-                continue
-            pos += place_and_tally(int(n_group[g]), cells[g], self.var_start, self.var_cols, u[pos:],
-                                   self.pair_index, *self.scratch, pair_counts)
+        u = gen.random(int(cells[:, self.var_cols].sum()))
+        place_and_tally(n_group, cells, self.var_start, self.var_cols, u, self.pair_index, pair_counts)
 
 
 def assess_rows(codes: np.ndarray, n_modalities, pi: np.ndarray, profiles: np.ndarray, pairs: np.ndarray,
@@ -254,16 +243,13 @@ def assess_rows(codes: np.ndarray, n_modalities, pi: np.ndarray, profiles: np.nd
     # WAIC and occupancy on the sparse layout: one pass over the distinct rows per draw
     lay, _ = row_layout(x, n_mod)
     n_pat = lay.n_patterns
-    lrat = np.empty((lay.n_slots, c))
-    zhit = np.empty((lay.n_slots, c), dtype=np.int64)
-    lw = np.empty((n_pat, c))
+    tables = DrawTables(lay.n_slots, n_pat, c)
     lp_max, lp_sum, lp_mean, lp_m2 = (np.zeros(n_pat) for _ in range(4))
     occupied = np.zeros((r_draws, c), dtype=np.int8)
     for r in range(r_draws):                 # a loop over draws only
-        draw_log_weights(pi[r], profiles[r], lay.base_col, lay.ecol, lay.evar, lay.pexc_start, lay.pexc, lrat,
-                         zhit, lw)
-        density_and_occupancy(lw, lay.pat_start, occ_gen.random(n), r + 1, lp_max, lp_sum, lp_mean, lp_m2,
-                              occupied[r])
+        tables.fill(pi[r], profiles[r], lay)
+        density_and_occupancy(tables.w, tables.lp, lay.pat_start, occ_gen.random(n), r + 1, lp_max, lp_sum,
+                              lp_mean, lp_m2, occupied[r])
     mult = np.diff(lay.pat_start).astype(np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         lppd_u = lp_max + np.log(lp_sum) - np.log(r_draws)
