@@ -7,7 +7,7 @@ from scipy.special import logsumexp
 
 from vcmc.assessment import choose_pairs, combine_assessment
 from vcmc.config import PrivacyConfig
-from vcmc.model import MISSING, log_likelihood_rows, profile_offsets
+from vcmc.model import MISSING, profile_offsets
 from vcmc.protocol import AssessReply, AssessRequest
 from vcmc.silo.ppc import assess_rows, one_hot
 

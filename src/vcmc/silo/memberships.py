@@ -5,8 +5,9 @@ A row's membership of cluster ``c`` is its allocation probability under the mode
 point estimate, which is overconfident for rows between two clusters). Missing values are skipped. The
 fit's labelling averages as many draws as a Monte Carlo target needs (``memberships_to_target``); the
 work per row grows with the cells that differ from the silo's most frequent code (the sampler's sparse
-layout, compiled kernels in ``vcmc.silo.row_kernels``). The same functions serve the fit (the global draws sent by the server), the local posterior (its own draws) and
-predictions for new rows under a saved fit.
+layout, compiled kernels in ``vcmc.silo.row_kernels``). The same functions serve the fit (the global
+draws sent by the server), the local posterior (its own draws) and predictions for new rows under a saved
+fit.
 
 ``write_membership_files`` writes them in the one format every caller uses (``vcmc fit``, ``vcmc predict``,
 a Flower ClientApp on its silo's host): ``memberships.csv`` (``silo,row,p_1,...,p_K``) and
@@ -17,9 +18,8 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
-from pathlib import Path
-
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
