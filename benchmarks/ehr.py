@@ -403,7 +403,7 @@ def main() -> None:
     del silos
     truth = {"labels": {s.name: lab.tolist() for s, lab in zip(data.silos, data.labels, strict=True)},
              "sizes": np.bincount(data.pooled_labels, minlength=data.n_clusters).tolist()}
-    report = {"benchmark": "ehr", "tag": tag, "command": " ".join([sys.executable, *sys.argv]), "commit": commit(),
+    report = {"benchmark": "ehr", "tag": tag, "command": " ".join(["python", *sys.argv]), "commit": commit(),
               "cores": os.cpu_count(), "n": args.n, "allocation": args.allocation, "n_silos": data.n_silos,
               "protocol": {"iterations": args.iterations, "burn_in": args.burn_in, "thin": args.thin, "stop": args.stop,
                            "components": args.components, "summary_draws": args.summary_draws, "jobs": args.jobs,
