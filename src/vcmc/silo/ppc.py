@@ -38,6 +38,9 @@ from vcmc.silo.row_kernels import DrawTables, density_and_occupancy, place_and_t
 
 __all__ = ["assess_rows", "one_hot"]
 
+# (missingness pattern, cluster) groups drawn at once in a replicate
+_GROUPS = 1024
+
 
 def one_hot(codes: np.ndarray, n_modalities, dtype=np.float64) -> np.ndarray:
     """Indicator matrix (n, P) of the codes: one 1 per observed cell, a row of zeros for a missing one."""
@@ -150,9 +153,21 @@ class _Replicator:
         if not total > 0:
             raise ValueError("assess: a weight draw sums to 0 (no cluster the rows could come from)")
         alloc = gen.multinomial(self.n_rows, pi / total)                  # (M, C)
-        m_idx, c_idx = np.nonzero(alloc)
-        n_group = alloc[m_idx, c_idx]
-        cells = np.zeros((m_idx.size, counts.size), dtype=np.int64)       # (groups, P)
+        m_all, c_all = np.nonzero(alloc)
+        n_all = alloc[m_all, c_all]
+        # groups in chunks: with many missingness patterns (up to one per row) the (groups, P) tables stay small
+        for start in range(0, m_all.size, _GROUPS):
+            m_idx, c_idx = m_all[start:start + _GROUPS], c_all[start:start + _GROUPS]
+            n_group = n_all[start:start + _GROUPS]
+            cells = self._modality_counts(gen, m_idx, c_idx, n_group, probs, counts.size)
+            counts += cells.sum(axis=0)
+            if self.pairs.shape[0]:
+                u = gen.random(int(cells[:, self.var_cols].sum()))
+                place_and_tally(n_group, cells, self.var_start, self.var_cols, u, self.pair_index, pair_counts)
+
+    def _modality_counts(self, gen, m_idx, c_idx, n_group, probs, n_col) -> np.ndarray:
+        """Modality counts (groups, P) of the groups' rows: multinomial per observed variable."""
+        cells = np.zeros((m_idx.size, n_col), dtype=np.int64)
         for k in sorted(set(self.n_mod)):                                  # variables with k modalities at once
             qs = np.flatnonzero(np.asarray(self.n_mod) == k)
             n = n_group[:, None] * self.seen[m_idx][:, qs]                 # 0 where the variable is missing
@@ -166,11 +181,7 @@ class _Replicator:
                 cells[:, cols[:, 1]] = one
             else:
                 cells[:, cols.ravel()] = gen.multinomial(n, p).reshape(n.shape[0], -1)
-        counts += cells.sum(axis=0)
-        if self.pairs.shape[0] == 0:
-            return
-        u = gen.random(int(cells[:, self.var_cols].sum()))
-        place_and_tally(n_group, cells, self.var_start, self.var_cols, u, self.pair_index, pair_counts)
+        return cells
 
 
 def assess_rows(codes: np.ndarray, n_modalities, pi: np.ndarray, profiles: np.ndarray, pairs: np.ndarray,
