@@ -36,12 +36,14 @@ from vcmc.protocol import (
     SiloSummary,
     SummarizeRequest,
 )
+from vcmc.protocol.lca import LCA_REPLY_TYPE
 from vcmc.silo.disclosure import apply_min_cluster_size, effective_privacy, protect_counts
 from vcmc.silo.posterior import LocalPosterior
 
 _STATE_FIELDS = ("partition", "membership", "pi_draws", "profile_draws", "n_occupied", "log_posterior")
 _STATE_FORMAT = 2     # 2: the file holds its key and a digest of its arrays
 silo_log = logging.getLogger("vcmc.silo")
+LCA_REQUEST_TYPES = tuple(LCA_REPLY_TYPE)
 
 
 def _arrays_digest(arrays: dict[str, np.ndarray]) -> str:
@@ -125,7 +127,7 @@ class LocalSilo:
     """
 
     def __init__(self, data, *, privacy: PrivacyConfig | None = None, jobs: int = 1, progress=None,
-                 secure_noise: bool = True, state_dir=None):
+                 secure_noise: bool = True, state_dir=None, auxiliary=None):
         privacy = PrivacyConfig() if privacy is None else privacy
         if not isinstance(privacy, PrivacyConfig):
             raise ConfigError(f"The 'privacy' parameter of LocalSilo must be a PrivacyConfig. Got "
@@ -142,6 +144,9 @@ class LocalSilo:
         self.memberships: np.ndarray | None = None
         # the operator's limits tightened by the server's privacy section of the last summarize request
         self.privacy_in_force: PrivacyConfig = privacy
+        # columns of the silo's file kept out of the clustering (covariates, distal outcomes of the latent
+        # class analysis, docs/design.md §15): a row-aligned DataFrame that never leaves the silo
+        self.auxiliary = auxiliary
 
     # -- the one entry point ---------------------------------------------------------------------------
 
@@ -159,6 +164,10 @@ class LocalSilo:
             return self.assess(request)
         if isinstance(request, HelloRequest):
             return self.hello(request)
+        if isinstance(request, LCA_REQUEST_TYPES):
+            from vcmc.silo.lca import answer
+
+            return answer(self, request)
         raise ConfigError(f"silo {self.name!r} cannot answer a {getattr(request, 'KIND', type(request))!r} "
                           "message")
 
