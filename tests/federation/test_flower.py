@@ -401,10 +401,10 @@ def test_a_connected_silent_node_is_reported_at_the_round_timeout(tmp_path, task
     assert "did not report the node as unavailable" in out["silo_2"].reason
 
 
-def test_silo_data_are_read_once_per_run_and_kept_in_the_node_state(tmp_path, task_identity):
-    from flwr.app import Context, Message, RecordDict
+def test_silo_data_are_read_once_per_run_and_kept_in_the_node_state(tmp_path, task_identity, monkeypatch):
+    from flwr.app import Array, ArrayRecord, Context, Message, RecordDict
 
-    from vcmc.flower.client import client_handle
+    import vcmc.flower.client as client
     from vcmc.flower.node_data import DATA_KEY
     from vcmc.flower.records import encode_record
     from vcmc.protocol import HelloRequest
@@ -413,21 +413,31 @@ def test_silo_data_are_read_once_per_run_and_kept_in_the_node_state(tmp_path, ta
     csv = paths["silo_1"]
     context = Context(run_id=1, node_id=3, state=RecordDict(), run_config={},
                       node_config={"data-path": str(csv), "schema-path": str(schema), "silo-name": "silo_1"})
+    reads = []
+    real_read = client.read_node_data
+    monkeypatch.setattr(client, "read_node_data", lambda *a, **k: reads.append(1) or real_read(*a, **k))
 
     def hello():
-        reply = client_handle(Message(encode_record(HelloRequest()), dst_node_id=3, message_type="query.hello"),
-                              context)
-        assert not reply.has_error(), reply.error.reason
-        return decode_record(reply.content)
+        return client.client_handle(Message(encode_record(HelloRequest()), dst_node_id=3,
+                                            message_type="query.hello"), context)
 
-    first = hello()
-    codes = context.state[DATA_KEY]["codes"].numpy()
-    assert codes.shape == (40, len(sch.names))
-    csv.write_text("garbage\n")          # a second message of the run never reads the file again
-    assert hello() == first
-    fresh = Context(run_id=2, node_id=3, state=RecordDict(), run_config={}, node_config=context.node_config)
-    reply = client_handle(Message(encode_record(HelloRequest()), dst_node_id=3, message_type="query.hello"), fresh)
-    assert reply.has_error()             # a new run reads the file as it is now
+    first = decode_record(hello().content)
+    assert context.state[DATA_KEY]["codes"].numpy().shape == (40, len(sch.names))
+    for _ in range(3):
+        assert decode_record(hello().content) == first
+    assert len(reads) == 1                          # one reading of the file for the run's four messages
+    # replaced before the run has silo state (only hellos so far): read again, as it is now
+    frame = pd.read_csv(csv)
+    frame.iloc[:20].to_csv(csv, index=False)
+    again = hello()
+    assert not again.has_error(), again.error.reason
+    assert decode_record(again.content) == first and len(reads) == 2
+    assert context.state[DATA_KEY]["codes"].numpy().shape == (20, len(sch.names))
+    # replaced after the summary was computed from it: refused, not silently answered from other rows
+    context.state["vcmc-silo-state"] = ArrayRecord({"local.partition": Array(np.zeros(20, dtype=np.int64))})
+    frame.to_csv(csv, index=False)
+    reply = hello()
+    assert reply.has_error() and "DataError" in reply.error.reason and len(reads) == 2
 
 
 def test_a_hello_imports_no_plotting_or_diagnostics_library(tmp_path):

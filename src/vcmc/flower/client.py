@@ -119,7 +119,8 @@ def _silo_for_message(context):
     from vcmc.flower.node_data import cached_silo_data
     from vcmc.silo.local import LocalSilo
 
-    data = cached_silo_data(context, lambda: read_node_data(context.node_config, getattr(context, "node_id", None)))
+    data = cached_silo_data(context, lambda: read_node_data(context.node_config, getattr(context, "node_id", None)),
+                            has_run_state=any(k.startswith("local.") for k in context.state.get(_STATE_KEY, {})))
     return LocalSilo(data, privacy=privacy_from_node_config(context.node_config))
 
 

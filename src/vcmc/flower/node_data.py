@@ -8,20 +8,24 @@ file); it stores the encoded codes and the schema's JSON in ``state``, and every
 the ``SiloData`` from them without touching the file. So a run also uses one reading of the file even if
 the file is replaced while the run is going on.
 
-The cached entry is tied to the node config it was read with (a digest of its items): the node config
-cannot change within a run, but a state restored from elsewhere is then never mistaken for this one. The
-codes are row-level, like the silo's other state (``vcmc.flower.client``), and never leave the SuperNode.
+The cached entry is tied to the node config it was read with (a digest of its items) and to the data and
+schema files' size and modification times (one ``stat`` each per message, no reading). A file replaced
+while the run goes on is read again as long as the run has no silo state yet (only hellos so far), and
+refused once it has: the local partition and memberships of the summarize round describe the rows of the
+file as it was, and answering later requests from other rows would be silently wrong. The codes are
+row-level, like the silo's other state (``vcmc.flower.client``), and never leave the SuperNode.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Callable, Mapping
 
 import numpy as np
 
-__all__ = ["DATA_KEY", "INFO_KEY", "cached_silo_data", "node_config_digest"]
+__all__ = ["DATA_KEY", "INFO_KEY", "cached_silo_data", "files_signature", "node_config_digest"]
 
 DATA_KEY = "vcmc-silo-data"
 """``ArrayRecord`` in ``Context.state``: the silo's codes (and numeric row ids)."""
@@ -36,19 +40,43 @@ def node_config_digest(node_config: Mapping) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def cached_silo_data(context, read: Callable[[], object]):
-    """The silo's ``SiloData``: from ``context.state`` when this run already read it, else ``read()`` (and
-    stored in ``context.state`` for the run's later messages)."""
+def files_signature(node_config: Mapping) -> str:
+    """Size and modification times of the node config's data and schema files (empty for a missing one)."""
+    parts = []
+    for key in ("data-path", "schema-path"):
+        path = node_config.get(key)
+        try:
+            st = os.stat(str(path)) if path else None
+        except OSError:
+            st = None
+        parts.append("" if st is None else f"{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}")
+    return "|".join(parts)
+
+
+def cached_silo_data(context, read: Callable[[], object], *, has_run_state: bool = False):
+    """The silo's ``SiloData``: from ``context.state`` when this run already read the files as they are,
+    else ``read()`` (and stored in ``context.state`` for the run's later messages).
+
+    Raises ``DataError`` when a file changed after the run's silo state was made (``has_run_state``).
+    """
     from flwr.app import Array, ArrayRecord, ConfigRecord
 
     digest = node_config_digest(context.node_config)
+    signature = files_signature(context.node_config)
     state = context.state
     if DATA_KEY in state and INFO_KEY in state and state[INFO_KEY].get("node-config") == digest:
-        return _rebuild(state[DATA_KEY], state[INFO_KEY])
+        if state[INFO_KEY].get("files") == signature:
+            return _rebuild(state[DATA_KEY], state[INFO_KEY])
+        if has_run_state:
+            from vcmc.exceptions import DataError
+
+            raise DataError("the silo's data or schema file (node config 'data-path', 'schema-path') changed "
+                            "during the run, after the silo's summary was computed from it; restore the file "
+                            "or start a new run")
     data = read()
     arrays = {"codes": Array(np.ascontiguousarray(data.codes))}
     info = {"name": data.name, "source": data.source or "", "schema": data.schema.to_json(),
-            "node-config": digest, "row-ids": "none"}
+            "node-config": digest, "files": signature, "row-ids": "none"}
     if data.row_ids is not None:
         ids = np.asarray(data.row_ids)
         if ids.dtype.kind in "iuf":
