@@ -54,8 +54,9 @@ def describe_error_reply(kind: str, node: int, code: int, reason: str, seconds: 
     from flwr.common.constant import ErrorCode
 
     if int(code) == ErrorCode.CLIENT_APP_RAISED_EXCEPTION:
-        # vcmc's own sanitised error from inside the silo (``client_handle``)
-        return f"{reason} (reply to {kind} after {seconds:.1f} s)"
+        # vcmc's own sanitised error from inside the silo (``client_handle``), as it came: nothing is added
+        # to the silo's text (the log line gives the seconds), so what the silo said stays checkable as is
+        return f"error code {int(code)}: {reason}"
     if int(code) == ErrorCode.NODE_UNAVAILABLE:
         return (f"SuperNode {node} became unavailable during {kind}: the SuperLink reported it {seconds:.1f} s "
                 f"after the request was sent ({reason.strip()} Flower error code {int(code)}, NODE_UNAVAILABLE)")
