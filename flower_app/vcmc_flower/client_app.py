@@ -41,3 +41,8 @@ def assign(message: Message, context: Context) -> Message:
 @app.query("assess")
 def assess(message: Message, context: Context) -> Message:
     return client_handle(message, context)
+
+
+@app.query("announce")
+def announce(message: Message, context: Context) -> Message:
+    return client_handle(message, context)

@@ -22,6 +22,7 @@ from vcmc.assessment import local_k_posterior
 from vcmc.config import FitConfig
 from vcmc.exceptions import SiloFailure
 from vcmc.federation.faults import FaultPolicy, gather
+from vcmc.federation.announce import announce_global_draws
 from vcmc.matching.types import Matching
 from vcmc.protocol import (
     AssignRequest,
@@ -258,6 +259,7 @@ def server_steps(summaries: list[SiloSummary], transport, config: FitConfig, *, 
     timings["aggregation"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
+    announce_global_draws(transport, names, matching, matched, agg, policy)   # the silos check them (gate)
     reqs = _assign_requests(names, matching, matched, agg, config.aggregation)
     replies, _ = gather(transport, reqs, FaultPolicy(min_silos=None, timeout=policy.timeout), stage="assign")
     partition_counts = np.stack([np.asarray(replies[n].counts, dtype=np.int64) for n in names])

@@ -15,6 +15,7 @@ ACTION = {
     "counts_request": "counts",
     "assign_request": "assign",
     "assess_request": "assess",
+    "announce_request": "announce",
 }
 """Flower message type ``query.<action>`` of each request kind (the ClientApp registers one handler each)."""
 
