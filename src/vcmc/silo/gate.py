@@ -480,6 +480,12 @@ def _small(values: np.ndarray, minimum: int) -> np.ndarray:
     return (v > 0) & (v < minimum)
 
 
+def _withhold(values: np.ndarray, minimum: int) -> np.ndarray:
+    """``values`` with the entries under the minimum size (but above 0) set to 0, dtype kept."""
+    v = np.asarray(values)
+    return np.where(_small(v, minimum), np.zeros((), dtype=v.dtype), v)
+
+
 def _round_real(values: np.ndarray, base: int) -> np.ndarray:
     """Real-valued counts (soft sums) to the nearest multiple of ``base``, halves up, as ``round_counts``."""
     v = np.asarray(values, dtype=np.float64)
@@ -550,8 +556,9 @@ def _release_counts(gate: Gate, request: CountsRequest, reply: CountsReply) -> C
         modality = noisy.reshape(shape).astype(np.float64)
     if privacy.suppress_cells_below > 1:
         modality = np.where((modality > 0) & (modality < privacy.suppress_cells_below), 0.0, modality)
-    cluster = _round_real(cluster, privacy.round_to)
-    modality = _round_real(modality, privacy.round_to)
+    cluster = _withhold(_round_real(cluster, privacy.round_to), gate.min_size)
+    # rounding can take a cluster under the minimum: its modality counts go with it
+    modality = np.where((cluster == 0)[..., None], 0.0, _round_real(modality, privacy.round_to))
     return CountsReply(cluster=cluster, modality=modality, loglik=np.asarray(reply.loglik, dtype=np.float64))
 
 
@@ -575,7 +582,10 @@ def _release_assign(gate: Gate, request, reply: AssignReply) -> AssignReply:
     if probability is not None:
         probability = _round_real(np.where(withheld | _small(probability, gate.min_size), 0.0, probability),
                                   privacy.round_to)
-    counts = _protect_vector(gate, np.where(withheld, 0, counts))
+    counts = _withhold(_protect_vector(gate, np.where(withheld, 0, counts)), gate.min_size)
+    # rounding can take a quantity under the minimum: withheld again after it
+    expected = None if expected is None else _withhold(expected, gate.min_size)
+    probability = None if probability is None else _withhold(np.where(counts == 0, 0.0, probability), gate.min_size)
     return AssignReply(counts=counts, expected=expected, probability=probability, entropy=float(reply.entropy))
 
 
