@@ -97,8 +97,10 @@ class SiloPolicy:
     max_draws, max_clusters, max_pairs : int
         Shape caps of every server-chosen array.
     require_announcement : bool
-        Assign and assess requests are answered only after the global draws were announced (default). Once
-        draws are announced, later requests must use them whatever this says.
+        Assign and assess requests are answered only after the global draws were announced, and the draws
+        are announced once per summary (default). False (the analyst's own session): assign and assess may
+        come without an announcement and a new announcement replaces the last (the server steps re-run on
+        the same summaries); once draws are announced, later requests must use them whatever this says.
     fingerprint_key : str
         A secret the silos' operators share out of band; the schema fingerprint sent is keyed with it and the
         run id, so it cannot be inverted offline (empty: keyed with the run id only).
@@ -141,7 +143,8 @@ class SiloPolicy:
     def own_data(cls) -> SiloPolicy:
         """The policy of a silo built in the analyst's own Python session (``LocalSilo`` without a policy):
         the analyst is the data's operator and chose the strategy, so every strategy is allowed, budgets are
-        unlimited and assign/assess may come without an announcement (then with any valid draws); the release
+        unlimited, assign/assess may come without an announcement (then with any valid draws) and a new
+        announcement replaces the last; the release
         rules, the run order, the shape and probability checks, and the announced draws once announced, hold."""
         return cls(allowed_strategies=SAFE_STRATEGIES + UNSAFE_STRATEGIES,
                    budget={k: None for k in REQUEST_NAME.values()}, require_announcement=False)
@@ -374,7 +377,7 @@ def _admit_counts(gate: Gate, request: CountsRequest) -> CountsRequest:
 
 def _admit_announce(gate: Gate, request: AnnounceRequest) -> AnnounceRequest:
     st = gate.state
-    if st.announced:
+    if st.announced and gate.policy.require_announcement:
         raise DisclosureError(f"silo {gate.silo.name!r}: the global draws of this run were announced already "
                               "(once per summary)")
     local = gate.silo.local
