@@ -210,6 +210,9 @@ class Gate:
                               f"{getattr(request, 'KIND', type(request).__name__)!r} message")
         if name not in self.policy.allowed_requests:
             raise DisclosureError(f"silo {self.silo.name!r}: its operator does not allow {name} requests")
+        if name not in ("hello", "summarize") and not self.state.summarized:
+            raise NotFittedError(f"silo {self.silo.name!r} received a {name} request before a summarize request "
+                                 "of this run (or lost its state); only hello and summarize requests come first")
         used = self.state.counts.get(name, 0) + 1
         limit = self.policy.budget_of(name)
         if limit is not None and used > limit:
@@ -220,9 +223,6 @@ class Gate:
         self.state.counts[name] = used
         silo_log.info("silo %r: %s request %d of this run (budget %s)", self.silo.name, name, used,
                       "unlimited" if limit is None else limit)
-        if name not in ("hello", "summarize") and not self.state.summarized:
-            raise NotFittedError(f"silo {self.silo.name!r} received a {name} request before a summarize request "
-                                 "of this run (or lost its state); only hello and summarize requests come first")
         return ADMIT_RULES[type(request)](self, request)
 
     def release(self, request: Message, reply: Message) -> Message:
