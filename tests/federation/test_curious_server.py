@@ -18,6 +18,7 @@ import pytest
 pytest.importorskip("flwr")
 
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parent / "curious_app"))
 from flowerlab import Lab, make_node_key  # noqa: E402
 
 APP = Path(__file__).parent / "curious_app"
@@ -26,12 +27,10 @@ NODE = ('min-cluster-size=10 suppress-cells-below=8 round-to=5 share-counts=fals
         'request-budget="assign=3"')
 
 
-@pytest.fixture(scope="module")
-def attacked(tmp_path_factory):
+def _setup(folder):
     from vcmc.config import FitConfig, PostprocessConfig, SamplerConfig
     from vcmc.simulate import simulate_design
 
-    folder = tmp_path_factory.mktemp("curious")
     sim = simulate_design("homogeneous", "easy", rng=8, n_per_silo=N_ROWS)
     data = sim.silos[0]
     sim.schema.to_json(folder / "schema.json")
@@ -41,6 +40,36 @@ def attacked(tmp_path_factory):
     plan = {"config": config, "n_modalities": list(data.schema.n_modalities),
             "target_row": [int(c) for c in data.codes[0]], "out": str(folder / "attacks.json")}
     (folder / "plan.json").write_text(json.dumps(plan))
+    return plan, data, sim.schema
+
+
+def _node_config(folder) -> dict:
+    """The SuperNode's node config as Flower parses NODE (the same keys and values)."""
+    return {"data-path": str(folder / "silo.csv"), "schema-path": str(folder / "schema.json"),
+            "silo-name": "hospital", "out-dir": str(folder / "out"), "min-cluster-size": 10,
+            "suppress-cells-below": 8, "round-to": 5, "share-counts": False, "max-iterations": 1000000,
+            "request-budget": "assign=3"}
+
+
+@pytest.fixture(scope="module", params=["flower-wire", pytest.param("tls-auth", marks=pytest.mark.slow)])
+def attacked(request, tmp_path_factory):
+    folder = tmp_path_factory.mktemp(f"curious-{request.param}")
+    plan, data, schema = _setup(folder)
+    if request.param == "flower-wire":
+        # the deployed handler behind Flower's protobuf wire encoding, in this process
+        from test_flower_boundary import WireGrid
+        from vcmc_curious.attacks import run_attacks
+
+        from flwr.supercore.task_identity import TaskIdentity
+
+        saved = {k: getattr(TaskIdentity, k, None) for k in ("_run_id", "_node_id", "_task_id")}
+        TaskIdentity._run_id, TaskIdentity._node_id, TaskIdentity._task_id = 1, 0, 1
+        try:
+            yield run_attacks(WireGrid({7: _node_config(folder)}), plan), data, folder, schema
+        finally:
+            for k, v in saved.items():
+                setattr(TaskIdentity, k, v)
+        return
     lab = Lab(folder, secure=True)
     try:
         lab.start_superlink()
@@ -50,8 +79,7 @@ def attacked(tmp_path_factory):
                             f'silo-name="hospital" out-dir="{folder / "out"}" {NODE}', key=key, log="node.log")
         status, log = lab.run_app(APP, f'plan="{folder / "plan.json"}"', done_file=Path(plan["out"]), timeout=400)
         assert status == "finished:completed", f"status {status}; server log:\n{log}"
-        results = json.loads(Path(plan["out"]).read_text())
-        yield results, data, folder, sim.schema
+        yield json.loads(Path(plan["out"]).read_text()), data, folder, schema
     finally:
         lab.close()
 
@@ -78,7 +106,6 @@ REFUSED = {
 }
 
 
-@pytest.mark.slow
 @pytest.mark.flower
 @pytest.mark.parametrize("attack", sorted(REFUSED))
 def test_attack_is_refused(attacked, attack):
@@ -88,7 +115,6 @@ def test_attack_is_refused(attacked, attack):
     assert REFUSED[attack] in got["reason"], got["reason"]
 
 
-@pytest.mark.slow
 @pytest.mark.flower
 def test_the_honest_summary_respects_the_limits(attacked):
     results, *_ = attacked
@@ -97,7 +123,6 @@ def test_the_honest_summary_respects_the_limits(attacked):
     assert "counts" not in summary                       # share-counts = false: no table leaves the silo
 
 
-@pytest.mark.slow
 @pytest.mark.flower
 def test_honest_assign_sends_nothing_under_the_limits_and_writes_out_dir_once(attacked):
     results, data, folder, _ = attacked
@@ -113,7 +138,6 @@ def test_honest_assign_sends_nothing_under_the_limits_and_writes_out_dir_once(at
     assert "nan" not in text.lower()
 
 
-@pytest.mark.slow
 @pytest.mark.flower
 def test_honest_assess_counts_are_suppressed_and_rounded(attacked):
     results, *_ = attacked
@@ -124,7 +148,6 @@ def test_honest_assess_counts_are_suppressed_and_rounded(attacked):
         assert np.all(v % 5 == 0) and not np.any((v > 0) & (v < 8)), field
 
 
-@pytest.mark.slow
 @pytest.mark.flower
 def test_the_schema_fingerprint_is_keyed(attacked):
     results, _, _, schema = attacked
