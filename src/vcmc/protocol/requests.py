@@ -17,6 +17,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from vcmc.exceptions import InconsistentSiloSummaries
+from vcmc.protocol.lca import LCA_MESSAGE_TYPES, LCA_REPLY_TYPE
 from vcmc.protocol.message import Message
 from vcmc.protocol.summary import SiloSummary
 
@@ -283,6 +284,7 @@ MESSAGE_TYPES: tuple[type[Message], ...] = (
     SummarizeRequest, SiloSummary, DivergenceRequest, DivergenceReply, CountsRequest, CountsReply,
     AssignRequest, AssignReply, AssessRequest, AssessReply, HelloRequest, HelloReply, ErrorReply,
     AnnounceRequest, AnnounceReply,
+    *LCA_MESSAGE_TYPES,
 )
 """Every message that may cross the silo boundary (the row-level test walks this tuple)."""
 
@@ -296,6 +298,7 @@ REPLY_TYPE: dict[type[Message], type[Message]] = {
     AssessRequest: AssessReply,
     HelloRequest: HelloReply,
     AnnounceRequest: AnnounceReply,
+    **LCA_REPLY_TYPE,
 }
 """The reply type each request expects (any request may also be answered by an ``ErrorReply``)."""
 

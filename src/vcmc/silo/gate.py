@@ -48,6 +48,14 @@ from vcmc.protocol import (
     SiloSummary,
     SummarizeRequest,
 )
+from vcmc.protocol.lca import (
+    LcaClassifyReply,
+    LcaClassifyRequest,
+    LcaEStepReply,
+    LcaEStepRequest,
+    LcaStructuralReply,
+    LcaStructuralRequest,
+)
 from vcmc.silo import requests_check as rc
 from vcmc.silo.disclosure import protect_counts, round_counts, suppress_small_cells
 
@@ -56,16 +64,17 @@ silo_log = logging.getLogger("vcmc.silo")
 REQUEST_NAME: dict[type[Message], str] = {
     HelloRequest: "hello", SummarizeRequest: "summarize", DivergenceRequest: "divergence",
     CountsRequest: "counts", AnnounceRequest: "announce", AssignRequest: "assign", AssessRequest: "assess",
+    LcaEStepRequest: "lca_estep", LcaClassifyRequest: "lca_classify", LcaStructuralRequest: "lca_structural",
 }
 """The operator's name of each request type (allow-list, budgets, node config keys)."""
 
 SAFE_STRATEGIES = ("contingency",)
-UNSAFE_STRATEGIES = ("federated-gradient", "design")
-"""Strategies whose count round trips let the server choose the parameters at which a silo sums its rows
+UNSAFE_STRATEGIES = ("federated-gradient", "design", "lca")
+"""Strategies (and "lca", the maximum-likelihood latent class analysis, docs/design.md §15) whose round trips let the server choose the parameters at which a silo sums its rows
 (docs/federation.md, "Strategies that cannot be made safe"): refused unless the operator allows them."""
 
 DEFAULT_BUDGET = {"hello": None, "summarize": 4, "divergence": 5000, "announce": 4, "assign": 2, "assess": 1,
-                  "counts": 5000}
+                  "counts": 5000, "lca_estep": 20000, "lca_classify": 200, "lca_structural": 20000}
 """Requests of each type a run may make (None: no limit). A summarize request is retried after a failure;
 the honest server sends one assign and one assess per run."""
 
@@ -210,7 +219,7 @@ class Gate:
                               f"{getattr(request, 'KIND', type(request).__name__)!r} message")
         if name not in self.policy.allowed_requests:
             raise DisclosureError(f"silo {self.silo.name!r}: its operator does not allow {name} requests")
-        if name not in ("hello", "summarize") and not self.state.summarized:
+        if name not in ("hello", "summarize") and not name.startswith("lca_") and not self.state.summarized:
             raise NotFittedError(f"silo {self.silo.name!r} received a {name} request before a summarize request "
                                  "of this run (or lost its state); only hello and summarize requests come first")
         used = self.state.counts.get(name, 0) + 1
@@ -468,10 +477,26 @@ def _admit_assess(gate: Gate, request: AssessRequest) -> AssessRequest:
     return dataclasses.replace(request, profiles=prof)
 
 
+def _admit_lca(gate: Gate, request):
+    """The latent class analysis: EM rounds at parameters the server chooses, so allowed only where the
+    operator lists "lca" (like the count round-trip strategies); parameters finite, floored, capped."""
+    if "lca" not in gate.policy.allowed_strategies:
+        raise DisclosureError(f"silo {gate.silo.name!r}: its operator does not allow the 'lca' analysis (its "
+                              "E-step sums are taken at parameters the server chooses; docs/federation.md)")
+    pi = rc.probabilities("lca pi", request.pi, ndim=1, floor=0.0, sums_to_one=False)
+    rc.cap("lca", clusters=pi.shape[0], max_clusters=gate.policy.max_clusters)
+    prof = rc.profiles("lca profiles", request.profiles, (pi.shape[0], gate.silo.n_columns), gate.silo.n_modalities,
+                       floor=gate.policy.profile_floor)
+    if np.array_equal(prof, np.asarray(request.profiles, dtype=np.float64)):
+        return request                       # unchanged (an honest fit's profiles are above the floor)
+    return dataclasses.replace(request, profiles=prof)
+
+
 ADMIT_RULES: dict[type[Message], Callable] = {
     HelloRequest: _admit_hello, SummarizeRequest: _admit_summarize, DivergenceRequest: _admit_divergence,
     CountsRequest: _admit_counts, AnnounceRequest: _admit_announce, AssignRequest: _admit_assign,
-    AssessRequest: _admit_assess,
+    AssessRequest: _admit_assess, LcaEStepRequest: _admit_lca, LcaClassifyRequest: _admit_lca,
+    LcaStructuralRequest: _admit_lca,
 }
 
 
@@ -597,6 +622,27 @@ def _release_assess(gate: Gate, request, reply: AssessReply) -> AssessReply:
     return dataclasses.replace(reply, **{f: _protect_vector(gate, getattr(reply, f)) for f in fields})
 
 
+def _release_lca(gate: Gate, request, reply):
+    """Latent class sums: suppression and rounding of the count-like sums where the operator set them. The
+    minimum cluster size is not applied (EM needs every class's sums; an operator who allows "lca" accepts
+    sums at server-chosen parameters, docs/federation.md)."""
+    privacy = gate.privacy
+    if privacy.round_to <= 1 and privacy.suppress_cells_below <= 1:
+        return reply
+
+    def protect(v):
+        v = np.asarray(v, dtype=np.float64)
+        if privacy.suppress_cells_below > 1:
+            v = np.where((v > 0) & (v < privacy.suppress_cells_below), 0.0, v)
+        return _round_real(v, privacy.round_to)
+
+    if isinstance(reply, LcaEStepReply):
+        return dataclasses.replace(reply, cluster=protect(reply.cluster), modality=protect(reply.modality))
+    if isinstance(reply, LcaClassifyReply):
+        return dataclasses.replace(reply, cross=protect(reply.cross))
+    return reply
+
+
 def _release_error(gate: Gate, request, reply: ErrorReply) -> ErrorReply:
     return reply
 
@@ -604,12 +650,14 @@ def _release_error(gate: Gate, request, reply: ErrorReply) -> ErrorReply:
 RELEASE_RULES: dict[type[Message], Callable] = {
     HelloReply: _release_hello, SiloSummary: _release_summary, DivergenceReply: _release_divergence,
     CountsReply: _release_counts, AnnounceReply: _release_announce, AssignReply: _release_assign,
-    AssessReply: _release_assess, ErrorReply: _release_error,
+    AssessReply: _release_assess, ErrorReply: _release_error, LcaEStepReply: _release_lca,
+    LcaClassifyReply: _release_lca, LcaStructuralReply: _release_lca,
 }
 """The disclosure rule of every reply type (tests/silo/test_gate.py checks every reply of
 ``vcmc.protocol.MESSAGE_TYPES`` has one)."""
 
 _REPLY_OF = {HelloRequest: HelloReply, SummarizeRequest: SiloSummary, DivergenceRequest: DivergenceReply,
              CountsRequest: CountsReply, AnnounceRequest: AnnounceReply, AssignRequest: AssignReply,
-             AssessRequest: AssessReply}
+             AssessRequest: AssessReply, LcaEStepRequest: LcaEStepReply, LcaClassifyRequest: LcaClassifyReply,
+             LcaStructuralRequest: LcaStructuralReply}
 

@@ -38,6 +38,7 @@ from vcmc.protocol import (
     SiloSummary,
     SummarizeRequest,
 )
+from vcmc.protocol.lca import LCA_REPLY_TYPE
 from vcmc.silo.disclosure import apply_min_cluster_size, effective_privacy
 from vcmc.silo.gate import Gate, SiloPolicy
 from vcmc.silo.posterior import LocalPosterior
@@ -45,6 +46,7 @@ from vcmc.silo.posterior import LocalPosterior
 _STATE_FIELDS = ("partition", "membership", "pi_draws", "profile_draws", "n_occupied", "log_posterior")
 _STATE_FORMAT = 2     # 2: the file holds its key and a digest of its arrays
 silo_log = logging.getLogger("vcmc.silo")
+LCA_REQUEST_TYPES = tuple(LCA_REPLY_TYPE)
 
 
 def _arrays_digest(arrays: dict[str, np.ndarray]) -> str:
@@ -133,7 +135,7 @@ class LocalSilo:
     """
 
     def __init__(self, data, *, privacy: PrivacyConfig | None = None, jobs: int = 1, progress=None,
-                 secure_noise: bool = True, state_dir=None, policy: SiloPolicy | None = None,
+                 secure_noise: bool = True, state_dir=None, auxiliary=None, policy: SiloPolicy | None = None,
                  run_key: str | None = None):
         privacy = PrivacyConfig() if privacy is None else privacy
         if not isinstance(privacy, PrivacyConfig):
@@ -156,6 +158,9 @@ class LocalSilo:
             raise ConfigError(f"The 'policy' parameter of LocalSilo must be a SiloPolicy. Got "
                               f"{type(policy).__name__} instead.")
         self.gate = Gate(self, policy, run_key=run_key)
+        # columns of the silo's file kept out of the clustering (covariates, distal outcomes of the latent
+        # class analysis, docs/design.md §15): a row-aligned DataFrame that never leaves the silo
+        self.auxiliary = auxiliary
 
     # -- the one entry point ---------------------------------------------------------------------------
 
@@ -465,7 +470,13 @@ class LocalSilo:
         return AssessReply(**assess_rows(self.codes, self.n_modalities, pi, profiles, pairs, rng=seed,
                                          privacy=privacy))
 
-    _HANDLERS = {HelloRequest: _answer_hello, SummarizeRequest: _answer_summarize,
+    def _answer_lca(self, request):
+        from vcmc.silo.lca import answer
+
+        return answer(self, request)
+
+    _HANDLERS = {**{t: _answer_lca for t in LCA_REQUEST_TYPES}, HelloRequest: _answer_hello,
+                 SummarizeRequest: _answer_summarize,
                  DivergenceRequest: _answer_divergence, CountsRequest: _answer_counts,
                  AnnounceRequest: _answer_announce, AssignRequest: _answer_assign, AssessRequest: _answer_assess}
 
