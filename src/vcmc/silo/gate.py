@@ -219,7 +219,11 @@ class Gate:
                               f"{getattr(request, 'KIND', type(request).__name__)!r} message")
         if name not in self.policy.allowed_requests:
             raise DisclosureError(f"silo {self.silo.name!r}: its operator does not allow {name} requests")
-        if name not in ("hello", "summarize") and not name.startswith("lca_") and not self.state.summarized:
+        # the latent class analysis has no summary: its requests, and its WAIC round (an assess request), come
+        # without one where the operator allows "lca" (its assess then still needs announced draws where the
+        # policy requires an announcement, so a deployment's LCA gives no WAIC)
+        lca = "lca" in self.policy.allowed_strategies and (name.startswith("lca_") or name == "assess")
+        if name not in ("hello", "summarize") and not lca and not self.state.summarized:
             raise NotFittedError(f"silo {self.silo.name!r} received a {name} request before a summarize request "
                                  "of this run (or lost its state); only hello and summarize requests come first")
         used = self.state.counts.get(name, 0) + 1

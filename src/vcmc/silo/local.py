@@ -475,7 +475,7 @@ class LocalSilo:
 
         return answer(self, request)
 
-    _HANDLERS = {**{t: _answer_lca for t in LCA_REQUEST_TYPES}, HelloRequest: _answer_hello,
+    _HANDLERS = {**dict.fromkeys(LCA_REQUEST_TYPES, _answer_lca), HelloRequest: _answer_hello,
                  SummarizeRequest: _answer_summarize,
                  DivergenceRequest: _answer_divergence, CountsRequest: _answer_counts,
                  AnnounceRequest: _answer_announce, AssignRequest: _answer_assign, AssessRequest: _answer_assess}
