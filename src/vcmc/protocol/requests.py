@@ -155,16 +155,21 @@ class AssignReply(Message):
     ``counts`` (C,): rows labelled with each cluster; ``expected`` (C,): the sum of the memberships (the
     expected cluster sizes); ``probability`` (C,): the sum, over the rows labelled with each cluster, of
     their membership of it (divided by ``counts`` it is the average posterior probability of assignment);
-    ``entropy``: the sum over rows of the entropy of their memberships (nats).
+    ``entropy``: the sum over rows of the entropy of their memberships (nats). Memberships averaged over
+    draws: ``n_draws`` averaged (0: none, the local posterior propagated), ``mc_error`` the largest Monte
+    Carlo standard error of a membership they leave, ``mc_target`` the error asked for.
     """
 
     KIND = "assign_reply"
-    VERSION = 2
+    VERSION = 3
 
     counts: np.ndarray
     expected: np.ndarray | None = None
     probability: np.ndarray | None = None
     entropy: float = 0.0
+    n_draws: int = 0
+    mc_error: float = 0.0
+    mc_target: float = 0.0
 
 
 @dataclass(frozen=True)

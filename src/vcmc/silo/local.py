@@ -412,7 +412,7 @@ class LocalSilo:
         ``profiles`` (draws) it is the allocation probability averaged over the draws
         (``vcmc.silo.memberships``). The label is the most probable cluster; only cluster-level sums leave.
         """
-        from vcmc.silo.memberships import membership_summary, posterior_memberships
+        from vcmc.silo.memberships import membership_summary, memberships_to_target
 
         n_global = int(request.n_global)
         if request.pi is not None and request.profiles is not None:
@@ -424,7 +424,7 @@ class LocalSilo:
             if pi.shape[1] != n_global or profiles.shape[1:] != (n_global, p) or pi.shape[0] != profiles.shape[0]:
                 raise ConfigError(f"assign: pi and profiles must be draws of {n_global} clusters over {p} "
                                   f"modality columns; got shapes {pi.shape} and {profiles.shape}")
-            memberships = posterior_memberships(self.codes, self.n_modalities, pi, profiles)
+            memberships, monte_carlo = memberships_to_target(self.codes, self.n_modalities, pi, profiles)
             labels = np.argmax(memberships, axis=1)
         else:
             a = self._check_assignment(request.assignment, n_global, "assign")
@@ -437,9 +437,10 @@ class LocalSilo:
             best = np.argmax(memberships, axis=1)
             rows = np.arange(labels.size)
             labels = np.where(memberships[rows, best] > memberships[rows, labels] + 1e-12, best, labels)
+            monte_carlo = None
         self.assignments = labels.astype(np.int64)
         self.memberships = memberships
-        return AssignReply(**membership_summary(memberships, self.assignments))
+        return AssignReply(**membership_summary(memberships, self.assignments, monte_carlo))
 
     def _answer_assess(self, request: AssessRequest) -> AssessReply:
         """Predictive checks, WAIC sums and sampled occupancy under the global draws (docs/design.md §14).
