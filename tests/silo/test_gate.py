@@ -339,7 +339,10 @@ def test_property_assign_replies(limits, counts, soft):
     c = np.asarray(counts)
     e = np.asarray(soft[:c.size])
     out = g.release(AssignRequest(assignment=np.zeros(1, int), n_global=c.size),
-                    AssignReply(counts=c, expected=e, probability=np.minimum(e, c), entropy=1.0))
+                    AssignReply(counts=c, expected=e, probability=np.minimum(e, c), entropy=1.0, n_draws=20,
+                                mc_error=0.01, mc_target=0.05))
+    # the whole-silo scalars (entropy, the labelling's Monte Carlo summary) are kept as they are
+    assert (out.entropy, out.n_draws, out.mc_error, out.mc_target) == (1.0, 20, 0.01, 0.05)
     min_size, round_to, _ = limits
     for v in (out.counts, out.expected, out.probability):
         v = np.asarray(v, dtype=float)

@@ -591,7 +591,7 @@ def _release_counts(gate: Gate, request: CountsRequest, reply: CountsReply) -> C
     cluster = _withhold(_round_real(cluster, privacy.round_to), gate.min_size)
     # rounding can take a cluster under the minimum: its modality counts go with it
     modality = np.where((cluster == 0)[..., None], 0.0, _round_real(modality, privacy.round_to))
-    return CountsReply(cluster=cluster, modality=modality, loglik=np.asarray(reply.loglik, dtype=np.float64))
+    return dataclasses.replace(reply, cluster=cluster, modality=modality)
 
 
 def _release_announce(gate: Gate, request, reply: AnnounceReply) -> AnnounceReply:
@@ -618,7 +618,8 @@ def _release_assign(gate: Gate, request, reply: AssignReply) -> AssignReply:
     # rounding can take a quantity under the minimum: withheld again after it
     expected = None if expected is None else _withhold(expected, gate.min_size)
     probability = None if probability is None else _withhold(np.where(counts == 0, 0.0, probability), gate.min_size)
-    return AssignReply(counts=counts, expected=expected, probability=probability, entropy=float(reply.entropy))
+    # the other fields (entropy, the labelling's draws and Monte Carlo error) are whole-silo scalars: kept
+    return dataclasses.replace(reply, counts=counts, expected=expected, probability=probability)
 
 
 def _release_assess(gate: Gate, request, reply: AssessReply) -> AssessReply:
