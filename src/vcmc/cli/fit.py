@@ -292,16 +292,19 @@ def run(args) -> int:
     silos = load_silos(args.files, silo_column=args.silo_column, schema_path=args.schema,
                        id_column=args.id_column, na_values=na_values, normalisation=normalisation,
                        min_count=config.privacy.min_cluster_size, info=info)
-    _guard.validate_against_data(args, silos)
-    import numpy as np
-
-    # the seed is fixed here, so that the line printed on Ctrl-C can give the command that resumes
-    seed = args.seed if args.seed is not None else int(np.random.SeedSequence().entropy)
+    _guard.validate_against_data(args, silos, config)
     resume = not args.no_resume
     n_clusters = (args.n_clusters if args.n_clusters is not None
                   else vars(args).get("clusters") if args.method == "fed-kmodes" else None)
-    key = _guard.run_key(method=args.method, config=config, seed=seed, silos=silos, n_clusters=n_clusters,
-                         normalisation=normalisation, na_values=na_values)
+
+    def key_of(seed):
+        return _guard.run_key(method=args.method, config=config, seed=seed, silos=silos, n_clusters=n_clusters,
+                              normalisation=normalisation, na_values=na_values)
+
+    # the seed is fixed here, so that the line printed on Ctrl-C can give the command that resumes; without
+    # --seed, the seed a previous run of this same command drew in --out (it resumes)
+    seed = _guard.choose_seed(args, out, key_of)
+    key = key_of(seed)
     mode = _guard.check_previous_run(out, key, overwrite=args.overwrite)
     _guard.check_free_space(out, _guard.estimate_bytes(config, silos, resume=resume,
                                                        save_summaries=args.save_summaries))
@@ -322,6 +325,7 @@ def run(args) -> int:
         raise _guard.write_error(err, out, resume=resume) from None
     if mode == "overwrite":
         _guard.remove_stale(out, paths.values())
+    _guard.seal_results(out, key, paths.values())
     print(f"{result.method}: {result.n_clusters} clusters from {len(result.silos)} silos "  # noqa: T201
           f"({int(result.partition_counts.sum())} rows) in {result.timings.get('total', 0):.1f} s")
     for kind, path in paths.items():
