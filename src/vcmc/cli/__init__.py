@@ -73,6 +73,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:   # a command that has nothing to keep (vcmc fit says what it kept itself)
         print(f"vcmc {args.command}: interrupted", file=sys.stderr)  # noqa: T201
         return 130
+    finally:   # the output folders this command held (vcmc.outputs.lock), also when main() runs in a session
+        from vcmc.outputs.lock import release
+
+        release()
 
 
 if __name__ == "__main__":  # pragma: no cover

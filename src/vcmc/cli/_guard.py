@@ -207,3 +207,52 @@ def choose_seed(args, out, key_of) -> int:
               "another run", file=sys.stderr)
         return seed
     return int(np.random.SeedSequence().entropy)
+
+
+def result_warnings(out, config) -> list[str]:
+    """What the report shows that a user must not miss, for the console: failed posterior predictive
+    checks, silos whose chains did not converge, a silo whose rows all fall into one cluster; each with the
+    command that shows more."""
+    import json
+    from pathlib import Path
+
+    try:
+        result = json.loads((Path(out) / "result.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    more = f"see `vcmc report {out}`"
+    diag = result.get("diagnostics") or {}
+    lines = []
+    ppc = diag.get("ppc") or {}
+    for check, what in (("prevalence", "modality prevalences"), ("pairs", "pairs of modalities")):
+        p = (ppc.get(check) or {}).get("p_value")
+        if isinstance(p, int | float) and p < 0.05:
+            n = ppc[check].get("n_pairs", ppc[check].get("n_entries"))
+            lines.append(f"the posterior predictive check of {what} failed (p = {p:.2f}"
+                         f"{f' over {n} checks' if n else ''}): the model misses structure in the data; {more} "
+                         "(posterior predictive checks), or try more --components")
+    s = config.sampler
+    for silo, d in (diag.get("local") or {}).items():
+        rhat, ess = d.get("rhat_log_posterior"), d.get("ess_bulk_log_posterior")
+        bad_rhat = isinstance(rhat, int | float) and rhat > s.target_rhat
+        bad_ess = isinstance(ess, int | float) and ess < s.target_ess
+        if bad_rhat or bad_ess:
+            said = [f"R-hat {rhat:.3f} > {s.target_rhat:g}" if bad_rhat else "",
+                    f"ESS {ess:.0f} < {s.target_ess:g}" if bad_ess else ""]
+            lines.append(f"silo {silo!r} did not converge ({', '.join(x for x in said if x)}, log posterior); "
+                         f"{more} (convergence), or raise --iterations / use --iterations auto")
+    clusters = result.get("clusters") or []
+    if sum(1 for c in clusters if c.get("size", 0) > 0) > 1:
+        for silo in result.get("silos", []):
+            sizes = [c.get("size_per_silo", {}).get(silo, 0) for c in clusters]
+            if sum(sizes) > 1 and max(sizes) == sum(sizes):
+                lines.append(f"silo {silo!r}: all its {sum(sizes)} rows fall into one cluster "
+                             f"({1 + sizes.index(max(sizes))}): it may differ from the other silos as a whole "
+                             f"(a coding or population difference) rather than by its people; {more} "
+                             "(per-silo contributions)")
+    return lines
+
+
+def say_result_warnings(out, config) -> None:
+    for line in result_warnings(out, config):
+        print(f"warning: {line}", file=sys.stderr)  # noqa: T201

@@ -332,6 +332,7 @@ def run(args) -> int:
         print(f"  {kind:12s} {path}")  # noqa: T201
     for w in result.diagnostics.get("warnings", []) if isinstance(result.diagnostics, dict) else []:
         print(f"warning: {w}", file=sys.stderr)  # noqa: T201
+    _guard.say_result_warnings(out, config)
     if info["normalised"]:
         n = sum(item["cells"] for item in info["normalised"])
         print(f"note: {n} cell(s) normalised as asked (--strip-whitespace / --case-insensitive / --na-values); "  # noqa: T201
