@@ -74,7 +74,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="read 'Yes' and 'yes' as one modality (an inferred modality is the lower-case label; "
                         "recorded in result.json)")
     p.add_argument("--method", default="vcmc",
-                   choices=["vcmc", "full-mcmc", "consensus", "fed-kmodes", "fedmerdel", "discgs"])
+                   choices=["vcmc", "full-mcmc", "consensus", "fed-kmodes", "fedmerdel", "discgs"],
+                   help="vcmc: Variational Consensus Monte Carlo; full-mcmc: one sampler on the pooled data "
+                        "(a reference, not federated); consensus: Scott et al.'s consensus weights; fed-kmodes, "
+                        "fedmerdel, discgs: the comparators")
     p.add_argument("--config", metavar="TOML", help="options in a TOML (or JSON) file, with the tables and dotted "
                    "keys of the Flower run config: [sampler] n-iter = 2000, matching.method = \"ball\"")
     p.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
@@ -107,7 +110,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="skip the model-assessment round (predictive checks, WAIC, posterior of K)")
     p.add_argument("--min-silos", type=int, default=None, metavar="N",
                    help="continue without failed silos while at least N remain (default: all required)")
-    p.add_argument("--seed", type=int, default=None, metavar="S", help="root seed (stored in result.json)")
+    p.add_argument("--seed", type=int, default=None, metavar="S", help="root seed (default: a random seed is drawn, printed in the resume line and recorded in "
+                        "result.json; the same command again in --out resumes with it)")
     p.add_argument("--jobs", type=int, default=1, metavar="J", help="worker processes (at most J, whatever the "
                    "number of silos)")
     p.add_argument("--save-summaries", action="store_true",
