@@ -341,6 +341,7 @@ WORKFLOW_CASES = (
     Case("ess-unreachable", "warning", "a run keeping fewer draws than the ESS target: said before sampling"),
     Case("console-warnings", "warning", "failed predictive checks, non-converged and one-cluster silos on the console"),
     Case("full-mcmc-files", "handled", "--method full-mcmc writes memberships.csv and the probability column"),
+    Case("score-silo-list", "handled", "the estimator's score on a list of silos: cross_val_score, GridSearchCV"),
     Case("schema-command", "handled", "vcmc schema writes schema.json, listing rare modalities for the user to decide"),
     Case("schema-check", "error", "vcmc schema --check names a value outside the schema"),
     Case("help-real-defaults", "handled", "help shows real defaults (no '(default: None)'), --method has help"),

@@ -304,6 +304,26 @@ def test_full_mcmc_files(tmp_path, capsys):
     assert (p[range(len(p)), assign.cluster - 1] == assign.probability).all()
 
 
+def test_score_silo_list(tmp_path):
+    from sklearn.model_selection import GridSearchCV, KFold, cross_val_score
+
+    from vcmc.data import read_silos
+    from vcmc.estimator import FederatedLatentClassModel
+
+    files = write_files(tmp_path, {f"s{i}.csv": cases.clean(i) for i in range(4)})
+    silos = read_silos(files)
+    model = FederatedLatentClassModel(n_components=5, n_iter=200, random_state=1)
+    scores = cross_val_score(model, silos, cv=KFold(2), error_score="raise")
+    assert scores.shape == (2,) and all(-6 < s < 0 for s in scores), scores   # nats per row, 4 variables
+    grid = GridSearchCV(model, {"beta": [0.5, 1.0]}, cv=KFold(2), error_score="raise").fit(silos)
+    assert all(abs(v) < 6 for v in grid.cv_results_["mean_test_score"])
+    # the score of a list is that of its rows pooled
+    fitted = model.fit(silos[:2])
+    n = [s.n_rows for s in silos[2:]]
+    pooled = sum(fitted.score(s) * k for s, k in zip(silos[2:], n, strict=True)) / sum(n)
+    assert abs(fitted.score(silos[2:]) - pooled) < 1e-9
+
+
 # -- vcmc schema ---------------------------------------------------------------------------------------------------
 def test_schema_command(tmp_path, capsys):
     files = write_files(tmp_path, cases.base(**{"c.csv": cases.edited(2, 5, 1, "west")}))
