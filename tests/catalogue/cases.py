@@ -339,6 +339,7 @@ WORKFLOW_CASES = (
     Case("out-is-input-folder", "handled", "--out = the input folder: its schema.json is not another run's, kept"),
     Case("repeat-without-seed", "handled", "the same command again without --seed resumes with the drawn seed"),
     Case("ess-unreachable", "warning", "a run keeping fewer draws than the ESS target: said before sampling"),
+    Case("iterations-auto-names-ess", "warning", "--iterations auto that stops on ESS says ESS (not R-hat)"),
     Case("console-warnings", "warning", "failed predictive checks, non-converged and one-cluster silos on the console"),
     Case("full-mcmc-files", "handled", "--method full-mcmc writes memberships.csv and the probability column"),
     Case("score-silo-list", "handled", "the estimator's score on a list of silos: cross_val_score, GridSearchCV"),

@@ -264,6 +264,20 @@ def test_ess_unreachable(tmp_path, capsys, monkeypatch):
     assert "ESS cannot reach the target 400" in err.split("the sampler ran")[0]
 
 
+def test_iterations_auto_names_ess(tmp_path, capsys):
+    rc, _, err = run(capsys, *write_files(tmp_path, cases.base()), "--out", str(tmp_path / "out"), "--seed", "1",
+                     "--iterations", "auto", "--max-iterations", "600", "--burn-in", "300")
+    assert rc == 0, err
+    local = result_of(tmp_path)["diagnostics"]["local"]
+    for silo, d in local.items():
+        ess = min(d[k] for k in ("ess_bulk_log_posterior", "ess_tail_log_posterior", "ess_bulk_pi_min",
+                                 "ess_tail_pi_min"))
+        assert ess < 400                                  # 60 draws kept: ESS is what fails
+        line = next(w for w in err.splitlines() if f"silo {silo!r}: the chains did not converge" in w)
+        assert f"ESS {ess:.0f} < 400" in line, line
+        assert ("R-hat" in line.split("converge:")[1]) == (max(d["rhat_log_posterior"], d["rhat_pi_max"]) > 1.01)
+
+
 def test_console_warnings(tmp_path, capsys):
     # a silo unlike the others (its own modalities of 'region'), short chains: one-cluster silo, poor
     # convergence; the warnings name the command that shows more

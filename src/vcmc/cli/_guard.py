@@ -233,6 +233,8 @@ def result_warnings(out, config) -> list[str]:
                          "(posterior predictive checks), or try more --components")
     s = config.sampler
     for silo, d in (diag.get("local") or {}).items():
+        if d.get("converged") == 0.0:     # --iterations auto said it already, naming what failed
+            continue
         rhat, ess = d.get("rhat_log_posterior"), d.get("ess_bulk_log_posterior")
         bad_rhat = isinstance(rhat, int | float) and rhat > s.target_rhat
         bad_ess = isinstance(ess, int | float) and ess < s.target_ess
