@@ -341,6 +341,7 @@ WORKFLOW_CASES = (
     Case("ess-unreachable", "warning", "a run keeping fewer draws than the ESS target: said before sampling"),
     Case("iterations-auto-names-ess", "warning", "--iterations auto that stops on ESS says ESS (not R-hat)"),
     Case("console-warnings", "warning", "failed predictive checks, non-converged and one-cluster silos on the console"),
+    Case("simulate-another-run", "refusal", "vcmc simulate into another simulation's folder: --overwrite rule, lock"),
     Case("full-mcmc-files", "handled", "--method full-mcmc writes memberships.csv and the probability column"),
     Case("score-silo-list", "handled", "the estimator's score on a list of silos: cross_val_score, GridSearchCV"),
     Case("schema-command", "handled", "vcmc schema writes schema.json, listing rare modalities for the user to decide"),

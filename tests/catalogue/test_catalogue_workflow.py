@@ -304,6 +304,28 @@ def test_console_warnings(tmp_path, capsys):
             assert f"warning: silo '{s}': all its {sum(sizes[s])} rows fall into one cluster" in err
 
 
+def test_simulate_another_run(tmp_path, capsys):
+    out = tmp_path / "sim"
+    sim = ("simulate", "--design", "nested", "--separability", "easy", "--out", str(out), "--n-per-silo", "30")
+    assert _main(capsys, *sim, "--seed", "1")[0] == 0
+    assert _main(capsys, *sim, "--seed", "1")[0] == 0                       # the same simulation: rewritten
+    first = _snapshot(out)
+    rc, _, err = _main(capsys, *sim, "--seed", "2")
+    assert rc == 1 and "holds another simulation (design 'nested', seed 1)" in err and "--overwrite" in err, err
+    assert _snapshot(out) == first
+    assert _main(capsys, *sim, "--seed", "2", "--overwrite")[0] == 0
+    assert json.loads((out / "truth.json").read_text())["seed"] == 2
+    # held like every output folder
+    proc = _holder(out)
+    try:
+        rc, _, err = _main(capsys, *sim, "--seed", "2")
+        assert rc == 1 and "another vcmc run is writing there" in err
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()
+
+
 def test_full_mcmc_files(tmp_path, capsys):
     rc, _, err = _fit(tmp_path, capsys, "out", "--method", "full-mcmc")
     assert rc == 0, err

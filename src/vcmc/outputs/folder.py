@@ -89,3 +89,33 @@ def same_folder(a, b) -> bool:
     with contextlib.suppress(OSError):
         return Path(a).resolve() == Path(b).resolve()
     return False
+
+
+def check_simulation_folder(out: Path, *, design: str, seed: int, overwrite: bool) -> None:
+    """``vcmc simulate --out``: a folder holding another simulation (another design or seed) or a fit's
+    results is refused unless ``--overwrite``; the same simulation again rewrites the same files."""
+    import json
+
+    truth = out / "truth.json"
+    if (out / "result.json").exists() and not overwrite:
+        raise OutputError(f"--out {out} holds the results of a vcmc fit; choose another --out for the simulated "
+                          "files, or add --overwrite")
+    if not truth.is_file() or overwrite:
+        return
+    try:
+        previous = json.loads(truth.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        previous = {}
+    if previous.get("design") != design or str(previous.get("seed")) != str(seed):
+        raise OutputError(f"--out {out} holds another simulation (design {previous.get('design')!r}, seed "
+                          f"{previous.get('seed')}): it is kept; choose another --out, or add --overwrite to "
+                          "replace it")
+
+
+def remove_other_silo_files(out: Path, written) -> None:
+    """After a simulation: silo files an earlier simulation with more silos left (they would be read as
+    silos of this one by ``vcmc fit out/silo_*.csv``)."""
+    keep = {Path(p).name for p in written}
+    for p in out.glob("silo_*.csv"):
+        if p.name not in keep:
+            p.unlink()
