@@ -94,14 +94,11 @@ def predict_memberships(fit: dict, codes: np.ndarray, n_draws: int | None = None
 
 
 def _out_folder(args, fit_dir: Path) -> Path:
-    """OUT: checked and held like vcmc fit's --out, never the fit's folder nor another fit's."""
-    from vcmc.outputs.folder import OutputError, check_out_dir, same_folder
+    """OUT: checked and held like vcmc fit's --out, never another fit's folder (the fit's own is refused
+    before anything is read)."""
+    from vcmc.outputs.folder import OutputError, check_out_dir
     from vcmc.outputs.runkey import read_manifest
 
-    if same_folder(args.out, fit_dir):
-        raise OutputError(f"--out {args.out} is the fit's own folder {fit_dir}: the predictions would replace the "
-                          "fit's assignments.csv and memberships.csv; choose another --out, e.g. "
-                          f"--out {Path(fit_dir).name}-predicted")
     out = check_out_dir(args.out, command="vcmc predict")
     previous = read_manifest(out) or {}
     if (out / "posterior.nc").exists() or (out / "result.json").exists() or \
@@ -121,13 +118,14 @@ def run(args) -> int:
                                      write_run_manifest)
     from vcmc.silo.memberships import write_membership_files
 
+    from vcmc.outputs.folder import OutputError, same_folder
+
     fit_dir = Path(args.fit_dir)
     fit = load_fit(fit_dir)
-    out = _out_folder(args, fit_dir)
-    fit_key = fit["key"] or file_digest(fit_dir / "posterior.nc")
-    key = content_key({"command": "predict", "fit": fit_key, "draws": args.draws, "id_column": args.id_column},
-                      files=[Path(f) for f in args.files if Path(f).is_file()])
-    mode = check_previous_run(out, key, overwrite=args.overwrite, what="run of vcmc predict")
+    if same_folder(args.out, fit_dir):
+        raise OutputError(f"--out {args.out} is the fit's own folder {fit_dir}: the predictions would replace the "
+                          "fit's assignments.csv and memberships.csv; choose another --out, e.g. "
+                          f"--out {fit_dir.name}-predicted")
     argv = list(getattr(args, "_argv", None) or sys.argv[1:])
     rows = []
     names = set()
@@ -139,6 +137,11 @@ def run(args) -> int:
         names.add(data.name)
         m = predict_memberships(fit, data.codes, args.draws)
         rows.append((data.name, m, np.argmax(m, axis=1)))
+    out = _out_folder(args, fit_dir)            # the files are read and scored: OUT is created only now
+    fit_key = fit["key"] or file_digest(fit_dir / "posterior.nc")
+    key = content_key({"command": "predict", "fit": fit_key, "draws": args.draws, "id_column": args.id_column},
+                      files=[Path(f) for f in args.files])
+    mode = check_previous_run(out, key, overwrite=args.overwrite, what="run of vcmc predict")
     write_run_manifest(out, key, None, argv, command=shlex.join(["vcmc", *argv]))
     paths = write_membership_files(out, rows, n_clusters=fit["pi"].shape[1])
     if mode == "overwrite":

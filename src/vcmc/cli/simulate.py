@@ -129,9 +129,9 @@ def run(args: argparse.Namespace) -> int:
     """Simulate and write the files; print where they went."""
     from vcmc.outputs.folder import check_out_dir, check_simulation_folder, remove_other_silo_files
 
+    data = _simulate(args)                                      # the options' refusals first
     out = check_out_dir(args.out, command="vcmc simulate")      # held by this run; the same checks as fit
     check_simulation_folder(out, design=args.design, seed=args.seed, overwrite=args.overwrite)
-    data = _simulate(args)
     try:
         files = data.write(args.out)
     except OSError as err:

@@ -4,7 +4,7 @@
 once, naming the process that holds it. The kernel releases the lock when its process ends, however it
 ends (``kill -9`` included), so the lock file a dead process leaves behind locks nothing: the next run
 takes it ("stale locks recovered" needs no clean-up step, and no guess from a pid that may be reused).
-Within one process the lock is re-entrant (a command run twice by ``vcmc.cli.main`` in one Python session
+A run that ends normally removes the lock file. Within one process the lock is re-entrant (a command run twice by ``vcmc.cli.main`` in one Python session
 holds it once) and released at exit or by :func:`release`.
 """
 
@@ -72,6 +72,10 @@ def release(folder: Path | None = None) -> None:
     for key in keys:
         fd = _held.pop(key, None)
         if fd is not None:
+            # removed while still held, so that no result folder keeps it; a process that opened it just
+            # before finds it gone once it has the lock, and locks a new one (acquire's inode check)
+            with contextlib.suppress(OSError):
+                os.unlink(Path(key) / LOCK_NAME)
             with contextlib.suppress(OSError):
                 os.close(fd)      # closing the descriptor releases the flock
 
