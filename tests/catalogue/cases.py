@@ -285,6 +285,9 @@ WORKFLOW_DATA_CASES = (
     Case("min-cluster-size-above-silos", "error", "--min-cluster-size larger than every silo, before sampling",
          base(**{"schema.json": SCHEMA}), args=("--min-cluster-size", "100"),
          match=r"--min-cluster-size 100 is larger than every silo \(the largest has 60 rows\)"),
+    Case("silo-under-min-cluster-size", "refusal", "a silo smaller than --min-cluster-size: refused before sampling",
+         base(**{"b.csv": csv_text(clean_rows(1)[:6])}), args=("--min-cluster-size", "7"),
+         match=r"b\.csv \(6 rows\) have fewer rows than --min-cluster-size 7.*--min-silos 2"),
     Case("components-one", "refusal", "--components 1 (the 'clusters' would be the silos)",
          base(), args=("--components", "1"), match=r"--components must be at least 2 for --method vcmc; got 1"),
 )

@@ -168,6 +168,13 @@ def _refuse_from_sizes(args, silos, config) -> None:
         biggest = max(s.n_rows for s in silos)
         raise ConfigError(f"--min-cluster-size {m} is larger than every silo (the largest has {biggest} rows): no "
                           f"silo could send a cluster; expected at most {biggest}")
+    under = [s for s in silos if s.n_rows < m]
+    if under and getattr(args, "min_silos", None) is None:
+        # the silo would refuse inside its summarize step, after the others had sampled
+        listed = ", ".join(f"{s.source or s.name} ({s.n_rows} rows)" for s in under)
+        raise ConfigError(f"silo(s) {listed} have fewer rows than --min-cluster-size {m}: no cluster of theirs could "
+                          "leave the silo under its disclosure limit; leave them out or merge them, lower "
+                          f"--min-cluster-size, or give --min-silos {len(silos) - len(under)} to go on without them")
 
 
 def data_warnings_of(silos) -> list[str]:
