@@ -6,7 +6,6 @@ warnings said where people look. One test per case of ``cases.WORKFLOW_CASES`` a
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import signal
@@ -296,7 +295,8 @@ def test_console_warnings(tmp_path, capsys):
     ppc = result["diagnostics"].get("ppc") or {}
     for check in ("prevalence", "pairs"):
         p = (ppc.get(check) or {}).get("p_value")
-        assert (p is not None and p < 0.05) == (f"predictive check of {'modality prevalences' if check == 'prevalence' else 'pairs of modalities'} failed" in err)
+        said = "modality prevalences" if check == "prevalence" else "pairs of modalities"
+        assert (p is not None and p < 0.05) == (f"predictive check of {said} failed" in err)
     sizes = {s: [c["size_per_silo"][s] for c in result["clusters"]] for s in result["silos"]}
     alone = [s for s, n in sizes.items() if max(n) == sum(n)]
     if sum(1 for c in result["clusters"] if c["size"]) > 1:

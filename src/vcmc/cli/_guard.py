@@ -17,8 +17,14 @@ import sys
 from vcmc.exceptions import ConfigError
 from vcmc.outputs.folder import OUTPUT_NAMES, RESULT_NAMES, OutputError, check_out_dir, remove_stale
 from vcmc.outputs.messages import interrupted_line, resume_command, write_error
-from vcmc.outputs.runkey import (RUN_MANIFEST, check_previous_run, previous_seed, run_key, seal_results,
-                                 write_run_manifest)
+from vcmc.outputs.runkey import (
+    RUN_MANIFEST,
+    check_previous_run,
+    previous_seed,
+    run_key,
+    seal_results,
+    write_run_manifest,
+)
 from vcmc.outputs.space import check_free_space, estimate_bytes
 
 __all__ = ["OUTPUT_NAMES", "RESULT_NAMES", "RUN_MANIFEST", "OutputError", "check_free_space", "check_out_dir",

@@ -110,7 +110,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="skip the model-assessment round (predictive checks, WAIC, posterior of K)")
     p.add_argument("--min-silos", type=int, default=None, metavar="N",
                    help="continue without failed silos while at least N remain (default: all required)")
-    p.add_argument("--seed", type=int, default=None, metavar="S", help="root seed (default: a random seed is drawn, printed in the resume line and recorded in "
+    p.add_argument("--seed", type=int, default=None, metavar="S",
+                   help="root seed (default: a random seed is drawn, printed in the resume line and recorded in "
                         "result.json; the same command again in --out resumes with it)")
     p.add_argument("--jobs", type=int, default=1, metavar="J", help="worker processes (at most J, whatever the "
                    "number of silos)")

@@ -40,7 +40,6 @@ def load_fit(fit_dir) -> dict:
     import xarray as xr
 
     from vcmc.data import Schema
-
     from vcmc.outputs.runkey import check_result_set
 
     d = Path(fit_dir)
@@ -113,12 +112,9 @@ def run(args) -> int:
     import sys
 
     from vcmc.data import read_rows
-    from vcmc.outputs.folder import remove_stale
-    from vcmc.outputs.runkey import (check_previous_run, content_key, file_digest, seal_results,
-                                     write_run_manifest)
+    from vcmc.outputs.folder import OutputError, remove_stale, same_folder
+    from vcmc.outputs.runkey import check_previous_run, content_key, file_digest, seal_results, write_run_manifest
     from vcmc.silo.memberships import write_membership_files
-
-    from vcmc.outputs.folder import OutputError, same_folder
 
     fit_dir = Path(args.fit_dir)
     fit = load_fit(fit_dir)

@@ -26,13 +26,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    from vcmc.outputs.folder import check_out_dir
-    from vcmc.outputs.runkey import check_result_set
-    from vcmc.report.build import write_report
-
     from pathlib import Path
 
     from vcmc.exceptions import ConfigError
+    from vcmc.outputs.folder import check_out_dir
+    from vcmc.outputs.runkey import check_result_set
+    from vcmc.report.build import write_report
 
     if not Path(args.folder).is_dir():
         raise ConfigError(f"{args.folder} is not a folder; vcmc report needs the folder written by vcmc fit --out")

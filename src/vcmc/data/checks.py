@@ -64,7 +64,8 @@ def disjoint_modalities(silos: Sequence[SiloData]) -> list[str]:
                 groups.remove(g)
             groups.append((names, codes))
         if len(groups) > 1 and any(len(codes) > 1 for _, codes in groups):
-            parts = [f"silo(s) {_fmt_values(sorted(names))} use {_fmt_values([var.modalities[k] for k in sorted(codes)])}"
+            parts = [f"silo(s) {_fmt_values(sorted(names))} use "
+                     f"{_fmt_values([var.modalities[k] for k in sorted(codes)])}"
                      for names, codes in sorted(groups, key=lambda g: sorted(g[0]))]
             out.append(f"column {var.name!r}: the silos share no value: " + "; ".join(parts) + ". If these are one "
                        "code spelled differently, recode the files to one spelling (or the clusters split by "

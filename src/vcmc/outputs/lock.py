@@ -4,7 +4,8 @@
 once, naming the process that holds it. The kernel releases the lock when its process ends, however it
 ends (``kill -9`` included), so the lock file a dead process leaves behind locks nothing: the next run
 takes it ("stale locks recovered" needs no clean-up step, and no guess from a pid that may be reused).
-A run that ends normally removes the lock file. Within one process the lock is re-entrant (a command run twice by ``vcmc.cli.main`` in one Python session
+A run that ends normally removes the lock file. Within one process the lock is re-entrant (a command run
+twice by ``vcmc.cli.main`` in one Python session
 holds it once) and released at exit or by :func:`release`.
 """
 
