@@ -303,8 +303,13 @@ class FederatedLatentClassModel(ClusterMixin, BaseEstimator):
         return np.argmax(self.predict_proba(X), axis=1)
 
     def score(self, X, y=None) -> float:
-        """Mean log posterior predictive density of the rows of ``X`` (nats per row; higher is better)."""
-        codes = self._codes(X)
+        """Mean log posterior predictive density of the rows of ``X`` (nats per row; higher is better).
+
+        ``X`` may also be a list of silos (as ``fit`` takes), so that scikit-learn's model selection
+        (``cross_val_score``, ``GridSearchCV``) splitting a list of silos scores the held-out silos' rows."""
+        silos = X if isinstance(X, list | tuple) and X and all(
+            np.ndim(getattr(x, "codes", x)) == 2 for x in X) else None
+        codes = np.concatenate([self._codes(x) for x in silos]) if silos else self._codes(X)
         pi, prof = self._draws()
         per_draw = np.stack([logsumexp(log_likelihood_rows(codes, np.maximum(pi[t], 1e-300), prof[t],
                                                            self.schema_.n_modalities), axis=1)

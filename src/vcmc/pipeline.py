@@ -231,11 +231,29 @@ def convergence_warnings(summaries: list[SiloSummary], sampler) -> list[str]:
     out = []
     for s in summaries:
         if s.diagnostics.get("converged") == 0.0:
-            out.append(f"silo {s.silo!r}: the chains did not reach R-hat <= {sampler.target_rhat:g} and ESS >= "
-                       f"{sampler.target_ess:g} within {sampler.n_iter} iterations (--iterations auto); its "
-                       f"draws are used as they are: raise --max-iterations or check its R-hat "
-                       f"({s.diagnostics.get('rhat_log_posterior', float('nan')):.3f}) in result.json")
+            out.append(f"silo {s.silo!r}: " + _unmet_targets(s.diagnostics, sampler) + f" within {sampler.n_iter} "
+                       "iterations (--iterations auto); its draws are used as they are: raise --max-iterations "
+                       "(see result.json, diagnostics.local)")
     return out
+
+
+def _unmet_targets(d: dict, sampler) -> str:
+    """Which of --iterations auto's targets a silo missed, with its values (R-hat, ESS or both)."""
+    def worst(keys, pick):
+        vals = [float(d[k]) for k in keys if isinstance(d.get(k), int | float) and np.isfinite(d[k])]
+        return pick(vals) if vals else None
+
+    rhat = worst(("rhat_log_posterior", "rhat_pi_max"), max)
+    ess = worst(("ess_bulk_log_posterior", "ess_tail_log_posterior", "ess_bulk_pi_min", "ess_tail_pi_min"), min)
+    missed = []
+    if rhat is not None and rhat > sampler.target_rhat:
+        missed.append(f"R-hat {rhat:.3f} > {sampler.target_rhat:g}")
+    if ess is not None and ess < sampler.target_ess:
+        missed.append(f"ESS {ess:.0f} < {sampler.target_ess:g}")
+    if not missed:
+        return (f"the chains did not reach R-hat <= {sampler.target_rhat:g} and ESS >= {sampler.target_ess:g} "
+                "at a check")
+    return "the chains did not converge: " + " and ".join(missed)
 
 
 def server_steps(summaries: list[SiloSummary], transport, config: FitConfig, *, rng: RngLike = None,
