@@ -15,7 +15,8 @@ METHODS = ("vcmc", "consensus", "full-mcmc", "fed-kmodes", "fedmerdel", "discgs"
 
 
 def _as_silos(silos) -> list:
-    """Accept a SimulatedData, a sequence of SiloData; check that they share one schema."""
+    """Accept a SimulatedData, a sequence of SiloData; check that they share one schema; return them in the
+    canonical order of ``vcmc.federation.order`` (the result lists the silos in that order)."""
     if hasattr(silos, "silos") and not isinstance(silos, Sequence):
         silos = silos.silos
     silos = list(silos)
@@ -30,7 +31,10 @@ def _as_silos(silos) -> list:
             raise SchemaError(f"silo {s.name!r} uses a different schema from silo {silos[0].name!r} "
                               f"(fingerprints {s.schema.fingerprint()} vs {ref.fingerprint()}); all silos "
                               "must encode their data with the same schema file.")
-    return silos
+    # one canonical order, whatever order the silos came in (vcmc.federation.order; docs/design.md §12.1)
+    from vcmc.federation.order import silo_sort_key
+
+    return sorted(silos, key=lambda s: silo_sort_key(s.name))
 
 
 def make_transport(silos, config: FitConfig, *, jobs: int = 1, kind: str = "auto", progress=None,

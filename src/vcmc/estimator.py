@@ -245,7 +245,9 @@ class FederatedLatentClassModel(ClusterMixin, BaseEstimator):
         self.n_clusters_ = int(keep.sum())
         self._pi_draws = result.pi_draws[:, keep] / result.pi_draws[:, keep].sum(axis=1, keepdims=True)
         self._profile_draws = result.profile_draws[:, keep]
-        self.labels_ = (np.concatenate([index[a] for a in result.assignments]) if result.assignments is not None
+        # the result lists the silos in the canonical order (vcmc.federation.order): labels in X's order
+        by_name = dict(zip(result.silos, result.assignments or (), strict=False))
+        self.labels_ = (np.concatenate([index[by_name[s.name]] for s in silos]) if result.assignments is not None
                         else None)
         if covariates is not None or distal is not None:
             self._three_step(silos, covariates, distal)
