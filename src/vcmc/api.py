@@ -64,7 +64,7 @@ def fit(silos, *, config: FitConfig | None = None, method: str = "vcmc", rng: Rn
 
     Parameters
     ----------
-    silos : sequence of vcmc.data.SiloData, or vcmc.simulate.SimulatedData
+    silos : sequence of vcmc.data.SiloData, or vcmc.research.simulate.SimulatedData
         One entry per silo, all encoded with the same schema.
     config : FitConfig, optional
         Priors, sampler, post-processing, privacy, matching and aggregation options (defaults: the
@@ -115,7 +115,7 @@ def fit(silos, *, config: FitConfig | None = None, method: str = "vcmc", rng: Rn
                                state_dir=state_dir) as tr:
             return run_vcmc(tr, config, rng=rng, method=method, policy=policy, save_dir=save_dir)
     if method == "full-mcmc":
-        from vcmc.baselines.full_mcmc import fit_full_mcmc
+        from vcmc.research.baselines.full_mcmc import fit_full_mcmc
 
         total = config.sampler.n_iter * config.sampler.n_chains
         with progress_bar(total, "Gibbs sampling (pooled data)", enabled=show_progress) as bar:
@@ -123,19 +123,19 @@ def fit(silos, *, config: FitConfig | None = None, method: str = "vcmc", rng: Rn
                                 postprocess=config.postprocess, rng=rng, jobs=jobs, silo_names=names,
                                 progress=bar.update)
     elif method == "fed-kmodes":
-        from vcmc.baselines.fed_kmodes import fit_fed_kmodes
+        from vcmc.research.baselines.fed_kmodes import fit_fed_kmodes
 
         if n_clusters is None:
             raise ConfigError("method 'fed-kmodes' needs n_clusters (K-modes does not infer the number of "
                               "clusters; the paper sets it to the truth).")
         res = fit_fed_kmodes(codes, n_mod, n_clusters=n_clusters, rng=rng, silo_names=names)
     elif method == "fedmerdel":
-        from vcmc.baselines.fedmerdel import fit_fedmerdel
+        from vcmc.research.baselines.fedmerdel import fit_fedmerdel
 
         res = fit_fedmerdel(codes, n_mod, k_init=config.prior.n_components, alpha=config.prior.alpha, rng=rng,
                             silo_names=names)
     else:
-        from vcmc.baselines.discgs import fit_discgs
+        from vcmc.research.baselines.discgs import fit_discgs
 
         res = fit_discgs(codes, n_mod, rng=rng, silo_names=names)
     timings = dict(res.timings)

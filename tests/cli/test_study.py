@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from vcmc.cli import main
-from vcmc.study import paper
+from vcmc.research.study import paper
 
 
 def test_list_methods(capsys):
@@ -34,7 +34,7 @@ def test_tables_only_needs_a_study(tmp_path, capsys):
 def test_small_real_study_and_single_cell_rerun(tmp_path):
     """Federated K-modes (seconds per cell) on one scenario: tables with the paper's values, and one
     replicate re-run alone gives the same numbers."""
-    pytest.importorskip("vcmc.baselines.fed_kmodes")
+    pytest.importorskip("vcmc.research.baselines.fed_kmodes")
     out = tmp_path / "s"
     args = ["study", "--out", str(out), "--methods", "fed-kmodes", "--scenarios", "non-nested/easy",
             "--replicates", "2", "--n-per-silo", "200", "--jobs", "1", "--no-figures"]

@@ -69,7 +69,7 @@ def test_records_carry_the_assessment_messages():
 def test_node_config_out_dir_must_be_absolute_and_receives_the_silos_files(tmp_path):
     from vcmc.exceptions import ConfigError
     from vcmc.flower.client import silo_from_node_config, write_local_results
-    from vcmc.simulate import simulate_design
+    from vcmc.research.simulate import simulate_design
 
     sim = simulate_design("homogeneous", "easy", rng=1, n_per_silo=40)
     sim.silos[0].to_frame().to_csv(tmp_path / "a.csv", index=False)
@@ -90,7 +90,7 @@ def test_silo_operator_sets_data_and_limits_in_node_config(tmp_path):
     from vcmc.config import PrivacyConfig
     from vcmc.exceptions import ConfigError
     from vcmc.flower.client import privacy_from_node_config, silo_from_node_config
-    from vcmc.simulate import simulate_design
+    from vcmc.research.simulate import simulate_design
 
     sim = simulate_design("homogeneous", "easy", rng=1, n_per_silo=40)
     sim.silos[0].to_frame().to_csv(tmp_path / "a.csv", index=False)
@@ -120,7 +120,7 @@ SEED = 5
 
 @pytest.fixture(params=["plain", "tls-auth"])
 def federation(request, tmp_path):
-    from vcmc.simulate import simulate_design
+    from vcmc.research.simulate import simulate_design
 
     secure = request.param == "tls-auth"
     sim = simulate_design("nested", "easy", rng=8, n_per_silo=150)

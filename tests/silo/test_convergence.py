@@ -6,9 +6,9 @@ from sklearn.metrics import adjusted_rand_score
 
 from vcmc.config import FitConfig, PriorConfig, SamplerConfig
 from vcmc.exceptions import ConfigError
+from vcmc.research.simulate import simulate_design
 from vcmc.silo.apply import run_apply_step
 from vcmc.silo.diagnostics import ess, rhat
-from vcmc.simulate import simulate_design
 
 AUTO = SamplerConfig(n_iter=20_000, burn_in=1000, thin=5, stop="converged", check_every=500)
 

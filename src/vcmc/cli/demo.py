@@ -28,7 +28,7 @@ def run(args) -> int:
     from vcmc.config import FitConfig, SamplerConfig
     from vcmc.metrics import adjusted_rand_index
     from vcmc.report import write_outputs
-    from vcmc.simulate import simulate_design
+    from vcmc.research.simulate import simulate_design
 
     out = Path(args.out)
     t0 = time.perf_counter()

@@ -1,0 +1,1 @@
+"""vcmc.research.baselines"""
