@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from vcmc.config.schema import flags
 from vcmc.exceptions import ConfigError, VcmcError
 
 RUN_MANIFEST = ".vcmc-run.json"
@@ -35,16 +36,9 @@ RESULT_NAMES = ("result.json", "assignments.csv", "profiles.csv", "posterior.nc"
                 "schema.json", "report.html", "characterisation.csv")
 OUTPUT_NAMES = (*RESULT_NAMES, "summaries", "silo-state", RUN_MANIFEST)
 
-# The flag (or flags) that set each option, by dotted key with underscores; options without a flag are
-# named as "--set key=...".
-FLAG_OF = {
-    "prior.n_components": "--components", "prior.alpha": "--alpha", "prior.beta": "--beta",
-    "prior.fractionate": "--no-fractionation", "sampler.thin": "--thin", "sampler.n_chains": "--chains",
-    "postprocess.summary_draws": "--summary-draws",
-    "sampler.burn_in": "--burn-in", "postprocess.min_cluster_fraction": "--min-local-fraction",
-    "privacy.min_cluster_size": "--min-cluster-size", "matching.level": "--level",
-    "matching.method": "--matching", "aggregation.strategy": "--strategy",
-}
+# The flag that sets each option, by dotted key with underscores (from the option table, where each
+# option's flag is defined); options without a flag are named as "--set key=...".
+FLAG_OF = flags()
 
 
 class OutputError(VcmcError):
