@@ -22,11 +22,13 @@ from sklearn.utils.validation import check_is_fitted
 from vcmc.config import FitConfig
 from vcmc.config.schema import option, param_constraint
 from vcmc.exceptions import DataError
+from vcmc.methods import names as method_names
 from vcmc.model import log_likelihood_rows
+from vcmc.spacing import evenly_spaced
 
 __all__ = ["FederatedLatentClassModel"]
 
-_METHODS = ("vcmc", "consensus", "full-mcmc", "fedmerdel", "discgs")
+_METHODS = method_names(estimator=True)     # the one registry's (vcmc.methods)
 
 #: The estimator's parameters that are ``FitConfig`` options, by run-config key: their defaults, types and
 #: allowed values come from the option table (``vcmc.config.schema``), their ranges are checked by the
@@ -143,10 +145,11 @@ class FederatedLatentClassModel(ClusterMixin, BaseEstimator):
         ``SiloData``, or a ``SimulatedData``'s silos)."""
         from scipy import sparse
 
+        from vcmc.api import as_silos
         from vcmc.data import SiloData
 
         if hasattr(x, "silos") and not isinstance(x, list | tuple):
-            return list(x.silos)
+            return as_silos(x)
         if isinstance(x, list | tuple) and x and all(
                 isinstance(p, SiloData | pd.DataFrame) or (np.ndim(p) == 2 and not sparse.issparse(p)) for p in x):
             return list(x)
@@ -178,9 +181,11 @@ class FederatedLatentClassModel(ClusterMixin, BaseEstimator):
     def _silos_for_fit(self, x):
         from vcmc.data import SiloData, from_dataframe, infer_schema
 
+        from vcmc.api import as_silos
+
         parts = self._as_parts(x)
         if all(isinstance(p, SiloData) for p in parts):
-            return parts, None
+            return as_silos(parts), None
         if any(isinstance(p, SiloData) for p in parts):
             raise DataError("mixing SiloData with data frames or arrays in one fit is ambiguous (their schemas "
                             "may differ); pass all silos in one form.")
@@ -241,8 +246,7 @@ class FederatedLatentClassModel(ClusterMixin, BaseEstimator):
         return self
 
     def _draws(self):
-        t = self._pi_draws.shape[0]
-        idx = np.unique(np.linspace(0, t - 1, min(t, _PREDICT_DRAWS)).round().astype(int))
+        idx = evenly_spaced(self._pi_draws.shape[0], _PREDICT_DRAWS)
         return self._pi_draws[idx], self._profile_draws[idx]
 
     def predict_proba(self, X) -> np.ndarray:

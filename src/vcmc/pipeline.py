@@ -36,6 +36,7 @@ from vcmc.protocol import (
 )
 from vcmc.result_builder import StageOutputs, artefact_warnings, build_result, failure_warnings
 from vcmc.results import GlobalResult
+from vcmc.spacing import evenly_spaced
 
 log = logging.getLogger(__name__)
 
@@ -116,22 +117,18 @@ def _counts_fn(transport, names, matching: Matching, policy: FaultPolicy):
     return counts
 
 
-def _even(n_total: int, n_take: int) -> np.ndarray:
-    return np.unique(np.linspace(0, n_total - 1, min(n_total, n_take)).round().astype(np.int64))
-
-
 def _assign_requests(names, matching: Matching, matched, agg, config) -> dict[str, AssignRequest]:
     """One request per silo: the global profile draws with that silo's own weights of the global clusters
     (``AggregationConfig.assign == "posterior"``), or the matching alone (``"local"``)."""
     if config.assign == "local":
         return {n: AssignRequest(assignment=matching.assignment[s], n_global=matching.n_global)
                 for s, n in enumerate(names)}
-    idx = _even(agg.profile_draws.shape[0], config.assign_draws)
+    idx = evenly_spaced(agg.profile_draws.shape[0], config.assign_draws)
     profiles = np.asarray(agg.profile_draws[idx], dtype=np.float64)
     reqs = {}
     for s, n in enumerate(names):
         pi_s = np.asarray(matched.pi[s], dtype=np.float64)
-        pi_s = pi_s[_even(pi_s.shape[0], idx.size)]
+        pi_s = pi_s[evenly_spaced(pi_s.shape[0], idx.size)]
         if pi_s.shape[0] != idx.size:          # a silo with fewer draws than asked: repeat them in turn
             pi_s = pi_s[np.arange(idx.size) % pi_s.shape[0]]
         reqs[n] = AssignRequest(assignment=matching.assignment[s], n_global=matching.n_global, pi=pi_s,

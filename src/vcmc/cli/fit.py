@@ -61,8 +61,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--case-insensitive", action="store_true",
                    help="read 'Yes' and 'yes' as one modality (an inferred modality is the lower-case label; "
                         "recorded in result.json)")
-    p.add_argument("--method", default="vcmc",
-                   choices=["vcmc", "full-mcmc", "consensus", "fed-kmodes", "fedmerdel", "discgs"])
+    from vcmc.methods import METHODS
+
+    p.add_argument("--method", default="vcmc", choices=list(METHODS),
+                   help="VCMC or a comparator (" + "; ".join(f"{m.name}: {m.label}" for m in METHODS.values())
+                        + ")")
     p.add_argument("--config", metavar="TOML", help="options in a TOML (or JSON) file, with the tables and dotted "
                    "keys of the Flower run config: [sampler] n-iter = 2000, matching.method = \"ball\"")
     p.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",

@@ -16,7 +16,7 @@ from pathlib import Path
 from vcmc.config import config_from_mapping
 from vcmc.exceptions import ConfigError, SiloFailure
 from vcmc.federation.faults import FaultPolicy
-from vcmc.federation.transport import _TransportBase, reply_to_result
+from vcmc.federation.transport import TransportBase, reply_to_result
 from vcmc.flower.records import ACTION, decode_record, encode_record
 from vcmc.protocol import HelloReply, HelloRequest, Message
 from vcmc.silo.errors import sanitise_exception
@@ -29,7 +29,7 @@ SERVER_KEYS = ("min-nodes", "seed", "out-dir", "min-silos", "round-timeout", "wa
 """Run-config keys read by ``server_main`` itself; every other key must be a ``FitConfig`` option."""
 
 
-class FlowerTransport(_TransportBase):
+class FlowerTransport(TransportBase):
     """Silos reached through a Flower ``Grid`` (used inside the ServerApp).
 
     Parameters

@@ -34,7 +34,7 @@ from numba import njit
 from vcmc._rng import as_seed_sequence, root_entropy
 from vcmc.exceptions import ConfigError
 from vcmc.model import MISSING, beta_per_column, one_hot_counts, profile_offsets
-from vcmc.research.baselines.fed_kmodes import _check_positive_int, check_silos
+from vcmc.research.baselines.fed_kmodes import check_positive_int, check_silos
 from vcmc.results import GlobalResult
 
 NAME = "discgs"
@@ -428,16 +428,16 @@ def fit_discgs(silos: Sequence[np.ndarray], n_modalities, *, n_iter: int = 100,
     t0 = time.perf_counter()
     owner = "fit_discgs"
     codes, mods, names = check_silos(silos, n_modalities, silo_names, owner=owner)
-    n_iter = _check_positive_int(n_iter, "n_iter", owner)
-    n_iter_master = n_iter if n_iter_master is None else _check_positive_int(n_iter_master, "n_iter_master",
+    n_iter = check_positive_int(n_iter, "n_iter", owner)
+    n_iter_master = n_iter if n_iter_master is None else check_positive_int(n_iter_master, "n_iter_master",
                                                                              owner)
-    n_init_clusters = _check_positive_int(n_init_clusters, "n_init_clusters", owner)
+    n_init_clusters = check_positive_int(n_init_clusters, "n_init_clusters", owner)
     if prior not in ("dp", "finite"):
         raise ConfigError(f"The 'prior' parameter of {owner} must be one of 'finite', 'dp'. Got {prior!r} "
                           "instead.")
     finite = prior == "finite"
     if finite:
-        n_components = _check_positive_int(n_components, "n_components", owner, minimum=2)
+        n_components = check_positive_int(n_components, "n_components", owner, minimum=2)
         n_init_clusters = min(n_init_clusters, n_components)
     b = np.atleast_1d(np.asarray(beta, dtype=np.float64))
     if b.size not in (1, len(mods)) or not np.all(np.isfinite(b) & (b > 0)):

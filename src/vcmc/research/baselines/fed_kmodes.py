@@ -68,7 +68,7 @@ def check_silos(silos, n_modalities, silo_names=None, *, owner: str):
     return out, mods, names
 
 
-def _check_positive_int(value, name: str, owner: str, minimum: int = 1) -> int:
+def check_positive_int(value, name: str, owner: str, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
         raise ConfigError(f"The {name!r} parameter of {owner} must be an int >= {minimum}. Got {value!r} "
                           "instead.")
@@ -311,10 +311,10 @@ def fit_fed_kmodes(silos: Sequence[np.ndarray], n_modalities, *, n_clusters: int
     t0 = time.perf_counter()
     owner = "fit_fed_kmodes"
     codes, mods, names = check_silos(silos, n_modalities, silo_names, owner=owner)
-    n_clusters = _check_positive_int(n_clusters, "n_clusters", owner)
-    rounds = _check_positive_int(rounds, "rounds", owner, minimum=0)
-    local_iter = _check_positive_int(local_iter, "local_iter", owner)
-    server_n_init = _check_positive_int(server_n_init, "server_n_init", owner)
+    n_clusters = check_positive_int(n_clusters, "n_clusters", owner)
+    rounds = check_positive_int(rounds, "rounds", owner, minimum=0)
+    local_iter = check_positive_int(local_iter, "local_iter", owner)
+    server_n_init = check_positive_int(server_n_init, "server_n_init", owner)
     if init is not None and len(init) != len(codes):
         raise ConfigError(f"{owner}: 'init' must give one (K_s, Q) array of modes per silo ({len(codes)}), "
                           f"got {len(init)}.")

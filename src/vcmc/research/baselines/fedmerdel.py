@@ -31,7 +31,7 @@ from vcmc._rng import as_seed_sequence, root_entropy
 from vcmc.exceptions import ConfigError, ConvergenceWarning
 from vcmc.model import MISSING, profile_offsets, variable_of_column
 from vcmc.protocol import Message
-from vcmc.research.baselines.fed_kmodes import _check_positive_int, check_silos, kmodes_iterations
+from vcmc.research.baselines.fed_kmodes import check_positive_int, check_silos, kmodes_iterations
 from vcmc.results import GlobalResult
 
 NAME = "fedmerdel"
@@ -482,9 +482,9 @@ def fit_fedmerdel(silos: Sequence[np.ndarray], n_modalities, *, k_init: int = 15
     t0 = time.perf_counter()
     owner = "fit_fedmerdel"
     codes, mods, names = check_silos(silos, n_modalities, silo_names, owner=owner)
-    k_init = _check_positive_int(k_init, "k_init", owner)
-    max_iter = _check_positive_int(max_iter, "max_iter", owner)
-    laps = _check_positive_int(laps, "laps", owner, minimum=0)
+    k_init = check_positive_int(k_init, "k_init", owner)
+    max_iter = check_positive_int(max_iter, "max_iter", owner)
+    laps = check_positive_int(laps, "laps", owner, minimum=0)
     if not (np.isfinite(alpha) and alpha > 0):
         raise ConfigError(f"The 'alpha' parameter of {owner} must be a float in (0, inf). Got {alpha!r} "
                           "instead.")

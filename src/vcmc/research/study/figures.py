@@ -40,10 +40,10 @@ def _colours(methods):
 
 def figure3(df, path: Path, true_k: dict[str, int]) -> Path:
     """Distribution of the number of clusters per method (bars) in a 2 x 3 grid of scenarios."""
-    from vcmc.research.study.tables import _label, _method_order, scenario_label
+    from vcmc.research.study.tables import method_label, method_order, scenario_label
 
     plt = _plt()
-    methods = _method_order(df["method"].unique())
+    methods = method_order(df["method"].unique())
     col = _colours(methods)
     fig, axes = plt.subplots(2, 3, figsize=(13, 6.5), sharey=True, squeeze=False)
     kmax = int(np.nanmax(df["n_clusters"])) if len(df) else 8
@@ -64,7 +64,7 @@ def figure3(df, path: Path, true_k: dict[str, int]) -> Path:
                     continue
                 freq = np.array([(x == k).mean() for k in ks])
                 ax.bar(ks + (m_i - (len(methods) - 1) / 2) * width, freq, width=width, color=col[m],
-                       label=_label(m))
+                       label=method_label(m))
             ax.set_xticks(ks)
             if i == 1:
                 ax.set_xlabel("estimated number of clusters")
@@ -88,10 +88,10 @@ def figure3(df, path: Path, true_k: dict[str, int]) -> Path:
 
 def ari_figure(df, path: Path) -> Path:
     """ARI per replicate by method and scenario; the paper's mean ARI as a black diamond."""
-    from vcmc.research.study.tables import _label, _method_order, scenario_label
+    from vcmc.research.study.tables import method_label, method_order, scenario_label
 
     plt = _plt()
-    methods = _method_order(df["method"].unique())
+    methods = method_order(df["method"].unique())
     col = _colours(methods)
     fig, axes = plt.subplots(2, 3, figsize=(13, 6.5), sharey=False, squeeze=False)
     for i, sep in enumerate(_SEPS):
@@ -122,7 +122,7 @@ def ari_figure(df, path: Path) -> Path:
                     if v is not None:
                         ax.plot(p, v, marker="D", color="black", ms=5)
             ax.set_xticks(range(len(methods)))
-            ax.set_xticklabels([_label(m) for m in methods], rotation=30, ha="right", fontsize=8)
+            ax.set_xticklabels([method_label(m) for m in methods], rotation=30, ha="right", fontsize=8)
             if j == 0:
                 ax.set_ylabel("ARI (pooled data)")
     fig.suptitle("ARI per replicate (boxes: ours; black diamonds: the paper's mean)")
@@ -135,12 +135,12 @@ def ari_figure(df, path: Path) -> Path:
 
 def pi_vs_paper(t4, path: Path) -> Path:
     """Our relative bias and coverage of pi_c against the paper's (Table 4), one point per cell."""
-    from vcmc.research.study.tables import _label, _method_order
+    from vcmc.research.study.tables import method_label, method_order
 
     plt = _plt()
     fig, axes = plt.subplots(1, 2, figsize=(11, 5), squeeze=False)
     t = t4.dropna(subset=["paper_rb"]) if len(t4) else t4
-    methods = _method_order(t["method"].unique()) if len(t) else []
+    methods = method_order(t["method"].unique()) if len(t) else []
     col = _colours(methods)
     for ax, ours, ref, title in ((axes[0, 0], "ours_rb", "paper_rb", "relative bias of π_c"),
                                  (axes[0, 1], "ours_cov", "paper_cov", "95% coverage of π_c")):
@@ -152,7 +152,7 @@ def pi_vs_paper(t4, path: Path) -> Path:
             ok = np.isfinite(x) & np.isfinite(y)
             if not ok.any():
                 continue
-            ax.scatter(x[ok], y[ok], color=col[m], label=_label(m), s=22)
+            ax.scatter(x[ok], y[ok], color=col[m], label=method_label(m), s=22)
             lo, hi = min(lo, x[ok].min(), y[ok].min()), max(hi, x[ok].max(), y[ok].max())
         if np.isfinite(lo):
             pad = 0.05 * (hi - lo + 1e-9)
@@ -172,11 +172,11 @@ def pi_vs_paper(t4, path: Path) -> Path:
 
 def write_figures(out, cells: list[dict] | None = None) -> dict[str, Path]:
     """Write the study's figures into ``out/figures`` and return their paths."""
-    from vcmc.research.study.tables import _current_cells, records_frame, table4
+    from vcmc.research.study.tables import current_cells, records_frame, table4
 
     out = Path(out)
     if cells is None:
-        cells = _current_cells(out)
+        cells = current_cells(out)
     df = records_frame(cells)
     fdir = out / "figures"
     fdir.mkdir(parents=True, exist_ok=True)

@@ -19,6 +19,7 @@ import pandas as pd
 
 from vcmc.atomic import atomic_path, atomic_write_text
 from vcmc.research.study.runner import SENSITIVITY_LEVELS, atomic_write_json, load_cells
+from vcmc.research.study.tables import method_label
 
 __all__ = ["DEFAULT_METHOD", "RECOVERED_F1", "suite_frame", "suite_table", "write_suite_tables"]
 
@@ -128,12 +129,6 @@ def sensitivity_table(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _label(method: str) -> str:
-    from vcmc.research.study.registry import default_registry
-
-    reg = default_registry()
-    return reg.methods[method].label if method in reg.methods else method
-
 
 def _fmt(x, nd=2) -> str:
     return "–" if x is None or (isinstance(x, float) and not np.isfinite(x)) else f"{x:.{nd}f}"
@@ -158,7 +153,7 @@ def suite_markdown(t: pd.DataFrame, sens: pd.DataFrame) -> str:
         seen.add(r.design)
         verdict = "" if r.method == REFERENCE else ("**pass**" if r.passes else "fail")
         lines.append(
-            f"| {name} | {_label(r.method)} | {r.n_replicates} | {r.true_k:.0f} | "
+            f"| {name} | {method_label(r.method)} | {r.n_replicates} | {r.true_k:.0f} | "
             f"{_fmt(r.ari_mean, 3)} ({_fmt(r.ari_sd, 3)}) | {_fmt(r.d_ari_vs_full, 3)} | {_fmt(r.k_mean, 1)} "
             f"({_fmt(r.k_full_mean, 1)}) | {r.k_within_1_of_full_pct:.0f}% | {_fmt(r.recovered_mean, 1)} | "
             f"{r.fragments_total} ({r.fragments_any_total}) | {_fmt(r.correct_with_true_partitions_pct, 0)}% | "
@@ -186,7 +181,7 @@ def suite_figure(t: pd.DataFrame, path: Path) -> Path:
     for j, m in enumerate(methods):
         sub = t[t["method"] == m].set_index("design").reindex(designs)
         off = (j - (len(methods) - 1) / 2) * 0.15
-        axes[0].scatter(np.clip(sub["d_ari_vs_full"], -0.6, 0.2), y + off, label=_label(m), s=22)
+        axes[0].scatter(np.clip(sub["d_ari_vs_full"], -0.6, 0.2), y + off, label=method_label(m), s=22)
         axes[1].scatter(np.clip(sub["k_mean"] - sub["k_full_mean"], -10, 40), y + off, s=22)
     axes[0].axvline(-ARI_MARGIN, color="grey", ls="--", lw=0.8)
     axes[0].axvline(0, color="black", lw=0.6)

@@ -22,6 +22,8 @@ import numpy as np
 
 from vcmc._rng import spawn_generators
 from vcmc.exceptions import ConfigError
+from vcmc.methods import METHODS
+from vcmc.methods import get as get_method
 from vcmc.results import GlobalResult
 
 __all__ = ["Registry", "StudyGroup", "StudyMethod", "VcmcApply", "default_registry", "oracle_matching"]
@@ -222,38 +224,19 @@ def _true_n_clusters(dataset) -> int:
     return int(np.count_nonzero(np.asarray(dataset.global_weights) > 0))
 
 
-def _full_mcmc(dataset, *, seed: int, profile, shared=None) -> GlobalResult:
-    from vcmc.research.baselines.full_mcmc import fit_full_mcmc
+def _comparator(name: str):
+    """A comparator of the method registry (``vcmc.methods``), run as ``vcmc.fit`` runs it: the pooled gold
+    standard without prior fractionation (docs/design.md §10), K-modes with the true number of clusters
+    (the paper's section 5.4)."""
+    method = get_method(name)
 
-    codes, n_mod, names = _codes(dataset)
-    # The gold standard: the same sampler on the pooled rows, without prior fractionation (docs/design.md §10).
-    config = profile.fit_config(fractionate=False)
-    return fit_full_mcmc(codes, n_mod, prior=config.prior, sampler=config.sampler,
-                         postprocess=config.postprocess, rng=seed, jobs=1, silo_names=names)
+    def run(dataset, *, seed: int, profile, shared=None) -> GlobalResult:
+        codes, n_mod, names = _codes(dataset)
+        config = profile.fit_config(fractionate=method.federated)
+        return method.run(codes, n_mod, config=config, rng=seed, jobs=1, silo_names=names,
+                          n_clusters=_true_n_clusters(dataset) if name == "fed-kmodes" else None)
 
-
-def _fed_kmodes(dataset, *, seed: int, profile, shared=None) -> GlobalResult:
-    from vcmc.research.baselines.fed_kmodes import fit_fed_kmodes
-
-    codes, n_mod, names = _codes(dataset)
-    # The paper sets K to the true number of clusters (section 5.4).
-    return fit_fed_kmodes(codes, n_mod, n_clusters=_true_n_clusters(dataset), rng=seed, silo_names=names)
-
-
-def _fedmerdel(dataset, *, seed: int, profile, shared=None) -> GlobalResult:
-    from vcmc.research.baselines.fedmerdel import fit_fedmerdel
-
-    codes, n_mod, names = _codes(dataset)
-    config = profile.fit_config()
-    return fit_fedmerdel(codes, n_mod, k_init=config.prior.n_components, alpha=config.prior.alpha, rng=seed,
-                         silo_names=names)
-
-
-def _discgs(dataset, *, seed: int, profile, shared=None) -> GlobalResult:
-    from vcmc.research.baselines.discgs import fit_discgs
-
-    codes, n_mod, names = _codes(dataset)
-    return fit_discgs(codes, n_mod, rng=seed, silo_names=names)
+    return run
 
 
 _EVAL = ("vcmc.metrics", "vcmc.research.simulate")
@@ -273,16 +256,13 @@ def default_registry() -> Registry:
                                   ("min-divergence", "vcmc-min-divergence", "VCMC (min-divergence)")):
         reg.add(StudyMethod(name=name, label=label, run=_server(matching, "vcmc"), group="vcmc-apply",
                             matching=matching, modules=_VCMC_MODULES))
-    reg.add(StudyMethod(name="consensus", label="Consensus MC", run=_server("calibrated", "consensus"),
-                        group="vcmc-apply", modules=_VCMC_MODULES))
-    reg.add(StudyMethod(name="full-mcmc", label="Full MCMC", run=_full_mcmc,
-                        modules=("vcmc.research.baselines.full_mcmc:fit_full_mcmc", *_EVAL)))
-    reg.add(StudyMethod(name="fed-kmodes", label="Fed K-modes", run=_fed_kmodes,
-                        modules=("vcmc.research.baselines.fed_kmodes:fit_fed_kmodes", *_EVAL)))
-    reg.add(StudyMethod(name="fedmerdel", label="FedMerDel", run=_fedmerdel,
-                        modules=("vcmc.research.baselines.fedmerdel:fit_fedmerdel", *_EVAL)))
-    reg.add(StudyMethod(name="discgs", label="DisCGS", run=_discgs,
-                        modules=("vcmc.research.baselines.discgs:fit_discgs", *_EVAL)))
+    reg.add(StudyMethod(name="consensus", label=get_method("consensus").label,
+                        run=_server("calibrated", "consensus"), group="vcmc-apply", modules=_VCMC_MODULES))
+    # the comparators: every method of the one registry that runs through an adapter
+    for method in METHODS.values():
+        if method.adapter is not None:
+            reg.add(StudyMethod(name=method.name, label=method.label, run=_comparator(method.name),
+                                modules=(method.adapter, *_EVAL)))
     return reg
 
 

@@ -40,13 +40,13 @@ def scenario_label(scenario: str) -> str:
     return f"{_SCENARIO_LABEL.get(design, design)} {sep}"
 
 
-def _method_order(methods) -> list[str]:
+def method_order(methods) -> list[str]:
     pref = ["fed-kmodes", "fedmerdel", "vcmc-calibrated", "vcmc-ball", "vcmc-hungarian", "vcmc-min-divergence",
             "consensus", "discgs", "full-mcmc"]
     return sorted(set(methods), key=lambda m: (pref.index(m) if m in pref else len(pref), m))
 
 
-def _label(method: str) -> str:
+def method_label(method: str) -> str:
     from vcmc.research.study.registry import default_registry
 
     reg = default_registry()
@@ -148,7 +148,7 @@ def _sort(t: pd.DataFrame) -> pd.DataFrame:
     if t.empty:
         return t
     order = {s: i for i, s in enumerate(SCENARIOS)}
-    meth = {m: i for i, m in enumerate(_method_order(t["method"].unique()))}
+    meth = {m: i for i, m in enumerate(method_order(t["method"].unique()))}
     keys = [t["scenario"].map(order), t["method"].map(meth)]
     extra = [c for c in ("cluster",) if c in t.columns]
     t = t.assign(_s=keys[0], _m=keys[1])
@@ -235,7 +235,7 @@ def table4(cells: list[dict]) -> pd.DataFrame:
     rows = []
     by_sc = _cells_by_scenario(cells)
     for sc, cs in by_sc.items():
-        for meth in _method_order({m for c in cs for m in c.get("methods", {})}):
+        for meth in method_order({m for c in cs for m in c.get("methods", {})}):
             arr = _param_arrays(cs, meth, "pi")
             if arr is None:
                 continue
@@ -287,7 +287,7 @@ def table5(cells: list[dict]) -> pd.DataFrame:
     labels = paper.table5_bins()
     rows = []
     for sc, cs in _cells_by_scenario(cells).items():
-        for meth in _method_order({m for c in cs for m in c.get("methods", {})}):
+        for meth in method_order({m for c in cs for m in c.get("methods", {})}):
             arr = _param_arrays(cs, meth, "p")
             if arr is None:
                 continue
@@ -340,7 +340,7 @@ def _md(header: list[str], rows: list[list[str]]) -> str:
 def table2_markdown(t: pd.DataFrame) -> str:
     rows = []
     for r in t.itertuples():
-        rows.append([scenario_label(r.scenario), _label(r.method), str(r.n_replicates),
+        rows.append([scenario_label(r.scenario), method_label(r.method), str(r.n_replicates),
                      f"{_f(r.correct_pct, 0)} ±{_f(r.correct_pct_se, 0)} [{_f(r.paper_correct_pct, 0)}]",
                      f"{_f(r.mean_ari)} [{_f(r.paper_mean_ari)}]", _f(r.mean_n_global, 2),
                      f"{_f(r.correct_pct_true_partitions, 0)} [–]", f"{_f(r.mean_ari_true_partitions)} [–]"])
@@ -350,7 +350,7 @@ def table2_markdown(t: pd.DataFrame) -> str:
 
 
 def table3_markdown(t: pd.DataFrame) -> str:
-    methods = _method_order(t["method"].unique())
+    methods = method_order(t["method"].unique())
     rows = []
     for (sc, q), g in t.groupby(["scenario", "quantity"], sort=False):
         cells = []
@@ -368,7 +368,7 @@ def table3_markdown(t: pd.DataFrame) -> str:
                 f"{_f(r.paper_mean, nd(r.paper_mean))} ({_f(r.paper_sd, nd(r.paper_mean))})")
             cells.append(f"{ours} [{ref}]")
         rows.append([scenario_label(sc), q, *cells])
-    return _md(["scenario", "mean (sd)", *[_label(m) for m in methods]], rows)
+    return _md(["scenario", "mean (sd)", *[method_label(m) for m in methods]], rows)
 
 
 def _param_markdown(t: pd.DataFrame, col: str, cols: list) -> str:
@@ -385,7 +385,7 @@ def _param_markdown(t: pd.DataFrame, col: str, cols: list) -> str:
             ref = f"{_f(r.paper_rb, 3, 1e3)}/{_f(r.paper_cov)}"
             extra = f" ({int(r.unmatched)} unm.)" if "unmatched" in r and r.unmatched else ""
             cells.append(f"{ours} [{ref}]{extra}")
-        rows.append([scenario_label(sc), _label(m), *cells])
+        rows.append([scenario_label(sc), method_label(m), *cells])
     return rows
 
 
@@ -456,12 +456,12 @@ def agreement_markdown(ag: pd.DataFrame) -> str:
     for v in ("agrees", "better", "worse"):
         if v not in counts.columns:
             counts[v] = 0
-    rows = [[f"Table {t}", _label(m), str(int(c["agrees"])), str(int(c["better"])), str(int(c["worse"]))]
+    rows = [[f"Table {t}", method_label(m), str(int(c["agrees"])), str(int(c["better"])), str(int(c["worse"]))]
             for (t, m), c in counts[["agrees", "better", "worse"]].iterrows()]
     text = _md(["table", "method", "within 2 s.e.", "better", "worse"], rows)
     off = ag[ag["verdict"] != "agrees"]
     if len(off):
-        lines = [f"- Table {r.table}, {scenario_label(r.scenario)}, {_label(r.method)}, {r.quantity}: ours "
+        lines = [f"- Table {r.table}, {scenario_label(r.scenario)}, {method_label(r.method)}, {r.quantity}: ours "
                  f"{_f(r.ours, 3)} vs paper {_f(r.paper, 3)} (z = {_f(r.z, 1)}, {r.verdict})"
                  for r in off.itertuples()]
         text += "\n\nOutside sampling error:\n\n" + "\n".join(lines)
@@ -488,7 +488,7 @@ def write_tables(out, cells: list[dict] | None = None) -> dict[str, Path]:
     """
     out = Path(out)
     if cells is None:
-        cells = _current_cells(out)
+        cells = current_cells(out)
     tabs = build_tables(cells)
     tdir = out / "tables"
     tdir.mkdir(parents=True, exist_ok=True)
@@ -531,7 +531,7 @@ def write_tables(out, cells: list[dict] | None = None) -> dict[str, Path]:
     return paths
 
 
-def _current_cells(out: Path) -> list[dict]:
+def current_cells(out: Path) -> list[dict]:
     """The cells of ``out`` that match its manifest's settings and seed."""
     import json
 
