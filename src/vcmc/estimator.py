@@ -179,9 +179,8 @@ class FederatedLatentClassModel(ClusterMixin, BaseEstimator):
         return frame
 
     def _silos_for_fit(self, x):
-        from vcmc.data import SiloData, from_dataframe, infer_schema
-
         from vcmc.api import as_silos
+        from vcmc.data import SiloData, from_dataframe, infer_schema
 
         parts = self._as_parts(x)
         if all(isinstance(p, SiloData) for p in parts):

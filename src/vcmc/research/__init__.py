@@ -6,5 +6,5 @@ simulation studies, their tables and figures) and ``datasets`` (real data shippe
 library core (``vcmc.config``, ``vcmc.data``, ``vcmc.silo``, ``vcmc.matching``, ``vcmc.aggregation``,
 ``vcmc.pipeline``, ...) never imports this package; the method registry (``vcmc.methods``) names the
 comparators by module path, and the CLI's ``simulate`` and ``study`` commands are its only other users
-(docs/design.md §12.4, CONTRIBUTING.md "Layout").
+(docs/design.md §12.6, CONTRIBUTING.md "Layout").
 """
