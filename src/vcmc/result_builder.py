@@ -61,7 +61,25 @@ def classification_quality(replies, names) -> dict:
         avg = np.where(counts > 0, prob / counts, np.nan)
     return {"relative_entropy": relative(float(sum(r.entropy for r in replies)), float(counts.sum()), k),
             "relative_entropy_per_silo": per_silo,
-            "average_probability": [None if not np.isfinite(v) else float(v) for v in avg]}
+            "average_probability": [None if not np.isfinite(v) else float(v) for v in avg],
+            "monte_carlo": monte_carlo_of_labelling(replies, names)}
+
+
+def monte_carlo_of_labelling(replies, names) -> dict | None:
+    """Draws each silo's memberships averaged and the largest Monte Carlo standard error of a membership
+    they left (``AssignReply``; docs/design.md §8); None when the local posterior was propagated."""
+    if not any(int(getattr(r, "n_draws", 0)) for r in replies):
+        return None
+
+    def num(x):
+        return float(x) if np.isfinite(x) else None
+
+    return {"target": num(max(float(r.mc_target) for r in replies)),
+            "max_error": num(max(float(r.mc_error) for r in replies)),
+            "draws_per_silo": {n: int(r.n_draws) for n, r in zip(names, replies, strict=True)},
+            "error_per_silo": {n: num(float(r.mc_error)) for n, r in zip(names, replies, strict=True)},
+            "definition": "largest over rows and clusters of sd_t(w_ict) / sqrt(T): the standard error of a "
+                          "membership probability averaged over T global draws"}
 
 
 def convergence_warnings(summaries: list[SiloSummary], sampler) -> list[str]:

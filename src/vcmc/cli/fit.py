@@ -53,7 +53,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--schema", metavar="JSON", help="shared schema file (default: schema.json beside the files, "
                    "else inferred from all files)")
     p.add_argument("--id-column", metavar="COL", help="a row identifier column to ignore (kept out of the model)")
-    p.add_argument("--na-values", action="append", type=_na_values, metavar="TEXT[,TEXT...]",
+    p.add_argument("--na-values", action="append", type=na_values_arg, metavar="TEXT[,TEXT...]",
                    help="cell texts read as missing besides the empty cell, e.g. --na-values NA,-9 (repeatable; "
                         "recorded in result.json); by default 'NA' is a value")
     p.add_argument("--strip-whitespace", action="store_true",
@@ -105,12 +105,31 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="save silo summaries in DIR/summaries so server steps can be re-run")
     p.add_argument("--report", action="store_true",
                    help="then write DIR/report.html (as `vcmc report DIR` does)")
+    _add_lca_arguments(p)
     p.add_argument("--no-resume", action="store_true",
                    help="do not keep the silos' finished apply steps in DIR/silo-state (by default an "
                         "interrupted or repeated run with the same data, options and seed reuses them)")
 
 
-def _na_values(text: str) -> list[str]:
+def _add_lca_arguments(p: argparse.ArgumentParser) -> None:
+    """``--k K`` and the three-step flags: the maximum-likelihood latent class analysis (vcmc.lca)."""
+    from vcmc.lca.cli import add_common_arguments, positive_k
+
+    g = p.add_argument_group("latent class analysis of a fixed K (maximum likelihood, docs/design.md §15)")
+    g.add_argument("--k", type=positive_k, default=None, metavar="K",
+                   help="fit the K-class model by federated EM instead of the over-fitted Bayesian model; writes "
+                        "lca.json, fit_statistics.csv, item_probabilities.csv/.png")
+    g.add_argument("--covariates", metavar="COL[,COL...]", default=None,
+                   help="with --k: columns (kept out of the clustering) predicting class membership, a "
+                        "bias-adjusted three-step multinomial logit -> covariates.csv; COL:numeric or "
+                        "COL:categorical forces the kind")
+    g.add_argument("--distal", metavar="COL[,COL...]", default=None,
+                   help="with --k: outcome columns (binary, categorical or numeric) by class, bias-adjusted "
+                        "three-step -> distal.csv and distal_tests.csv")
+    add_common_arguments(g)
+
+
+def na_values_arg(text: str) -> list[str]:
     """``--na-values NA,-9``: comma-separated cell texts."""
     return [t for t in text.split(",")]
 
@@ -251,6 +270,13 @@ def run(args) -> int:
     from vcmc.cli import _guard
 
     argv = list(getattr(args, "_argv", None) or sys.argv[1:])
+    if args.k is not None:
+        from vcmc.lca.cli import run_fit
+
+        return run_fit(args)
+    if args.covariates or args.distal:
+        raise ConfigError("--covariates and --distal need --k K: the three-step models are built on the "
+                          "maximum-likelihood K-class model")
     _guard.validate_args(args)
     config = config_from_args(args)
     out = _guard.check_out_dir(args.out)       # before reading any data or importing the samplers: < 1 s
@@ -294,6 +320,10 @@ def run(args) -> int:
         paths = write_outputs(result, out, schema=silos[0].schema, rows=rows, data=info)
     except OSError as err:
         raise _guard.write_error(err, out, resume=resume) from None
+    if "result" in paths and len(silos) == len(result.silos):
+        from vcmc.lca.cli import add_point_statistics
+
+        add_point_statistics(paths["result"], result, silos)
     if mode == "overwrite":
         _guard.remove_stale(out, paths.values())
     print(f"{result.method}: {result.n_clusters} clusters from {len(result.silos)} silos "  # noqa: T201

@@ -150,7 +150,7 @@ def _read_parquet_frame(path) -> pd.DataFrame:
         raise DataError(f"cannot read file {str(p)!r} as Parquet: {err}.") from err
 
 
-def _read_any(path) -> pd.DataFrame:
+def read_any(path) -> pd.DataFrame:
     p = Path(path)
     if p.suffix.lower() in (".parquet", ".pq"):
         return _read_parquet_frame(p)
@@ -196,7 +196,7 @@ def _frame_of(obj, i: int, id_column, *, drop: str | None = None) -> tuple[pd.Da
     elif isinstance(obj, SiloData):
         return obj.to_frame().reset_index(drop=True), obj.source or obj.name
     elif isinstance(obj, str | os.PathLike):
-        df = _read_any(obj)
+        df = read_any(obj)
     else:
         raise DataError(f"expected a file path or a pandas DataFrame; got {type(obj).__name__}.")
     df, _ = _pop_id_column(df, id_column, source)
@@ -528,7 +528,7 @@ def read_rows(path, schema, *, name: str | None = None, id_column=None, na_value
     """
     p = Path(path)
     _check_file(p)
-    df = _read_any(p)
+    df = read_any(p)
     source = str(p)
     df, ids = _pop_id_column(df, id_column, source)
     if len(df) == 0:
@@ -558,7 +558,7 @@ def read_silos(paths: Sequence, *, schema=None, names: Sequence[str] | None = No
         raise DataError(f"names must give one name per file: {len(paths)} files, {len(names)} names.")
     frames = []
     for p in paths:
-        df, ids = _pop_id_column(_read_any(p), id_column, str(p))
+        df, ids = _pop_id_column(read_any(p), id_column, str(p))
         frames.append((df, ids))
     schema = _as_schema(schema)
     if schema is None:
@@ -614,7 +614,7 @@ def split_by_column(path_or_df, column: str, *, schema=None, id_column=None, na_
         The silo column is absent or has missing values (a row without a silo cannot be placed).
     """
     src = str(path_or_df) if isinstance(path_or_df, str | os.PathLike) else "data frame"
-    df = path_or_df if isinstance(path_or_df, pd.DataFrame) else _read_any(path_or_df)
+    df = path_or_df if isinstance(path_or_df, pd.DataFrame) else read_any(path_or_df)
     df, ids = _pop_id_column(df, id_column, src)
     where = np.arange(len(df))
     if ids is None:

@@ -36,12 +36,14 @@ from vcmc.protocol import (
     SiloSummary,
     SummarizeRequest,
 )
+from vcmc.protocol.lca import LCA_REPLY_TYPE
 from vcmc.silo.disclosure import apply_min_cluster_size, effective_privacy, protect_counts
 from vcmc.silo.posterior import LocalPosterior
 
 _STATE_FIELDS = ("partition", "membership", "pi_draws", "profile_draws", "n_occupied", "log_posterior")
 _STATE_FORMAT = 2     # 2: the file holds its key and a digest of its arrays
 silo_log = logging.getLogger("vcmc.silo")
+LCA_REQUEST_TYPES = tuple(LCA_REPLY_TYPE)
 
 
 def _arrays_digest(arrays: dict[str, np.ndarray]) -> str:
@@ -125,7 +127,7 @@ class LocalSilo:
     """
 
     def __init__(self, data, *, privacy: PrivacyConfig | None = None, jobs: int = 1, progress=None,
-                 secure_noise: bool = True, state_dir=None):
+                 secure_noise: bool = True, state_dir=None, auxiliary=None):
         privacy = PrivacyConfig() if privacy is None else privacy
         if not isinstance(privacy, PrivacyConfig):
             raise ConfigError(f"The 'privacy' parameter of LocalSilo must be a PrivacyConfig. Got "
@@ -142,6 +144,9 @@ class LocalSilo:
         self.memberships: np.ndarray | None = None
         # the operator's limits tightened by the server's privacy section of the last summarize request
         self.privacy_in_force: PrivacyConfig = privacy
+        # columns of the silo's file kept out of the clustering (covariates, distal outcomes of the latent
+        # class analysis, docs/design.md §15): a row-aligned DataFrame that never leaves the silo
+        self.auxiliary = auxiliary
 
     # -- the one entry point ---------------------------------------------------------------------------
 
@@ -159,6 +164,10 @@ class LocalSilo:
             return self.assess(request)
         if isinstance(request, HelloRequest):
             return self.hello(request)
+        if isinstance(request, LCA_REQUEST_TYPES):
+            from vcmc.silo.lca import answer
+
+            return answer(self, request)
         raise ConfigError(f"silo {self.name!r} cannot answer a {getattr(request, 'KIND', type(request))!r} "
                           "message")
 
@@ -361,7 +370,7 @@ class LocalSilo:
         ``profiles`` (draws) it is the allocation probability averaged over the draws
         (``vcmc.silo.memberships``). The label is the most probable cluster; only cluster-level sums leave.
         """
-        from vcmc.silo.memberships import membership_summary, posterior_memberships
+        from vcmc.silo.memberships import membership_summary, memberships_to_target
 
         n_global = int(request.n_global)
         if request.pi is not None and request.profiles is not None:
@@ -373,7 +382,7 @@ class LocalSilo:
             if pi.shape[1] != n_global or profiles.shape[1:] != (n_global, p) or pi.shape[0] != profiles.shape[0]:
                 raise ConfigError(f"assign: pi and profiles must be draws of {n_global} clusters over {p} "
                                   f"modality columns; got shapes {pi.shape} and {profiles.shape}")
-            memberships = posterior_memberships(self.codes, self.n_modalities, pi, profiles)
+            memberships, monte_carlo = memberships_to_target(self.codes, self.n_modalities, pi, profiles)
             labels = np.argmax(memberships, axis=1)
         else:
             a = self._check_assignment(request.assignment, n_global, "assign")
@@ -386,9 +395,10 @@ class LocalSilo:
             best = np.argmax(memberships, axis=1)
             rows = np.arange(labels.size)
             labels = np.where(memberships[rows, best] > memberships[rows, labels] + 1e-12, best, labels)
+            monte_carlo = None
         self.assignments = labels.astype(np.int64)
         self.memberships = memberships
-        return AssignReply(**membership_summary(memberships, self.assignments))
+        return AssignReply(**membership_summary(memberships, self.assignments, monte_carlo))
 
     def assess(self, request: AssessRequest) -> AssessReply:
         """Predictive checks, WAIC sums and sampled occupancy under the global draws (docs/design.md §14).

