@@ -107,6 +107,7 @@ def run_compare(args) -> int:
 
 def run_fit(args) -> int:
     """``vcmc fit --k K [--covariates ...] [--distal ...]``: the ML latent class analysis of one K."""
+    from vcmc.config.schema import options
     from vcmc.lca.analysis import analyse
     from vcmc.lca.outputs import write_analysis, write_lca_report
 
@@ -120,11 +121,9 @@ def run_fit(args) -> int:
                                     ("--case-insensitive", args.case_insensitive),
                                     ("--config", args.config), ("--set", args.settings),
                                     ("--save-summaries", args.save_summaries), ("--min-silos", args.min_silos),
-                                    ("--n-clusters", args.n_clusters), ("--no-fractionation", args.no_fractionation),
-                                    ("--burn-in", args.burn_in)) if on]
-    unused += [f"--{k.replace('_', '-')}" for k in ("matching", "strategy", "iterations", "max_iterations", "clusters")
-               if k in vars(args)]
-    unused += [f"--{k.split('.')[-1]}" for k in vars(args) if "." in k]
+                                    ("--n-clusters", args.n_clusters)) if on]
+    unused += [f"--{k.replace('_', '-')}" for k in ("iterations", "max_iterations", "clusters") if k in vars(args)]
+    unused += [o.flag for o in options() if o.flag and o.key in vars(args)]   # the FitConfig options' flags
     if unused:
         raise ConfigError(f"--k fits the maximum-likelihood latent class model; {', '.join(unused)} belong to the "
                           "Bayesian fit and would be ignored: leave them out")
