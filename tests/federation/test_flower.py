@@ -113,7 +113,7 @@ def test_silo_operator_sets_data_and_limits_in_node_config(tmp_path):
 # flowerlab.py), plain or with TLS and SuperNode authentication
 
 N_SILOS = 3
-OVERRIDES = {"sampler.n-iter": 600, "sampler.burn-in": 300, "aggregation.max-iter": 100,
+OVERRIDES = {"sampler.n-iter": 600, "aggregation.max-iter": 100,   # burn-in: derived, half of n-iter
              "privacy.min-cluster-size": 5}
 SEED = 5
 
