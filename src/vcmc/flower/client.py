@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from vcmc.config import PrivacyConfig, config_from_mapping
+from vcmc.config.schema import options
 from vcmc.exceptions import ConfigError
 from vcmc.flower.records import ACTION, decode_record, encode_record
 from vcmc.protocol import AssignRequest
@@ -30,15 +31,9 @@ from vcmc.silo.errors import sanitise_exception
 __all__ = ["NODE_POLICY_KEYS", "NODE_PRIVACY_KEYS", "client_handle", "policy_from_node_config",
            "privacy_from_node_config", "read_node_data", "silo_from_node_config", "write_local_results"]
 
-NODE_PRIVACY_KEYS = {
-    "min-cluster-size": "min_cluster_size",
-    "suppress-cells-below": "suppress_cells_below",
-    "round-to": "round_to",
-    "dp-epsilon": "dp_epsilon",
-    "share-counts": "share_counts",
-    "share-assessment": "share_assessment",
-}
-"""Node-config keys through which a silo's operator sets its disclosure limits."""
+NODE_PRIVACY_KEYS = {o.key.partition(".")[2]: o.name for o in options() if o.section == "privacy"}
+"""Node-config keys through which a silo's operator sets its disclosure limits: the privacy options of the
+run config without their section (``min-cluster-size``, ...), from the one table of options."""
 
 NODE_POLICY_KEYS = ("allow-requests", "allow-strategies", "request-budget", "max-iterations", "max-cpu-seconds",
                     "fingerprint-key")
