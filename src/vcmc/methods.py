@@ -42,6 +42,8 @@ class Method:
         Offered by ``FederatedLatentClassModel`` (fed-kmodes is not: it needs the number of clusters).
     pooled_sampler : bool
         Runs the Gibbs sampler on the pooled rows (the API shows a progress bar over its iterations).
+    about : str
+        What it is, in a few words (the ``--method`` help).
     """
 
     name: str
@@ -50,6 +52,7 @@ class Method:
     federated: bool = True
     estimator: bool = True
     pooled_sampler: bool = False
+    about: str = ""
 
     def run(self, codes, n_modalities, *, config, rng, jobs: int = 1, silo_names=None, n_clusters=None,
             progress=None):
@@ -65,12 +68,14 @@ class Method:
 _BASELINES = "vcmc.research.baselines"
 
 METHODS: dict[str, Method] = {m.name: m for m in (
-    Method("vcmc", "VCMC"),
-    Method("consensus", "Consensus MC"),
-    Method("full-mcmc", "Full MCMC", f"{_BASELINES}:run_full_mcmc", federated=False, pooled_sampler=True),
-    Method("fed-kmodes", "Fed K-modes", f"{_BASELINES}:run_fed_kmodes", estimator=False),
-    Method("fedmerdel", "FedMerDel", f"{_BASELINES}:run_fedmerdel"),
-    Method("discgs", "DisCGS", f"{_BASELINES}:run_discgs"),
+    Method("vcmc", "VCMC", about="Variational Consensus Monte Carlo (the default)"),
+    Method("consensus", "Consensus MC", about="Scott et al.'s consensus weights on the same apply step"),
+    Method("full-mcmc", "Full MCMC", f"{_BASELINES}:run_full_mcmc", federated=False, pooled_sampler=True,
+           about="one sampler on the pooled rows (a reference, not federated)"),
+    Method("fed-kmodes", "Fed K-modes", f"{_BASELINES}:run_fed_kmodes", estimator=False,
+           about="federated K-modes (a comparator; needs --clusters)"),
+    Method("fedmerdel", "FedMerDel", f"{_BASELINES}:run_fedmerdel", about="a variational comparator"),
+    Method("discgs", "DisCGS", f"{_BASELINES}:run_discgs", about="distributed collapsed Gibbs (a comparator)"),
 )}
 """Every method, by name, in the order the CLI lists them."""
 

@@ -64,8 +64,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from vcmc.methods import METHODS
 
     p.add_argument("--method", default="vcmc", choices=list(METHODS),
-                   help="VCMC or a comparator (" + "; ".join(f"{m.name}: {m.label}" for m in METHODS.values())
-                        + ")")
+                   help="; ".join(f"{m.name}: {m.about}" for m in METHODS.values()))
     p.add_argument("--config", metavar="TOML", help="options in a TOML (or JSON) file, with the tables and dotted "
                    "keys of the Flower run config: [sampler] n-iter = 2000, matching.method = \"ball\"")
     p.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
