@@ -52,7 +52,7 @@ def _with(section: str, **changes) -> FitConfig:
 
 @pytest.fixture(scope="module")
 def silo_data():
-    from vcmc.simulate import simulate_design
+    from vcmc.research.simulate import simulate_design
 
     return simulate_design("homogeneous", "easy", rng=5, n_per_silo=200).silos[0]
 
