@@ -12,10 +12,11 @@ from vcmc.config import FitConfig, SamplerConfig, config_from_mapping, config_to
 from vcmc.config.mapping import flatten_mapping
 from vcmc.config.schema import SECTIONS, app_config_lines, flags, option, options
 from vcmc.exceptions import ConfigError
+from vcmc.flower.server import SERVER_KEYS as SERVER_APP_KEYS
 
 APP = Path(__file__).resolve().parents[2] / "flower_app" / "pyproject.toml"
-# the ServerApp's own keys (vcmc.flower.server.SERVER_KEYS), which are not FitConfig options
-SERVER_KEYS = {"min-nodes", "seed", "out-dir", "min-silos", "round-timeout", "wait-nodes", "method"}
+# the ServerApp's own keys, which are not FitConfig options
+SERVER_KEYS = set(SERVER_APP_KEYS)
 
 
 def _app_config() -> dict:
