@@ -28,9 +28,8 @@ NODE = ('min-cluster-size=10 suppress-cells-below=8 round-to=5 share-counts=fals
 
 
 def _setup(folder):
-    from vcmc.research.simulate import simulate_design
-
     from vcmc.config import FitConfig, PostprocessConfig, SamplerConfig
+    from vcmc.research.simulate import simulate_design
 
     sim = simulate_design("homogeneous", "easy", rng=8, n_per_silo=N_ROWS)
     data = sim.silos[0]

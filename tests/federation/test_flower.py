@@ -313,9 +313,8 @@ class LoopbackGrid:
 
 def _labelled_silos(folder: Path, n_silos: int = 4, n_rows: int = 120, rng: int = 8):
     """Simulated silos written with named variables and text modalities, and their shared schema."""
-    from vcmc.research.simulate import simulate_design
-
     from vcmc.data import infer_schema
+    from vcmc.research.simulate import simulate_design
 
     sim = simulate_design("nested", "easy", rng=rng, n_per_silo=n_rows)
     frames = {}
@@ -353,9 +352,8 @@ def test_silo_order_is_canonical_whatever_the_order_given():
 
 @pytest.mark.slow
 def test_vcmc_fit_result_does_not_depend_on_the_order_of_the_silos():
-    from vcmc.research.simulate import simulate_design
-
     from vcmc.api import fit
+    from vcmc.research.simulate import simulate_design
 
     sim = simulate_design("nested", "easy", rng=4, n_per_silo=80)
     silos = list(sim.silos[:3])
@@ -543,9 +541,8 @@ def test_a_run_config_schema_that_is_not_the_silos_is_refused_before_sampling(tm
 def test_estimator_labels_follow_the_order_of_x_though_the_result_is_in_canonical_order():
     import dataclasses
 
-    from vcmc.research.simulate import simulate_design
-
     from vcmc.estimator import FederatedLatentClassModel
+    from vcmc.research.simulate import simulate_design
 
     sim = simulate_design("nested", "easy", rng=4, n_per_silo=80)
     silos = [dataclasses.replace(sim.silos[0], name="site_b"), dataclasses.replace(sim.silos[1], name="site_a")]

@@ -80,7 +80,7 @@ def _one_person_profile(silo, row: int):
     n_mod = silo.n_modalities
     offsets = profile_offsets(n_mod)
     prof = np.zeros(offsets[-1])
-    for q, k in enumerate(n_mod):
+    for q in range(len(n_mod)):
         prof[offsets[q] + silo.codes[row, q]] = 1.0
     return prof
 
@@ -382,7 +382,8 @@ def test_property_summary_counts(limits, data):
     summary = SiloSummary(silo="s", n_rows=int(sizes.sum()), n_modalities=(2, 3), schema_fingerprint="f",
                           cluster_sizes=sizes, pi_draws=np.full((1, k), 1 / k),
                           profile_draws=np.tile([0.5, 0.5, 1 / 3, 1 / 3, 1 / 3], (1, k, 1)),
-                          pi_estimate=np.full(k, 1 / k), profile_estimate=np.tile([0.5, 0.5, 1 / 3, 1 / 3, 1 / 3], (k, 1)),
+                          pi_estimate=np.full(k, 1 / k),
+                          profile_estimate=np.tile([0.5, 0.5, 1 / 3, 1 / 3, 1 / 3], (k, 1)),
                           n_clusters_posterior=np.ones(1), counts=table)
     out = g.release(_req(), summary)
     if round_to > 1:

@@ -70,7 +70,8 @@ REQUEST_NAME: dict[type[Message], str] = {
 
 SAFE_STRATEGIES = ("contingency",)
 UNSAFE_STRATEGIES = ("federated-gradient", "design", "lca")
-"""Strategies (and "lca", the maximum-likelihood latent class analysis, docs/design.md §15) whose round trips let the server choose the parameters at which a silo sums its rows
+"""Strategies (and "lca", the maximum-likelihood latent class analysis, docs/design.md §15) whose round trips
+let the server choose the parameters at which a silo sums its rows
 (docs/federation.md, "Strategies that cannot be made safe"): refused unless the operator allows them."""
 
 DEFAULT_BUDGET = {"hello": None, "summarize": 4, "divergence": 5000, "announce": 4, "assign": 2, "assess": 1,
