@@ -139,7 +139,7 @@ def _available_mb() -> float:
 
 
 def make_files(folder: Path, n_sites: int, rows: int, seed: int) -> tuple[list[Path], Path]:
-    from vcmc.simulate import design_weights, simulate
+    from vcmc.research.simulate import design_weights, simulate
 
     w = design_weights("nested")
     sim = simulate(n_per_silo=rows, weights=w[np.arange(n_sites) % w.shape[0]], n_modalities=[2] * 4 + [3] * 6,

@@ -43,6 +43,11 @@ def assess(message: Message, context: Context) -> Message:
     return client_handle(message, context)
 
 
+@app.query("announce")
+def announce(message: Message, context: Context) -> Message:
+    return client_handle(message, context)
+
+
 @app.query("lca_estep")
 def lca_estep(message: Message, context: Context) -> Message:
     return client_handle(message, context)

@@ -69,7 +69,7 @@ def test_records_carry_the_assessment_messages():
 def test_node_config_out_dir_must_be_absolute_and_receives_the_silos_files(tmp_path):
     from vcmc.exceptions import ConfigError
     from vcmc.flower.client import silo_from_node_config, write_local_results
-    from vcmc.simulate import simulate_design
+    from vcmc.research.simulate import simulate_design
 
     sim = simulate_design("homogeneous", "easy", rng=1, n_per_silo=40)
     sim.silos[0].to_frame().to_csv(tmp_path / "a.csv", index=False)
@@ -90,7 +90,7 @@ def test_silo_operator_sets_data_and_limits_in_node_config(tmp_path):
     from vcmc.config import PrivacyConfig
     from vcmc.exceptions import ConfigError
     from vcmc.flower.client import privacy_from_node_config, silo_from_node_config
-    from vcmc.simulate import simulate_design
+    from vcmc.research.simulate import simulate_design
 
     sim = simulate_design("homogeneous", "easy", rng=1, n_per_silo=40)
     sim.silos[0].to_frame().to_csv(tmp_path / "a.csv", index=False)
@@ -113,14 +113,14 @@ def test_silo_operator_sets_data_and_limits_in_node_config(tmp_path):
 # flowerlab.py), plain or with TLS and SuperNode authentication
 
 N_SILOS = 3
-OVERRIDES = {"sampler.n-iter": 600, "sampler.burn-in": 300, "aggregation.max-iter": 100,
+OVERRIDES = {"sampler.n-iter": 600, "aggregation.max-iter": 100,   # burn-in: derived, half of n-iter
              "privacy.min-cluster-size": 5}
 SEED = 5
 
 
 @pytest.fixture(params=["plain", "tls-auth"])
 def federation(request, tmp_path):
-    from vcmc.simulate import simulate_design
+    from vcmc.research.simulate import simulate_design
 
     secure = request.param == "tls-auth"
     sim = simulate_design("nested", "easy", rng=8, n_per_silo=150)
@@ -314,7 +314,7 @@ class LoopbackGrid:
 def _labelled_silos(folder: Path, n_silos: int = 4, n_rows: int = 120, rng: int = 8):
     """Simulated silos written with named variables and text modalities, and their shared schema."""
     from vcmc.data import infer_schema
-    from vcmc.simulate import simulate_design
+    from vcmc.research.simulate import simulate_design
 
     sim = simulate_design("nested", "easy", rng=rng, n_per_silo=n_rows)
     frames = {}
@@ -353,7 +353,7 @@ def test_silo_order_is_canonical_whatever_the_order_given():
 @pytest.mark.slow
 def test_vcmc_fit_result_does_not_depend_on_the_order_of_the_silos():
     from vcmc.api import fit
-    from vcmc.simulate import simulate_design
+    from vcmc.research.simulate import simulate_design
 
     sim = simulate_design("nested", "easy", rng=4, n_per_silo=80)
     silos = list(sim.silos[:3])
@@ -542,7 +542,7 @@ def test_estimator_labels_follow_the_order_of_x_though_the_result_is_in_canonica
     import dataclasses
 
     from vcmc.estimator import FederatedLatentClassModel
-    from vcmc.simulate import simulate_design
+    from vcmc.research.simulate import simulate_design
 
     sim = simulate_design("nested", "easy", rng=4, n_per_silo=80)
     silos = [dataclasses.replace(sim.silos[0], name="site_b"), dataclasses.replace(sim.silos[1], name="site_a")]

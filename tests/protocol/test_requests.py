@@ -10,6 +10,7 @@ from vcmc.exceptions import InconsistentSiloSummaries
 from vcmc.federation.transport import InProcessTransport
 from vcmc.protocol import (
     MESSAGE_TYPES,
+    AnnounceRequest,
     AssessRequest,
     AssignRequest,
     CountsRequest,
@@ -59,6 +60,15 @@ def exchanged(small_sim, tiny_config, summarize_request):
     call({n: CountsRequest(mode="hard", assignment=assignment[n], n_global=1) for n in names})
     call({n: AssignRequest(assignment=assignment[n], n_global=1) for n in names})
     call({n: _assess_request(ref, i) for i, n in enumerate(names)})
+    # the global draws announced (the matching of every silo's clusters into one): each silo's own weights
+    # mapped through it and, as the profile, the silo's own size-weighted mean profile
+    announce = {}
+    for n in names:
+        local = tr.silo(n).local
+        own = (local.cluster_sizes[:, None] * local.profile_draws.mean(axis=0)).sum(axis=0) / local.cluster_sizes.sum()
+        pi = local.pi_draws.sum(axis=1, keepdims=True)
+        announce[n] = AnnounceRequest(assignment=assignment[n], n_global=1, pi=pi, profiles=own[None, None, :])
+    call(announce)
     _lca_rounds(call, names, silos)
     # an error reply, as a silo sends it
     log.append(ErrorReply(error_type="NotFittedError", reason="no summarize yet"))

@@ -2,7 +2,7 @@
 
 Two families of designs: the paper's simulation designs of section 5 (Table 1: ``homogeneous``, ``nested``,
 ``non-nested``, which need ``--separability``) and the synthetic multimorbidity cohort of section 6
-(``ehr``, :mod:`vcmc.ehr`, which has its own profiles and takes ``--n``, ``--silos``, ``--allocation``).
+(``ehr``, :mod:`vcmc.research.ehr`, which has its own profiles and takes ``--n``, ``--silos``, ``--allocation``).
 An option of one family given with a design of the other is refused rather than silently ignored.
 """
 
@@ -13,7 +13,7 @@ import logging
 import sys
 
 from vcmc.exceptions import DataError
-from vcmc.simulate import DESIGNS, SEPARABILITIES, simulate_design
+from vcmc.research.simulate import DESIGNS, SEPARABILITIES, simulate_design
 
 NAME = "simulate"
 HELP = "simulate one dataset: the paper's designs or the synthetic EHR cohort (one CSV per silo, plus truth)"
@@ -90,6 +90,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--allocation", choices=("uniform", "region"), **opt,
                         help="ehr: each person to a silo uniformly at random, or to one of Table 6's 13 "
                              "regions with its shares (uniform when omitted)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace another simulation's files in --out (the same command again rewrites the "
+                             "same files without it)")
     parser.set_defaults(_simulate_parser=parser)
 
 
@@ -106,7 +109,7 @@ def _simulate(args: argparse.Namespace):
         return getattr(args, name, default)
 
     if args.design == EHR:
-        from vcmc.ehr import PAPER_N, simulate_ehr
+        from vcmc.research.ehr import PAPER_N, simulate_ehr
 
         _refuse(args, _PAPER_ONLY, "the ehr cohort has its own profiles (Table 8) and no missing values; use "
                                    "--n, --silos and --allocation")
@@ -124,11 +127,16 @@ def _simulate(args: argparse.Namespace):
 
 def run(args: argparse.Namespace) -> int:
     """Simulate and write the files; print where they went."""
-    data = _simulate(args)
+    from vcmc.outputs.folder import check_out_dir, check_simulation_folder, remove_other_silo_files
+
+    data = _simulate(args)                                      # the options' refusals first
+    out = check_out_dir(args.out, command="vcmc simulate")      # held by this run; the same checks as fit
+    check_simulation_folder(out, design=args.design, seed=args.seed, overwrite=args.overwrite)
     try:
         files = data.write(args.out)
     except OSError as err:
         raise DataError(f"cannot write to output folder {args.out!r}: {err.strerror or err}") from err
+    remove_other_silo_files(out, files)
     log.info("wrote %d files", len(files))
     shown = [s.name + ".csv" for s in data.silos]
     listing = ", ".join(shown) if len(shown) <= 6 else f"{shown[0]} .. {shown[-1]}"

@@ -77,11 +77,11 @@ def _is_suite(out: Path) -> bool:
 
 def run(args) -> int:
     from vcmc.exceptions import ConfigError
-    from vcmc.study.figures import write_figures
-    from vcmc.study.profiles import get_profile, normalise_scenario
-    from vcmc.study.registry import default_registry
-    from vcmc.study.runner import run_study
-    from vcmc.study.tables import write_tables
+    from vcmc.research.study.figures import write_figures
+    from vcmc.research.study.profiles import get_profile, normalise_scenario
+    from vcmc.research.study.registry import default_registry
+    from vcmc.research.study.runner import run_study
+    from vcmc.research.study.tables import write_tables
 
     reg = default_registry()
     if args.list_methods:
@@ -99,7 +99,10 @@ def run(args) -> int:
     if args.iterations is not None and args.burn_in is None and profile.burn_in >= profile.n_iter:
         raise ConfigError(f"--iterations {profile.n_iter} is not above the profile's burn-in "
                           f"{profile.burn_in}; pass --burn-in too.")
-    out = Path(args.out or f"study-{args.profile}")
+    from vcmc.outputs.folder import check_out_dir
+
+    # held by this run (a second study into the folder is refused); the study's own manifest resumes it
+    out = check_out_dir(args.out or f"study-{args.profile}", command="vcmc study")
     if not args.tables_only:
         reps = args.replicate
         if reps is not None and max(reps) >= profile.n_replicates:
@@ -119,7 +122,7 @@ def run(args) -> int:
     elif not (out / "study.json").exists():
         raise ConfigError(f"--tables-only needs an existing study folder; {str(out)!r} has no study.json.")
     if _is_suite(out):
-        from vcmc.study.generalisation import write_suite_tables
+        from vcmc.research.study.generalisation import write_suite_tables
 
         paths = write_suite_tables(out, figures=not args.no_figures)
         print(f"Tables: {paths['markdown']} (and generalisation*.csv beside it)")  # noqa: T201

@@ -22,25 +22,60 @@ from pathlib import Path
 import numpy as np
 
 from vcmc.config import PrivacyConfig, config_from_mapping
+from vcmc.config.schema import options
 from vcmc.exceptions import ConfigError
-from vcmc.flower.records import decode_record, encode_record
+from vcmc.flower.records import ACTION, decode_record, encode_record
 from vcmc.protocol import AssignRequest
 from vcmc.silo.errors import sanitise_exception
 
-__all__ = ["NODE_PRIVACY_KEYS", "client_handle", "privacy_from_node_config", "read_node_data",
-           "silo_from_node_config", "write_local_results"]
+__all__ = ["NODE_POLICY_KEYS", "NODE_PRIVACY_KEYS", "client_handle", "policy_from_node_config",
+           "privacy_from_node_config", "read_node_data", "silo_from_node_config", "write_local_results"]
 
-NODE_PRIVACY_KEYS = {
-    "min-cluster-size": "min_cluster_size",
-    "suppress-cells-below": "suppress_cells_below",
-    "round-to": "round_to",
-    "dp-epsilon": "dp_epsilon",
-    "share-counts": "share_counts",
-    "share-assessment": "share_assessment",
-}
-"""Node-config keys through which a silo's operator sets its disclosure limits."""
+NODE_PRIVACY_KEYS = {o.key.partition(".")[2]: o.name for o in options() if o.section == "privacy"}
+"""Node-config keys through which a silo's operator sets its disclosure limits: the privacy options of the
+run config without their section (``min-cluster-size``, ...), from the one table of options."""
+
+NODE_POLICY_KEYS = ("allow-requests", "allow-strategies", "request-budget", "max-iterations", "max-cpu-seconds",
+                    "fingerprint-key")
+"""Node-config keys of the operator-only limits of the boundary (``vcmc.silo.gate.SiloPolicy``)."""
 
 _STATE_KEY = "vcmc-silo-state"
+
+
+def _names(value) -> tuple[str, ...]:
+    return tuple(t.strip() for t in str(value).split(",") if t.strip())
+
+
+def policy_from_node_config(node_config: Mapping):
+    """The operator's ``SiloPolicy`` from the node config (``SiloPolicy()`` defaults otherwise).
+
+    ``allow-requests`` and ``allow-strategies``: comma-separated names; ``request-budget``: comma-separated
+    ``type=count`` (e.g. ``"assign=1,assess=0"``); ``max-iterations``, ``max-cpu-seconds``: numbers;
+    ``fingerprint-key``: a secret shared by the silos' operators.
+    """
+    from vcmc.silo.gate import SiloPolicy
+
+    kwargs: dict = {}
+    try:
+        if "allow-requests" in node_config:
+            kwargs["allowed_requests"] = _names(node_config["allow-requests"])
+        if "allow-strategies" in node_config:
+            kwargs["allowed_strategies"] = _names(node_config["allow-strategies"])
+        if "request-budget" in node_config:
+            pairs = [t.split("=", 1) for t in _names(node_config["request-budget"])]
+            if any(len(p) != 2 for p in pairs):
+                raise ValueError("request-budget")
+            kwargs["budget"] = {k.strip(): int(v) for k, v in pairs}
+        if node_config.get("max-iterations") not in (None, ""):
+            kwargs["max_iterations"] = int(node_config["max-iterations"])
+        if node_config.get("max-cpu-seconds") not in (None, ""):
+            kwargs["max_cpu_seconds"] = float(node_config["max-cpu-seconds"])
+    except ValueError:
+        raise ConfigError("node config: request-budget must be 'type=count,...', max-iterations an integer and "
+                          "max-cpu-seconds a number") from None
+    if node_config.get("fingerprint-key"):
+        kwargs["fingerprint_key"] = str(node_config["fingerprint-key"])
+    return SiloPolicy(**kwargs)
 
 
 def privacy_from_node_config(node_config: Mapping) -> PrivacyConfig:
@@ -52,7 +87,7 @@ def privacy_from_node_config(node_config: Mapping) -> PrivacyConfig:
     return config_from_mapping(kwargs, base=None).privacy if kwargs else PrivacyConfig()
 
 
-def silo_from_node_config(node_config: Mapping, node_id: int | None = None):
+def silo_from_node_config(node_config: Mapping, node_id: int | None = None, run_id=None):
     """Build the ``LocalSilo`` of this SuperNode from its node config.
 
     Keys: ``data-path`` (CSV or Parquet, required), ``schema-path`` (the shared schema JSON; strongly
@@ -61,11 +96,18 @@ def silo_from_node_config(node_config: Mapping, node_id: int | None = None):
     ``"node-<id>"``), ``id-column`` (row identifiers, kept in the silo), ``out-dir`` (where the silo's
     memberships and labels are written on its host, ``write_local_results``), ``na-values``
     (comma-separated texts read as missing besides the empty cell), ``strip-whitespace`` and
-    ``case-insensitive`` (true/false; docs/reliability.md) and the disclosure limits of ``NODE_PRIVACY_KEYS``.
+    ``case-insensitive`` (true/false; docs/reliability.md), the disclosure limits of ``NODE_PRIVACY_KEYS`` and
+    the boundary's limits of ``NODE_POLICY_KEYS``. ``run_id`` (Flower's) keys the schema fingerprint sent.
     """
+    return _local_silo(read_node_data(node_config, node_id), node_config, run_id)
+
+
+def _local_silo(data, node_config: Mapping, run_id=None):
+    """The ``LocalSilo`` over ``data`` with the operator's disclosure limits and boundary policy."""
     from vcmc.silo.local import LocalSilo
 
-    return LocalSilo(read_node_data(node_config, node_id), privacy=privacy_from_node_config(node_config))
+    return LocalSilo(data, privacy=privacy_from_node_config(node_config), policy=policy_from_node_config(node_config),
+                     run_key=None if run_id is None else str(run_id))
 
 
 def read_node_data(node_config: Mapping, node_id: int | None = None):
@@ -104,11 +146,12 @@ def _flag(node_config: Mapping, key: str) -> bool:
 
 
 def write_local_results(silo, node_config: Mapping) -> None:
-    """Write the silo's memberships and labels into the node config's ``out-dir`` (if set), atomically."""
+    """Write the silo's memberships and labels into the node config's ``out-dir`` (if set), atomically; only
+    the first assign of a run writes it (``Gate.may_write_out_dir``)."""
     from vcmc.silo.memberships import write_membership_files
 
     out = node_config.get("out-dir")
-    if not out or silo.assignments is None:
+    if not out or silo.assignments is None or not silo.gate.may_write_out_dir():
         return
     write_membership_files(Path(str(out)), [(silo.name, silo.memberships, silo.assignments)])
 
@@ -117,11 +160,10 @@ def _silo_for_message(context):
     """This run's ``LocalSilo``, its data read once per run and kept in the node state
     (``vcmc.flower.node_data``), not re-read for every message."""
     from vcmc.flower.node_data import cached_silo_data
-    from vcmc.silo.local import LocalSilo
 
     data = cached_silo_data(context, lambda: read_node_data(context.node_config, getattr(context, "node_id", None)),
                             has_run_state=any(k.startswith("local.") for k in context.state.get(_STATE_KEY, {})))
-    return LocalSilo(data, privacy=privacy_from_node_config(context.node_config))
+    return _local_silo(data, context.node_config, getattr(context, "run_id", None))
 
 
 def client_handle(message, context):
@@ -136,7 +178,15 @@ def client_handle(message, context):
         if _STATE_KEY in context.state:
             silo.restore_state({k: a.numpy() for k, a in context.state[_STATE_KEY].items()})
         request = decode_record(message.content)
-        reply = silo.handle(request)
+        if stage != f"query.{ACTION.get(request.KIND, '?')}":
+            raise ConfigError(f"a {request.KIND!r} message arrived on the {stage!r} handler; each request type "
+                              "has its own handler")
+        try:
+            reply = silo.handle(request)
+        finally:
+            # the run's request counts are kept even when a request is refused (budgets and the log hold)
+            context.state[_STATE_KEY] = ArrayRecord({k: Array(np.ascontiguousarray(v))
+                                                     for k, v in silo.export_state().items()})
         if isinstance(request, AssignRequest):
             write_local_results(silo, context.node_config)
         context.state[_STATE_KEY] = ArrayRecord({k: Array(np.ascontiguousarray(v))

@@ -17,7 +17,7 @@ from vcmc.config import config_from_mapping
 from vcmc.exceptions import ConfigError, SiloFailure
 from vcmc.federation.faults import FaultPolicy
 from vcmc.federation.order import silo_sort_key
-from vcmc.federation.transport import _TransportBase, reply_to_result
+from vcmc.federation.transport import TransportBase, reply_to_result
 from vcmc.flower.oplog import format_bytes
 from vcmc.flower.records import ACTION, decode_record, encode_record, record_nbytes
 from vcmc.protocol import HelloReply, HelloRequest, Message
@@ -64,7 +64,7 @@ def describe_error_reply(kind: str, node: int, code: int, reason: str, seconds: 
             f"{int(code)}, {_error_code_name(code)})")
 
 
-class FlowerTransport(_TransportBase):
+class FlowerTransport(TransportBase):
     """Silos reached through a Flower ``Grid`` (used inside the ServerApp).
 
     Parameters

@@ -6,9 +6,18 @@ one K (``analysis``), and their files (``outputs``). The silo side is ``vcmc.sil
 ``vcmc.protocol.lca``.
 """
 
-from vcmc.lca.analysis import COMPARISON_COLUMNS, LcaAnalysis, analyse, compare, lca_silos
-from vcmc.lca.em import LcaFit, fit_lca
-from vcmc.lca.statistics import fit_statistics
+# Lazy attributes: `vcmc fit`'s argument parser imports vcmc.lca.cli, and must not pay for the analysis
+# modules (scipy, the plots) before it has checked its arguments (docs/reliability.md: --out within a second).
+_ATTRIBUTES = {"COMPARISON_COLUMNS": "analysis", "LcaAnalysis": "analysis", "analyse": "analysis",
+               "compare": "analysis", "lca_silos": "analysis", "LcaFit": "em", "fit_lca": "em",
+               "fit_statistics": "statistics"}
 
-__all__ = ["COMPARISON_COLUMNS", "LcaAnalysis", "LcaFit", "analyse", "compare", "fit_lca", "fit_statistics",
-           "lca_silos"]
+__all__ = sorted(_ATTRIBUTES)
+
+
+def __getattr__(name: str):
+    if name not in _ATTRIBUTES:
+        raise AttributeError(f"module 'vcmc.lca' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(f"vcmc.lca.{_ATTRIBUTES[name]}"), name)

@@ -99,6 +99,36 @@ class CountsReply(Message):
 
 
 @dataclass(frozen=True)
+class AnnounceRequest(Message):
+    """The run's global posterior draws, announced once per summary before any assign or assess request.
+
+    ``assignment`` (K_s,) is the matching of this silo's local clusters, ``pi`` (T, C) this silo's weights
+    of the global clusters (its own sent weight draws mapped through the matching) and ``profiles``
+    (T', C, P) the global profile draws. The silo checks them against what it sent and answers later
+    assign and assess requests only with these draws (docs/federation.md, "Threat model").
+    """
+
+    KIND = "announce_request"
+    VERSION = 1
+
+    assignment: np.ndarray             # (K_s,)
+    n_global: int
+    pi: np.ndarray                     # (T, C)
+    profiles: np.ndarray               # (T', C, P)
+
+
+@dataclass(frozen=True)
+class AnnounceReply(Message):
+    """The silo accepted the announced draws: how many of each it recorded."""
+
+    KIND = "announce_reply"
+    VERSION = 1
+
+    n_pi_draws: int
+    n_profile_draws: int
+
+
+@dataclass(frozen=True)
 class AssignRequest(Message):
     """Give the silo's rows their memberships of the global clusters; the silo keeps them (row-level).
 
@@ -258,6 +288,7 @@ class Silo(Protocol):
 MESSAGE_TYPES: tuple[type[Message], ...] = (
     SummarizeRequest, SiloSummary, DivergenceRequest, DivergenceReply, CountsRequest, CountsReply,
     AssignRequest, AssignReply, AssessRequest, AssessReply, HelloRequest, HelloReply, ErrorReply,
+    AnnounceRequest, AnnounceReply,
     *LCA_MESSAGE_TYPES,
 )
 """Every message that may cross the silo boundary (the row-level test walks this tuple)."""
@@ -271,6 +302,7 @@ REPLY_TYPE: dict[type[Message], type[Message]] = {
     AssignRequest: AssignReply,
     AssessRequest: AssessReply,
     HelloRequest: HelloReply,
+    AnnounceRequest: AnnounceReply,
     **LCA_REPLY_TYPE,
 }
 """The reply type each request expects (any request may also be answered by an ``ErrorReply``)."""
