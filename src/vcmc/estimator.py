@@ -195,7 +195,8 @@ class FederatedLatentClassModel(ClusterMixin, BaseEstimator):
 
         parts = self._as_parts(x)
         if all(isinstance(p, SiloData) for p in parts):
-            return as_silos(parts), None
+            as_silos(parts)     # checks names and schemas; X's order is kept for labels_ (the fit sorts its copy)
+            return list(parts), None
         if any(isinstance(p, SiloData) for p in parts):
             raise DataError("mixing SiloData with data frames or arrays in one fit is ambiguous (their schemas "
                             "may differ); pass all silos in one form.")

@@ -278,6 +278,20 @@ def load_run_schema(rc: Mapping):
 def check_schema(schema, hellos: Mapping[str, HelloReply], path) -> None:
     """Refuse, before any sampling, a run-config schema whose fingerprint differs from a silo's coding."""
     fingerprint = schema.fingerprint()
+    if any(h.schema_fingerprint.startswith("hmac-") for h in hellos.values()):
+        # the silos' gate sends the fingerprint keyed with the operators' shared secret (vcmc.silo.gate), which
+        # the server does not hold: check what it can, that the silos agree and the modality counts match
+        keyed = {h.schema_fingerprint for h in hellos.values()}
+        counts = {n: tuple(h.n_modalities) for n, h in hellos.items()
+                  if tuple(h.n_modalities) != tuple(schema.n_modalities)}
+        if len(keyed) > 1 or counts:
+            raise ConfigError(f"run config 'schema-path' {str(path)!r}: the silos do not all use its coding "
+                              f"(keyed fingerprints {sorted(keyed)}; modality counts differing from the file's "
+                              f"{list(schema.n_modalities)}: {counts}); give the coordinator the same schema "
+                              "file as every silo's node config 'schema-path'")
+        log.info("schema %s: the silos' fingerprints are keyed (the operators' secret); checked their agreement "
+                 "and the modality counts", path)
+        return
     differ = {n: h.schema_fingerprint for n, h in hellos.items() if h.schema_fingerprint != fingerprint}
     if differ:
         listed = ", ".join(f"{n!r} ({fp[:12]})" for n, fp in differ.items())
