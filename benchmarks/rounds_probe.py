@@ -38,8 +38,15 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _provenance import commit  # noqa: E402
-from _rounds.designs import (Federation, blocked_gibbs_rounds, by_silo, cavity_rounds, pooled_log_joint,  # noqa: E402
-                             silo_weights)
+from _rounds.designs import (  # noqa: E402
+    Federation,
+    blocked_gibbs_rounds,
+    by_silo,
+    cavity_rounds,
+    pooled_log_joint,
+    silo_weights,
+    vb_rounds,
+)
 from real_data import DATASETS, one_cluster_silos, prepare  # noqa: E402
 
 
@@ -66,7 +73,9 @@ def _score(name, per_silo, ref, floor, index, names, n_rows):
 
     lab = _pooled(per_silo, index, n_rows)
     ones = one_cluster_silos(lab, ref, dict(zip(names, index, strict=True)))
-    return {"ari": float(adjusted_rand_index(ref, lab)), "k": int(np.unique(lab).size),
+    sizes = np.bincount(lab)
+    return {"ari": float(adjusted_rand_index(ref, lab)), "k": int(np.count_nonzero(sizes)),
+            "k_10": int((sizes >= 10).sum()),
             "one_cluster_silos": ones, "reaches_floor": bool(adjusted_rand_index(ref, lab) >= floor - 0.05)}
 
 
@@ -88,6 +97,8 @@ def run_dataset(name, args, tmp) -> dict:
     for seed in (1, 2):
         res, secs = _fit(silos, "full-mcmc", seed, args.iterations, 1)
         full[seed] = _pooled([np.asarray(a) for a in res.assignments], index, n_rows)
+        if seed == 2:
+            full_2 = [np.asarray(a, dtype=np.int64) for a in res.assignments]
         entry[f"full-mcmc-{seed}"] = {"k": int(res.n_clusters), "seconds": round(secs, 1),
                                       "log_joint": pooled_log_joint(fed, [np.asarray(a) for a in res.assignments])}
     from vcmc.metrics import adjusted_rand_index
@@ -107,14 +118,15 @@ def run_dataset(name, args, tmp) -> dict:
     lab, secs = silo_weights(fed, start, np.asarray(one.profile_draws), seed=1)
     entry["designs"]["silo-weights"] = [{"round": 1, **_score(name, lab, ref, floor, index, names, n_rows),
                                          "seconds": round(secs, 2), "log_joint": pooled_log_joint(fed, lab),
-                                         "changed": int(sum((a != b).sum() for a, b in zip(lab, start))),
+                                         "changed": int(sum((a != b).sum() for a, b in zip(lab, start, strict=True))),
                                          "sent": "nothing more than one-shot"}]
     print(f"{name}: silo weights ARI {entry['designs']['silo-weights'][0]['ari']:.3f}", flush=True)
 
     def record(design, rounds, first_round=2):
         rows = []
         for i, r in enumerate(rounds):
-            rows.append({"round": args.checkpoints[i] if design.startswith("blocked-gibbs") else i + first_round,
+            pooled_stats = design.startswith(("blocked-gibbs", "vb"))
+            rows.append({"round": args.checkpoints[i] if pooled_stats else i + first_round,
                          **_score(name, r.labels, ref, floor, index, names, n_rows), "seconds": round(r.seconds, 2),
                          "sweeps": r.sweeps, "changed": r.changed, "born": r.born, "split": r.split,
                          "merged": r.merged, "log_joint": r.log_joint, "sent": r.sent})
@@ -123,10 +135,18 @@ def run_dataset(name, args, tmp) -> dict:
                   flush=True)
         entry["designs"][design] = rows
 
-    starts = {"vcmc": start, "vcmc-by-silo": by_silo(start)}
+    gen = np.random.default_rng(1)
+    starts = {"vcmc": start, "vcmc-by-silo": by_silo(start),
+              # the control: what a pooled chain starts from (uniform over C+), no one-shot answer at all
+              "random": [gen.integers(0, fed.n_components, size=x.shape[0]) for x in fed.codes],
+              # not federated: full MCMC seed 2's partition, to measure how far the labelling of a round
+              # (a row's most frequent component over the last rounds) caps the ARI of a chain in the mode
+              "full-mcmc-2": full_2}
     for start_name in args.starts:
         init = starts[start_name]
         for design in args.designs:
+            if start_name in ("random", "full-mcmc-2") and design.startswith("cavity"):
+                continue                            # controls of the pooled-statistic designs only
             key = f"{design} from {start_name}"
             if design in ("cavity", "cavity-split", "cavity-nomerge", "cavity-split-nomerge"):
                 record(key, cavity_rounds(fed, init, n_rounds=args.rounds, n_sweeps=args.sweeps,
@@ -134,6 +154,8 @@ def run_dataset(name, args, tmp) -> dict:
                                           splits="split" in design, ml_merges="nomerge" not in design, seed=1))
             elif design == "blocked-gibbs":
                 record(key, blocked_gibbs_rounds(fed, init, checkpoints=args.checkpoints, seed=1))
+            elif design == "vb":
+                record(key, vb_rounds(fed, init, checkpoints=args.checkpoints))
     return entry
 
 
@@ -144,12 +166,16 @@ def main(argv=None) -> None:
     ap.add_argument("--data-python", default=sys.executable)
     ap.add_argument("--datasets", nargs="+", default=["nhefs", "yrbss"], choices=list(DATASETS))
     ap.add_argument("--designs", nargs="+", default=["cavity", "cavity-nomerge", "cavity-split",
-                                                     "cavity-split-nomerge", "blocked-gibbs"],
-                    choices=["cavity", "cavity-nomerge", "cavity-split", "cavity-split-nomerge", "blocked-gibbs"],
+                                                     "cavity-split-nomerge", "blocked-gibbs", "vb"],
+                    choices=["cavity", "cavity-nomerge", "cavity-split", "cavity-split-nomerge", "blocked-gibbs",
+                             "vb"],
                     help="cavity: EP-like rounds; -split: with split proposals; -nomerge: clusters merge only by "
-                         "emptying; blocked-gibbs: federated blocked Gibbs")
-    ap.add_argument("--starts", nargs="+", default=["vcmc", "vcmc-by-silo"], choices=["vcmc", "vcmc-by-silo"],
-                    help="start from the one-shot labels, or from them split by silo (over-complete)")
+                         "emptying; blocked-gibbs: federated blocked Gibbs; vb: federated variational rounds")
+    starts = ["vcmc", "vcmc-by-silo", "random", "full-mcmc-2"]
+    ap.add_argument("--starts", nargs="+", default=starts, choices=starts,
+                    help="start from the one-shot labels, from them split by silo (over-complete), or from uniform "
+                         "random labels over C+ (the control), or from full MCMC seed 2's partition (the ceiling "
+                         "of the labelling; pooled-statistic designs only)")
     ap.add_argument("--iterations", type=int, default=10_000, help="one-shot and full MCMC iterations")
     ap.add_argument("--rounds", type=int, default=12, help="last round of the cavity designs (round 1 = one-shot)")
     ap.add_argument("--sweeps", type=int, default=200, help="Gibbs sweeps per silo per cavity round")

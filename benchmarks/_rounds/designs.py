@@ -16,8 +16,6 @@ import numpy as np
 from _rounds import server
 from _rounds.gibbs import counts, sweeps
 
-DEBUG = False
-
 
 @dataclass
 class Federation:
@@ -113,7 +111,7 @@ def cavity_rounds(fed: Federation, labels: list[np.ndarray], *, n_rounds: int, n
     it prefers merged; without, a cluster goes only when no silo labels a row with it (the over-fitted
     mixture's own way of merging).
     """
-    x_all, off, rng = fed.codes, fed.offsets, np.random.default_rng(seed)
+    x_all, off = fed.codes, fed.offsets
     labels, k = _relabel([lab.astype(np.int64) for lab in labels])
     sites = [counts(x, off, lab, k) for x, lab in zip(x_all, labels, strict=True)]  # round 1: hard counts
     history = []
@@ -166,7 +164,7 @@ def cavity_rounds(fed: Federation, labels: list[np.ndarray], *, n_rounds: int, n
         comp_cluster = np.array(comp_cluster)
         comp_half = np.array(comp_half)
         # --- silos
-        new_sites, votes_all, comps_all = [], [], []
+        new_sites, votes_all = [], []
         for s, (x, lab) in enumerate(zip(x_all, labels, strict=True)):
             prior = np.full((n_comp, fed.n_cols), fed.beta)
             z = np.empty(x.shape[0], dtype=np.int64)
@@ -195,8 +193,6 @@ def cavity_rounds(fed: Federation, labels: list[np.ndarray], *, n_rounds: int, n
             if js.size == 2:
                 gain = server.merge_gain(sum_nc, sum_ct, js[0], js[1], off, fed.alpha, fed.beta,
                                          max(fed.n_components, k + 1))
-                if DEBUG:
-                    print("split", c, sum_nc[js], round(gain, 1))
                 if gain < 0 and min(sum_nc[js]) >= min_size:
                     new_id[js] = [nxt, nxt + 1]
                     nxt += 2
@@ -234,7 +230,7 @@ def cavity_rounds(fed: Federation, labels: list[np.ndarray], *, n_rounds: int, n
         new_labels = []
         agg_nc = np.zeros(k_new)
         agg_ct = np.zeros((k_new, fed.n_cols))
-        for s, (x, votes) in enumerate(zip(x_all, votes_all, strict=True)):
+        for s, votes in enumerate(votes_all):
             lut = np.full(n_comp, -1, dtype=np.int64)
             lut[:n_anch] = new_id
             for j in range(n_anch, n_comp):
@@ -288,7 +284,7 @@ def cavity_rounds(fed: Federation, labels: list[np.ndarray], *, n_rounds: int, n
 
 # ----------------------------------------------------------- design 3: pooled-statistic Gibbs rounds
 def blocked_gibbs_rounds(fed: Federation, labels: list[np.ndarray], *, checkpoints: list[int], seed: int,
-                         window: int = 20) -> list[Round]:
+                         window: int = 100) -> list[Round]:
     """Federated blocked Gibbs: each round the server draws weights and profiles from the prior plus the
     counts summed over silos, every silo draws its rows' allocations given them and sends its counts. One
     round is one sweep of the pooled Gibbs sampler (C+ components, the library's priors), so it is simulated
@@ -322,3 +318,61 @@ def by_silo(labels: list[np.ndarray]) -> list[np.ndarray]:
     what the pooled rows do not keep apart, as a pooled chain from its over-fitted start does."""
     k = int(max(lab.max() for lab in labels)) + 1
     return _relabel([lab.astype(np.int64) + k * s for s, lab in enumerate(labels)])[0]
+
+
+# --------------------------------------------------- design 3b: deterministic (variational) rounds
+def _onehot(x: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    out = np.zeros((x.shape[0], int(offsets[-1])))
+    for q in range(x.shape[1]):
+        ok = x[:, q] >= 0
+        out[np.flatnonzero(ok), offsets[q] + x[ok, q]] = 1.0
+    return out
+
+
+def vb_rounds(fed: Federation, labels: list[np.ndarray], *, checkpoints: list[int]) -> list[Round]:
+    """Federated mean-field VB: the server holds q(pi) = Dir(alpha + sum n_k), q(p_kq) = Dir(beta + sum of
+    expected counts); each round it broadcasts E log pi and E log p, every silo computes its rows'
+    responsibilities and sends its expected counts (summable under SecAgg). Started from the hard counts of
+    ``labels``; a component whose expected size falls to nothing stays empty (VB's pruning under a sparse
+    alpha). Deterministic: no seed. A row's label is its most responsible component."""
+    from scipy.special import digamma
+
+    onehots = [_onehot(x, fed.offsets) for x in fed.codes]
+    k = int(max(lab.max() for lab in labels)) + 1
+    nc = np.zeros(k)
+    ct = np.zeros((k, fed.n_cols))
+    for x, lab in zip(fed.codes, labels, strict=True):
+        a, b = counts(x, fed.offsets, lab, k)
+        nc += a
+        ct += b
+    history, done, prev = [], 0, [lab.copy() for lab in labels]
+    blocks = [slice(fed.offsets[q], fed.offsets[q + 1]) for q in range(len(fed.n_modalities))]
+    for r in checkpoints:
+        t0 = time.perf_counter()
+        n_rounds = r - done
+        for _ in range(n_rounds):
+            a_pi = fed.alpha + nc
+            elog_pi = digamma(a_pi) - digamma(a_pi.sum())
+            a_p = fed.beta + ct
+            elog_p = digamma(a_p)
+            for blk in blocks:
+                elog_p[:, blk] -= digamma(a_p[:, blk].sum(axis=1, keepdims=True))
+            nc = np.zeros(k)
+            ct = np.zeros((k, fed.n_cols))
+            per = []
+            for oh in onehots:                      # inside each silo
+                lr = oh @ elog_p.T + elog_pi
+                lr -= lr.max(axis=1, keepdims=True)
+                resp = np.exp(lr)
+                resp /= resp.sum(axis=1, keepdims=True)
+                nc += resp.sum(axis=0)
+                ct += resp.T @ oh
+                per.append(resp.argmax(axis=1))
+        done = r
+        history.append(Round(labels=per, k=int(np.unique(np.concatenate(per)).size),
+                             seconds=time.perf_counter() - t0, sweeps=n_rounds, changed=_changed(prev, per),
+                             log_joint=pooled_log_joint(fed, per),
+                             sent=f"per round up: {k} x {fed.n_cols + 1} expected counts per silo (summable "
+                                  f"under SecAgg); down: {k} x {fed.n_cols + 1} expectations"))
+        prev = per
+    return history

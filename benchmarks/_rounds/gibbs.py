@@ -14,14 +14,14 @@ from numba import njit
 
 
 @njit(cache=True)
-def _log_dirichlet(a, out):
+def _log_dirichlet(a, out, gen):
     """log of a Dirichlet(a) draw in place; shapes below 1 in log space (Gamma(a) underflows to 0)."""
     m = -np.inf
     for j in range(a.size):
         if a[j] >= 1.0:
-            out[j] = np.log(np.random.gamma(a[j]))
+            out[j] = np.log(gen.gamma(a[j]))
         else:
-            out[j] = np.log(np.random.gamma(a[j] + 1.0)) + np.log(np.random.random()) / a[j]
+            out[j] = np.log(gen.gamma(a[j] + 1.0)) + np.log(gen.random()) / a[j]
         if out[j] > m:
             m = out[j]
     s = 0.0
@@ -33,14 +33,13 @@ def _log_dirichlet(a, out):
 
 
 @njit(cache=True)
-def _sweeps(x, offsets, prior_prof, alpha, z, n_sweeps, n_burn, held_logprof, hold, seed):
+def _sweeps(x, offsets, prior_prof, alpha, z, n_sweeps, n_burn, held_logprof, hold, gen):
     """``n_sweeps`` Gibbs sweeps (parameters given z, then z given parameters) from allocation ``z``.
 
     Returns the mean counts over the sweeps after ``n_burn`` (``nc`` (C,), ``ct`` (C, P)), per-row votes
     (n, C) over the same sweeps, and the last allocation (z is updated in place). With ``hold`` the profiles
     are ``held_logprof`` (log, (C, P)) instead of being drawn.
     """
-    np.random.seed(seed)
     n, q_n = x.shape
     c_n, p_n = prior_prof.shape
     nc = np.zeros(c_n)
@@ -59,7 +58,7 @@ def _sweeps(x, offsets, prior_prof, alpha, z, n_sweeps, n_burn, held_logprof, ho
     lp = np.empty(c_n)
     kept = 0
     for it in range(n_sweeps):
-        _log_dirichlet(alpha + nc, logpi)
+        _log_dirichlet(alpha + nc, logpi, gen)
         if hold:
             logprof[:, :] = held_logprof
         else:
@@ -67,7 +66,7 @@ def _sweeps(x, offsets, prior_prof, alpha, z, n_sweeps, n_burn, held_logprof, ho
                 for q in range(q_n):
                     a, b = offsets[q], offsets[q + 1]
                     tmp = np.empty(b - a)
-                    _log_dirichlet(prior_prof[c, a:b] + ct[c, a:b], tmp)
+                    _log_dirichlet(prior_prof[c, a:b] + ct[c, a:b], tmp, gen)
                     logprof[c, a:b] = tmp
         nc[:] = 0.0
         ct[:, :] = 0.0
@@ -85,7 +84,7 @@ def _sweeps(x, offsets, prior_prof, alpha, z, n_sweeps, n_burn, held_logprof, ho
             for c in range(c_n):
                 lp[c] = np.exp(lp[c] - m)
                 s += lp[c]
-            u = np.random.random() * s
+            u = gen.random() * s
             c = 0
             run = lp[0]
             while run < u and c < c_n - 1:
@@ -109,7 +108,8 @@ def _sweeps(x, offsets, prior_prof, alpha, z, n_sweeps, n_burn, held_logprof, ho
 
 
 def sweeps(x, offsets, prior_prof, alpha, z, n_sweeps, n_burn, seed, held_logprof=None):
-    """Python face of :func:`_sweeps` (types fixed so that numba compiles one specialisation)."""
+    """Python face of :func:`_sweeps` (types fixed so that numba compiles one specialisation); ``seed`` is an
+    int or a SeedSequence, the stream a numpy Generator."""
     hold = held_logprof is not None
     held = np.zeros((1, 1)) if held_logprof is None else np.ascontiguousarray(held_logprof, dtype=np.float64)
     if hold and held.shape != prior_prof.shape:
@@ -117,7 +117,7 @@ def sweeps(x, offsets, prior_prof, alpha, z, n_sweeps, n_burn, seed, held_logpro
     return _sweeps(np.ascontiguousarray(x, dtype=np.int64), np.asarray(offsets, dtype=np.int64),
                    np.ascontiguousarray(prior_prof, dtype=np.float64), np.asarray(alpha, dtype=np.float64), z,
                    int(n_sweeps), int(n_burn), held if hold else np.zeros_like(prior_prof, dtype=np.float64), hold,
-                   int(seed))
+                   np.random.default_rng(seed))
 
 
 def counts(x, offsets, z, n_comp):
