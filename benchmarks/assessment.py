@@ -4,8 +4,9 @@ One silo of the synthetic EHR cohort (``vcmc simulate --design ehr``: 80 binary 
 Table 7's sizes) with ``--rows`` rows. The assessment gets what the pipeline sends: ``--replicates`` draws of
 the 27 global clusters (Dirichlet draws around the true parameters, 2,000 pseudo-counts per block: the size
 of a real request) and the 500 most frequent pairs. Timed, each ``--runs`` times (median; numba compiled
-first): ``vcmc.silo.ppc.assess_rows`` (the assess request), ``posterior_memberships`` over the same number
-of draws (the assign request) and the apply step (``run_apply_step``, C+ = 30) at ``--iterations``. CPU
+first): ``vcmc.silo.ppc.assess_rows`` (the assess request), ``memberships_to_target`` on the same draws (the
+assign request: as many of them as its Monte Carlo target needs; the number is printed) and the apply step
+(``run_apply_step``, C+ = 30) at ``--iterations``. CPU
 time of this process is reported next to wall time, as the machine may be shared. Prints ONE JSON line.
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/assessment.py [--rows 10000] [--iterations 50000] [--runs 3]
@@ -35,7 +36,7 @@ def main() -> None:
     from vcmc.config import PriorConfig, SamplerConfig
     from vcmc.ehr import simulate_ehr
     from vcmc.silo.apply import run_apply_step
-    from vcmc.silo.memberships import posterior_memberships
+    from vcmc.silo.memberships import memberships_to_target
     from vcmc.silo.ppc import assess_rows
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -64,7 +65,8 @@ def main() -> None:
     out = {"rows": silo.n_rows, "variables": len(n_mod), "clusters": int(prof.shape[0]), "replicates": r,
            "pairs": int(pairs.shape[0]), "iterations": args.iterations}
     out["assess"] = _timed(lambda: assess_rows(silo.codes, n_mod, pis, profs, pairs, rng=1), args.runs)
-    out["assign"] = _timed(lambda: posterior_memberships(silo.codes, n_mod, pis, profs), args.runs)
+    out["assign"] = _timed(lambda: memberships_to_target(silo.codes, n_mod, pis, profs), args.runs)
+    out["assign_draws_used"] = memberships_to_target(silo.codes, n_mod, pis, profs)[1].n_draws
     sampler = SamplerConfig(n_iter=args.iterations, burn_in=args.iterations // 2, thin=5)
     run_apply_step(silo.codes, n_mod, prior=PriorConfig(n_components=30),
                    sampler=SamplerConfig(n_iter=200, burn_in=100, thin=5), n_silos=30, rng=1)   # compile

@@ -9,6 +9,11 @@ process so that its peak memory is its own:
 - ``full-mcmc``: the same sampler on the pooled rows (the gold standard a federation cannot run);
 - ``fedmerdel``: the variational comparator.
 
+With ``--profile`` the VCMC run is repeated once more with every silo in the benchmark's own process (the
+in-process transport, one core) under cProfile, and ``OUT/profile-<allocation>.{md,json}`` say where each
+second goes: the stages, each silo request type, and the functions with the most own time (a compiled
+kernel's time is its Python caller's own time).
+
 Every fit is scored against the truth: number of clusters, ARI, best F1 of every true cluster (recovered
 when >= 0.8) by size, and the fit's heatmap of scaled prevalence differences (the paper's Figure 4).
 Writes ``OUT/ehr-<allocation>.json``, ``OUT/ehr-<allocation>.md`` and the heatmaps; the command line and the
@@ -18,6 +23,7 @@ commit are recorded in the JSON.
     python benchmarks/ehr.py --allocation region              # the 13 regions of Table 6
     python benchmarks/ehr.py --n 30000 --iterations 2000      # a quick look
     python benchmarks/ehr.py --stop converged --methods vcmc  # --iterations auto (ehr-uniform-auto.*)
+    python benchmarks/ehr.py --iterations 4000 --methods vcmc --profile --tag app4000   # issue 24's scale
 """
 
 from __future__ import annotations
@@ -93,7 +99,13 @@ def _run_vcmc(args, data_dir: Path) -> dict:
     local = result.diagnostics.get("local", {})
     if args.report_dir:
         _write_report(result, schema, data_dir, Path(args.report_dir))
-    return {"wall_s": wall, "startup_s": t_start, "timings_s": dict(result.timings),
+    timings = dict(result.timings)
+    labelling = result.diagnostics.get("classification", {}).get("monte_carlo")
+    return {"wall_s": wall, "startup_s": t_start, "timings_s": timings,
+            # silo-side labelling (the assign round) and assessment against the apply step, in one run
+            "labelling_and_assessment_over_apply": (timings.get("partition", 0.0) + timings.get("assessment", 0.0))
+            / timings["apply"] if timings.get("apply") else None,
+            "labelling_monte_carlo": labelling,
             "server_peak_rss_mb": server_peak,
             "worker_peak_rss_mb": max(float(d.get("process_peak_rss_mb", float("nan"))) for d in local.values()),
             "silo_sampler_s": {s: d.get("seconds_sampler") for s, d in local.items()},
@@ -141,7 +153,85 @@ def _run_fedmerdel(args, data_dir: Path) -> dict:
             "profiles": np.asarray(res.profiles).tolist(), "weights": np.asarray(res.weights).tolist()}
 
 
-WORKERS = {"vcmc": _run_vcmc, "full-mcmc": _run_full, "fedmerdel": _run_fedmerdel}
+def _where(code) -> str:
+    """``module-path:line(function)`` of a profiled function, without this machine's folders."""
+    filename, line, name = code
+    for marker in ("/src/", "/site-packages/", "/lib/python"):
+        if marker in filename:
+            filename = filename.split(marker, 1)[1]
+            break
+    return f"{filename}:{line}({name})" if line else name
+
+
+def _run_profile(args, data_dir: Path) -> dict:
+    """The VCMC run with every silo in this process under cProfile: where each second goes."""
+    import cProfile
+    import pstats
+
+    from vcmc.data import Schema, read_csv
+    from vcmc.federation.transport import InProcessTransport
+    from vcmc.pipeline import run_vcmc
+    from vcmc.silo.local import LocalSilo
+
+    schema = Schema.from_json(data_dir / "schema.json")
+    config = _config(args)
+    silos = [LocalSilo(read_csv(p, schema=schema), privacy=config.privacy) for p in _silo_files(data_dir)]
+    profiler = cProfile.Profile()
+    t0 = time.perf_counter()
+    profiler.enable()
+    result = run_vcmc(InProcessTransport(silos), config, rng=args.seed)
+    profiler.disable()
+    wall = time.perf_counter() - t0
+    stats = pstats.Stats(profiler).stats
+    own = sorted(((tt, ct, nc, _where(code)) for code, (_, nc, tt, ct, _) in stats.items()), reverse=True)
+    requests = {}
+    for code, (_, nc, _, ct, _) in stats.items():
+        if code[0].endswith("silo/local.py") and code[2] in ("summarize", "counts", "membership_divergence",
+                                                             "assign", "assess", "hello"):
+            requests[code[2]] = {"seconds": ct, "calls": nc}
+    entry = {}
+    for code, (_, nc, tt, ct, _) in stats.items():
+        if code[2] in ("run_chain", "memberships_to_target", "assess_rows", "replicate", "fill", "sparse_layout",
+                       "aggregate", "run_apply_step", "build_summary", "read_csv", "consensus"):
+            entry[_where(code)] = {"seconds": ct, "own_seconds": tt, "calls": nc}
+    return {"wall_s": wall, "timings_s": dict(result.timings), "silo_requests": requests, "entry_points": entry,
+            "top_own_time": [{"function": f, "own_s": tt, "cumulative_s": ct, "calls": nc}
+                             for tt, ct, nc, f in own[:30]],
+            "labelling_monte_carlo": result.diagnostics.get("classification", {}).get("monte_carlo"),
+            "n_clusters": result.n_clusters}
+
+
+def profile_markdown(report: dict, prof: dict) -> str:
+    t = prof["timings_s"]
+    lines = [f"# Where each second of a VCMC run goes ({report['allocation']} allocation, n = {report['n']:,}, "
+             f"{report['n_silos']} silos, {report['protocol']['iterations']:,} iterations)", "",
+             f"Command: `{report['command']}` at commit `{report['commit']}`; {report['cores']} cores (shared). "
+             "Every silo in one process (in-process transport, one core) under cProfile, so the stages add "
+             "up to the run; a compiled kernel's time is its Python caller's own time.", "",
+             f"Whole run {prof['wall_s']:.1f} s (under the profiler).", "", "| stage | seconds | share |",
+             "| --- | --- | --- |"]
+    total = t.get("total") or sum(v for k, v in t.items() if k != "total")
+    for k, v in t.items():
+        if k != "total":
+            lines.append(f"| {k} | {v:.2f} | {v / total:.1%} |")
+    lines += ["", "Silo requests (cumulative, all silos):", "", "| request | seconds | calls |", "| --- | --- | --- |"]
+    for k, v in sorted(prof["silo_requests"].items(), key=lambda kv: -kv[1]["seconds"]):
+        lines.append(f"| {k} | {v['seconds']:.2f} | {v['calls']} |")
+    lines += ["", "Entry points (cumulative):", "", "| function | seconds | own | calls |", "| --- | --- | --- | --- |"]
+    for k, v in sorted(prof["entry_points"].items(), key=lambda kv: -kv[1]["seconds"]):
+        lines.append(f"| `{k}` | {v['seconds']:.2f} | {v['own_seconds']:.2f} | {v['calls']} |")
+    lines += ["", "Most own time:", "", "| function | own s | cumulative s | calls |", "| --- | --- | --- | --- |"]
+    for r in prof["top_own_time"][:20]:
+        lines.append(f"| `{r['function']}` | {r['own_s']:.2f} | {r['cumulative_s']:.2f} | {r['calls']} |")
+    mc = prof.get("labelling_monte_carlo")
+    if mc:
+        draws = sorted(set(mc["draws_per_silo"].values()))
+        lines += ["", f"Labelling: memberships averaged over {draws} draws per silo, largest Monte Carlo "
+                      f"standard error of a membership {mc['max_error']:.3f} (target {mc['target']})."]
+    return "\n".join(lines) + "\n"
+
+
+WORKERS = {"vcmc": _run_vcmc, "full-mcmc": _run_full, "fedmerdel": _run_fedmerdel, "profile": _run_profile}
 
 
 # ------------------------------------------------------------------------------------------------ scoring
@@ -237,7 +327,14 @@ def markdown(report: dict) -> str:
                                           strict=True)) if n > 0)]
     if "vcmc" in report["runs"] and "timings_s" in report["runs"]["vcmc"]:
         v = report["runs"]["vcmc"]
+        ratio = v.get("labelling_and_assessment_over_apply")
+        mc = v.get("labelling_monte_carlo")
         lines += ["", "VCMC stages (s): " + ", ".join(f"{k} {x:.1f}" for k, x in v["timings_s"].items()),
+                  *([f"Silo-side labelling and assessment together: {ratio:.1%} of the apply step (same run)."]
+                    if ratio is not None else []),
+                  *([f"Labelling averaged {sorted(set(mc['draws_per_silo'].values()))} draws per silo; largest "
+                     f"Monte Carlo standard error of a membership {mc['max_error']:.3f} (target {mc['target']})."]
+                    if mc else []),
                   f"Server peak memory {v['server_peak_rss_mb']:.0f} MB, worker peak {v['worker_peak_rss_mb']:.0f} MB; "
                   f"draws sent per silo: {sorted(set(int(x) for x in v.get('draws_sent', {}).values() if x))}.",
                   "", f"The fit's report: [report-{report['tag']}/report.html](report-{report['tag']}/report.html) "
@@ -265,6 +362,9 @@ def main() -> None:
     ap.add_argument("--data", default=None, help="folder for the silo files (default: a temporary folder)")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--report-dir", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--profile", action="store_true",
+                    help="also run VCMC once in this process under cProfile: OUT/profile-<tag>.{md,json}")
+    ap.add_argument("--tag", default=None, help="name of the output files (default: the allocation, -auto)")
     ap.add_argument("--keep-runs", action="store_true",
                     help="keep the other methods' runs already in OUT/ehr-<allocation>.json (same cohort and "
                          "protocol): re-run one method without re-running the others")
@@ -273,7 +373,7 @@ def main() -> None:
         from vcmc.config.options import AUTO_BURN_IN
 
         args.burn_in = min(AUTO_BURN_IN, args.iterations // 2) if args.stop == "converged" else args.iterations // 2
-    tag = args.allocation + ("-auto" if args.stop == "converged" else "")
+    tag = args.tag or args.allocation + ("-auto" if args.stop == "converged" else "")
 
     if args.worker:                       # one method in this process: its peak memory is its own
         out = WORKERS[args.worker](args, Path(args.data))
@@ -303,7 +403,7 @@ def main() -> None:
     del silos
     truth = {"labels": {s.name: lab.tolist() for s, lab in zip(data.silos, data.labels, strict=True)},
              "sizes": np.bincount(data.pooled_labels, minlength=data.n_clusters).tolist()}
-    report = {"benchmark": "ehr", "tag": tag, "command": " ".join([sys.executable, *sys.argv]), "commit": commit(),
+    report = {"benchmark": "ehr", "tag": tag, "command": " ".join(["python", *sys.argv]), "commit": commit(),
               "cores": os.cpu_count(), "n": args.n, "allocation": args.allocation, "n_silos": data.n_silos,
               "protocol": {"iterations": args.iterations, "burn_in": args.burn_in, "thin": args.thin, "stop": args.stop,
                            "components": args.components, "summary_draws": args.summary_draws, "jobs": args.jobs,
@@ -341,6 +441,17 @@ def main() -> None:
         (out_dir / f"ehr-{tag}.md").write_text(markdown(report))
         print(f"{method}: {run['wall_s']:.0f} s, K = {run['score']['n_clusters']}, ARI = "  # noqa: T201
               f"{run['score']['ari']:.3f}, recovered {run['score']['recovered']}", flush=True)
+    if args.profile:
+        cmd = [sys.executable, __file__, "--worker", "profile", "--data", str(data_dir),
+               *[f"--{k.replace('_', '-')}={v}" for k, v in vars(args).items()
+                 if k in ("iterations", "burn_in", "thin", "stop", "components", "summary_draws", "jobs", "seed")]]
+        if subprocess.run(cmd, text=True).returncode == 0:
+            prof = json.loads((data_dir / "run-profile.json").read_text())
+            prof.update({k: report[k] for k in ("command", "commit", "cores", "n", "allocation", "n_silos",
+                                                 "protocol")})
+            (out_dir / f"profile-{tag}.json").write_text(json.dumps(prof, indent=1))
+            (out_dir / f"profile-{tag}.md").write_text(profile_markdown(report, prof))
+            print(f"profile: {prof['wall_s']:.0f} s -> {out_dir / f'profile-{tag}.md'}", flush=True)  # noqa: T201
     if tmp is not None:
         tmp.cleanup()
 

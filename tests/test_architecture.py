@@ -17,7 +17,7 @@ SILO_SIDE = ("vcmc.silo", "vcmc.flower.client")
 SERVER_SIDE = ("vcmc.matching", "vcmc.aggregation", "vcmc.pipeline", "vcmc.assessment", "vcmc.federation",
                "vcmc.results",
                "vcmc.report", "vcmc.study", "vcmc.baselines", "vcmc.api", "vcmc.cli", "vcmc.estimator",
-               "vcmc.flower.server")
+               "vcmc.flower.server", "vcmc.lca")
 #: The public facade re-exports the whole library lazily; it is nobody's dependency.
 FACADE = "vcmc"
 

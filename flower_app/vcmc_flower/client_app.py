@@ -41,3 +41,23 @@ def assign(message: Message, context: Context) -> Message:
 @app.query("assess")
 def assess(message: Message, context: Context) -> Message:
     return client_handle(message, context)
+
+
+@app.query("announce")
+def announce(message: Message, context: Context) -> Message:
+    return client_handle(message, context)
+
+
+@app.query("lca_estep")
+def lca_estep(message: Message, context: Context) -> Message:
+    return client_handle(message, context)
+
+
+@app.query("lca_classify")
+def lca_classify(message: Message, context: Context) -> Message:
+    return client_handle(message, context)
+
+
+@app.query("lca_structural")
+def lca_structural(message: Message, context: Context) -> Message:
+    return client_handle(message, context)

@@ -31,6 +31,14 @@ _METHODS = ("vcmc", "consensus", "full-mcmc", "fedmerdel", "discgs")
 _PREDICT_DRAWS = 100
 
 
+def _column_names(frames) -> str | None:
+    """``"a,b"``: the columns of one silo's frame (all silos' frames have the same), or None."""
+    if frames is None:
+        return None
+    first = frames if isinstance(frames, pd.DataFrame) else list(frames)[0]
+    return ",".join(map(str, first.columns))
+
+
 class FederatedLatentClassModel(ClusterMixin, BaseEstimator):
     """Federated Bayesian latent class model fitted by Variational Consensus Monte Carlo.
 
@@ -69,6 +77,9 @@ class FederatedLatentClassModel(ClusterMixin, BaseEstimator):
     n_features_in_ : int
     feature_names_in_ : ndarray of str
         Present when the training data had string column names.
+    covariates_, distal_, distal_tests_ : pandas.DataFrame
+        After ``fit(..., covariates=..., distal=...)``: the three-step tables of ``covariates.csv``,
+        ``distal.csv`` and ``distal_tests.csv`` (docs/design.md §15.3).
     """
 
     _parameter_constraints: dict = {
@@ -208,8 +219,14 @@ class FederatedLatentClassModel(ClusterMixin, BaseEstimator):
 
     # -- scikit-learn API ------------------------------------------------------------------------------------
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y=None):
-        """Fit on the silos ``X`` (``y`` is ignored); returns self."""
+    def fit(self, X, y=None, *, covariates=None, distal=None):
+        """Fit on the silos ``X`` (``y`` is ignored); returns self.
+
+        ``covariates`` / ``distal``: one data frame per silo (row-aligned with it) of covariates of class
+        membership / distal outcomes, kept out of the clustering; then the bias-adjusted three-step models
+        are fitted, federated, on the fitted clusters (docs/design.md §15.3) and their tables are
+        ``covariates_``, ``distal_`` and ``distal_tests_`` (data frames).
+        """
         from vcmc.api import fit
 
         silos, names = self._silos_for_fit(X)
@@ -230,7 +247,43 @@ class FederatedLatentClassModel(ClusterMixin, BaseEstimator):
         self._profile_draws = result.profile_draws[:, keep]
         self.labels_ = (np.concatenate([index[a] for a in result.assignments]) if result.assignments is not None
                         else None)
+        if covariates is not None or distal is not None:
+            self._three_step(silos, covariates, distal)
         return self
+
+    def _three_step(self, silos, covariates, distal) -> None:
+        from vcmc.lca.analysis import three_step_at
+
+        frames = [f for f in (covariates, distal) if f is not None]
+        parts = [[p] if isinstance(p, pd.DataFrame) else list(p) for p in frames]
+        joined = [pd.concat([part[i] for part in parts], axis=1) for i in range(len(parts[0]))]
+        analysis = three_step_at(silos, joined, self.weights_, self.profiles_, covariates=_column_names(covariates),
+                                 distal=_column_names(distal))
+        self.covariates_ = analysis.covariates.table() if analysis.covariates is not None else None
+        self.distal_ = analysis.distal.table() if analysis.distal is not None else None
+        self.distal_tests_ = analysis.distal.equality_tests() if analysis.distal is not None else None
+
+    def _point_statistics(self, X) -> dict:
+        from vcmc.lca.em import n_parameters
+        from vcmc.lca.statistics import fit_statistics
+        from vcmc.silo.lca import estep_sums
+
+        codes = self._codes(X)
+        sums = estep_sums(codes, self.schema_.n_modalities, self.weights_, self.profiles_)
+        return fit_statistics(sums["loglik"], n_parameters(self.n_clusters_, self.schema_.n_modalities),
+                              sums["n_rows"], sums["entropy"], self.n_clusters_)
+
+    def aic(self, X) -> float:
+        """Akaike information criterion of the posterior-mean model on ``X`` (StepMix's ``aic``: -2 log L + 2p)."""
+        return float(self._point_statistics(X)["aic"])
+
+    def bic(self, X) -> float:
+        """Bayesian information criterion on ``X`` (StepMix's ``bic``: -2 log L + p log n; lower is better)."""
+        return float(self._point_statistics(X)["bic"])
+
+    def entropy(self, X) -> float:
+        """Summed entropy of the rows' cluster memberships at the posterior mean (StepMix's ``entropy``)."""
+        return float(self._point_statistics(X)["entropy"])
 
     def _draws(self):
         t = self._pi_draws.shape[0]
@@ -250,8 +303,13 @@ class FederatedLatentClassModel(ClusterMixin, BaseEstimator):
         return np.argmax(self.predict_proba(X), axis=1)
 
     def score(self, X, y=None) -> float:
-        """Mean log posterior predictive density of the rows of ``X`` (nats per row; higher is better)."""
-        codes = self._codes(X)
+        """Mean log posterior predictive density of the rows of ``X`` (nats per row; higher is better).
+
+        ``X`` may also be a list of silos (as ``fit`` takes), so that scikit-learn's model selection
+        (``cross_val_score``, ``GridSearchCV``) splitting a list of silos scores the held-out silos' rows."""
+        silos = X if isinstance(X, list | tuple) and X and all(
+            np.ndim(getattr(x, "codes", x)) == 2 for x in X) else None
+        codes = np.concatenate([self._codes(x) for x in silos]) if silos else self._codes(X)
         pi, prof = self._draws()
         per_draw = np.stack([logsumexp(log_likelihood_rows(codes, np.maximum(pi[t], 1e-300), prof[t],
                                                            self.schema_.n_modalities), axis=1)

@@ -73,3 +73,7 @@ class NotFittedError(VcmcError, AttributeError):
 
 class ConvergenceWarning(UserWarning):
     """An iterative procedure stopped before its convergence criterion was met."""
+
+
+class ConvergenceError(VcmcError, RuntimeError):
+    """An estimation did not converge or its information matrix is unusable (latent class analysis)."""

@@ -22,6 +22,7 @@ from vcmc.assessment import local_k_posterior
 from vcmc.config import FitConfig
 from vcmc.exceptions import SiloFailure
 from vcmc.federation.faults import FaultPolicy, gather
+from vcmc.federation.announce import announce_global_draws
 from vcmc.matching.types import Matching
 from vcmc.protocol import (
     AssignRequest,
@@ -154,7 +155,25 @@ def classification_quality(replies, names) -> dict:
         avg = np.where(counts > 0, prob / counts, np.nan)
     return {"relative_entropy": relative(float(sum(r.entropy for r in replies)), float(counts.sum()), k),
             "relative_entropy_per_silo": per_silo,
-            "average_probability": [None if not np.isfinite(v) else float(v) for v in avg]}
+            "average_probability": [None if not np.isfinite(v) else float(v) for v in avg],
+            "monte_carlo": monte_carlo_of_labelling(replies, names)}
+
+
+def monte_carlo_of_labelling(replies, names) -> dict | None:
+    """Draws each silo's memberships averaged and the largest Monte Carlo standard error of a membership
+    they left (``AssignReply``; docs/design.md §8); None when the local posterior was propagated."""
+    if not any(int(getattr(r, "n_draws", 0)) for r in replies):
+        return None
+
+    def num(x):
+        return float(x) if np.isfinite(x) else None
+
+    return {"target": num(max(float(r.mc_target) for r in replies)),
+            "max_error": num(max(float(r.mc_error) for r in replies)),
+            "draws_per_silo": {n: int(r.n_draws) for n, r in zip(names, replies, strict=True)},
+            "error_per_silo": {n: num(float(r.mc_error)) for n, r in zip(names, replies, strict=True)},
+            "definition": "largest over rows and clusters of sd_t(w_ict) / sqrt(T): the standard error of a "
+                          "membership probability averaged over T global draws"}
 
 
 K_POSTERIOR_DEFINITION = (
@@ -212,11 +231,29 @@ def convergence_warnings(summaries: list[SiloSummary], sampler) -> list[str]:
     out = []
     for s in summaries:
         if s.diagnostics.get("converged") == 0.0:
-            out.append(f"silo {s.silo!r}: the chains did not reach R-hat <= {sampler.target_rhat:g} and ESS >= "
-                       f"{sampler.target_ess:g} within {sampler.n_iter} iterations (--iterations auto); its "
-                       f"draws are used as they are: raise --max-iterations or check its R-hat "
-                       f"({s.diagnostics.get('rhat_log_posterior', float('nan')):.3f}) in result.json")
+            out.append(f"silo {s.silo!r}: " + _unmet_targets(s.diagnostics, sampler) + f" within {sampler.n_iter} "
+                       "iterations (--iterations auto); its draws are used as they are: raise --max-iterations "
+                       "(see result.json, diagnostics.local)")
     return out
+
+
+def _unmet_targets(d: dict, sampler) -> str:
+    """Which of --iterations auto's targets a silo missed, with its values (R-hat, ESS or both)."""
+    def worst(keys, pick):
+        vals = [float(d[k]) for k in keys if isinstance(d.get(k), int | float) and np.isfinite(d[k])]
+        return pick(vals) if vals else None
+
+    rhat = worst(("rhat_log_posterior", "rhat_pi_max"), max)
+    ess = worst(("ess_bulk_log_posterior", "ess_tail_log_posterior", "ess_bulk_pi_min", "ess_tail_pi_min"), min)
+    missed = []
+    if rhat is not None and rhat > sampler.target_rhat:
+        missed.append(f"R-hat {rhat:.3f} > {sampler.target_rhat:g}")
+    if ess is not None and ess < sampler.target_ess:
+        missed.append(f"ESS {ess:.0f} < {sampler.target_ess:g}")
+    if not missed:
+        return (f"the chains did not reach R-hat <= {sampler.target_rhat:g} and ESS >= {sampler.target_ess:g} "
+                "at a check")
+    return "the chains did not converge: " + " and ".join(missed)
 
 
 def server_steps(summaries: list[SiloSummary], transport, config: FitConfig, *, rng: RngLike = None,
@@ -258,6 +295,7 @@ def server_steps(summaries: list[SiloSummary], transport, config: FitConfig, *, 
     timings["aggregation"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
+    announce_global_draws(transport, names, matching, matched, agg, policy)   # the silos check them (gate)
     reqs = _assign_requests(names, matching, matched, agg, config.aggregation)
     replies, _ = gather(transport, reqs, FaultPolicy(min_silos=None, timeout=policy.timeout), stage="assign")
     partition_counts = np.stack([np.asarray(replies[n].counts, dtype=np.int64) for n in names])

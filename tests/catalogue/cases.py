@@ -238,6 +238,61 @@ DATA_CASES = (
          silo_side=True, values=()),
 )
 
+
+# -- the first day with one's own data (issue 22) ------------------------------------------------------------------
+def _spelled(silo, spellings):
+    """Column 'stage' with '1' written as each of ``spellings`` in turn (every third row)."""
+    rows = clean_rows(silo)
+    ones = [r for r in rows if r[2] == "1"]
+    for i, r in enumerate(ones[::3]):
+        r[2] = spellings[i % len(spellings)]
+    return csv_text(rows)
+
+
+def _regions(silo, name):
+    rows = clean_rows(silo)
+    for r in rows[::3]:
+        r[1] = name
+    return csv_text(rows)
+
+
+def _recoded(silo, column, mapping):
+    rows = clean_rows(silo)
+    for r in rows:
+        r[column] = mapping.get(r[column], r[column])
+    return csv_text(rows)
+
+
+ZURICH_NFC = "Z\u00fcrich"          # one code point for the u with diaeresis
+ZURICH_NFD = "Zu\u0308rich"         # u + combining diaeresis: the same text by Unicode's definition
+
+WORKFLOW_DATA_CASES = (
+    Case("numeric-spellings", "refusal", "'1' beside '1.0' and '01' in an inferred schema (K = 4 against 2)",
+         base(**{"b.csv": _spelled(1, ["1.0"]), "c.csv": _spelled(2, ["01"])}),
+         match=r"column 'stage': '1', '01', '1\.0' are spellings of one number \(1\).*Write one spelling"),
+    Case("number-spelling-with-schema", "error", "'1.0' in a file whose schema lists '1'",
+         base(**{"b.csv": edited(1, 3, 2, "1.0"), "schema.json": SCHEMA}),
+         match=r"'1\.0' spells the number of modality '1' differently: write '1' in the file"),
+    Case("unicode-forms", "recorded", "one label in two Unicode normal forms (NFC, NFD): one modality, recorded",
+         base(**{"a.csv": _regions(0, ZURICH_NFC), "b.csv": _regions(1, ZURICH_NFD)})),
+    Case("missing-code-modality", "warning", "'.' and '-9' become modalities: a warning naming them",
+         base(**{"a.csv": _regions(0, "."), "b.csv": _recoded(1, 3, {"F": "-9"})})),
+    Case("disjoint-modalities", "warning", "'Y'/'N' in one silo, 'yes'/'no' in the others (K = 6 against 2)",
+         base(**{"a.csv": _recoded(0, 0, {"yes": "Y", "no": "N"})})),
+    Case("same-data-two-names", "warning", "the same file given under two silo names", base(**{"c.csv": clean(0)})),
+    Case("two-row-silo", "error", "a silo of two rows: refused before the other silos sample",
+         base(**{"b.csv": csv_text(clean_rows(1)[:2])}), match=r"b\.csv \(2 rows\) have fewer than 3 rows"),
+    Case("min-cluster-size-above-silos", "error", "--min-cluster-size larger than every silo, before sampling",
+         base(**{"schema.json": SCHEMA}), args=("--min-cluster-size", "100"),
+         match=r"--min-cluster-size 100 is larger than every silo \(the largest has 60 rows\)"),
+    Case("silo-under-min-cluster-size", "refusal", "a silo smaller than --min-cluster-size: refused before sampling",
+         base(**{"b.csv": csv_text(clean_rows(1)[:6])}), args=("--min-cluster-size", "7"),
+         match=r"b\.csv \(6 rows\) have fewer rows than --min-cluster-size 7.*--min-silos 2"),
+    Case("components-one", "refusal", "--components 1 (the 'clusters' would be the silos)",
+         base(), args=("--components", "1"), match=r"--components must be at least 2 for --method vcmc; got 1"),
+)
+DATA_CASES = DATA_CASES + WORKFLOW_DATA_CASES
+
 OTHER_CASES = (
     Case("out-is-a-file", "error", "--out names a file: error within a second, before any sampling"),
     Case("out-read-only", "error", "--out in a read-only folder: error within a second, before any sampling"),
@@ -273,5 +328,29 @@ OTHER_CASES = (
     Case("state-not-writable", "warning", "the silo-state folder cannot be written: the run goes on and says so"),
     Case("state-damaged", "warning", "a silo-state file changed after it was written: digest fails, resampled"),
 )
+
+WORKFLOW_CASES = (
+    Case("out-locked", "refusal", "a second run into --out while the first holds it: refused at once"),
+    Case("stale-lock", "handled", "the lock file of a killed run (kill -9) does not block the next run"),
+    Case("leftover-temp-files", "handled", "temporary files of a killed run (row-level memberships) removed next run"),
+    Case("sigterm-sighup", "handled", "SIGTERM and SIGHUP end a run like Ctrl-C: the resume line, exit 130"),
+    Case("predict-into-fit", "refusal", "vcmc predict FIT FILE --out FIT: refused, the fit's files unchanged"),
+    Case("predict-another-run", "refusal", "predict into a folder holding another prediction: --overwrite rule"),
+    Case("mixed-result-set", "refusal", "a fit folder with another run's assignments.csv: predict and report refuse"),
+    Case("unfinished-run", "refusal", "a folder whose run did not finish writing (killed between renames): refused"),
+    Case("truncated-posterior", "error", "a truncated posterior.nc given to predict: a clear error, no traceback"),
+    Case("out-is-input-folder", "handled", "--out = the input folder: its schema.json is not another run's, kept"),
+    Case("repeat-without-seed", "handled", "the same command again without --seed resumes with the drawn seed"),
+    Case("ess-unreachable", "warning", "a run keeping fewer draws than the ESS target: said before sampling"),
+    Case("iterations-auto-names-ess", "warning", "--iterations auto that stops on ESS says ESS (not R-hat)"),
+    Case("console-warnings", "warning", "failed predictive checks, non-converged and one-cluster silos on the console"),
+    Case("simulate-another-run", "refusal", "vcmc simulate into another simulation's folder: --overwrite rule, lock"),
+    Case("full-mcmc-files", "handled", "--method full-mcmc writes memberships.csv and the probability column"),
+    Case("score-silo-list", "handled", "the estimator's score on a list of silos: cross_val_score, GridSearchCV"),
+    Case("schema-command", "handled", "vcmc schema writes schema.json, listing rare modalities for the user to decide"),
+    Case("schema-check", "error", "vcmc schema --check names a value outside the schema"),
+    Case("help-real-defaults", "handled", "help shows real defaults (no '(default: None)'), --method has help"),
+)
+OTHER_CASES = OTHER_CASES + WORKFLOW_CASES
 
 ALL_CASES = DATA_CASES + OTHER_CASES

@@ -270,10 +270,10 @@ def test_out_same_run_resumes(tmp_path, capsys, monkeypatch):
 
 
 def test_out_no_space(tmp_path, capsys, monkeypatch):
-    import vcmc.cli._guard as guard
+    import vcmc.outputs.space as space
 
     real = shutil.disk_usage
-    monkeypatch.setattr(guard.shutil, "disk_usage", lambda p: real(p)._replace(free=200_000))
+    monkeypatch.setattr(space.shutil, "disk_usage", lambda p: real(p)._replace(free=200_000))
     import vcmc.silo.apply as apply_mod
 
     monkeypatch.setattr(apply_mod, "run_apply_step", lambda *a, **k: (_ for _ in ()).throw(

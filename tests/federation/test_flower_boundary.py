@@ -95,12 +95,14 @@ def task_identity(monkeypatch):
 def _run(silo_files, strategy, disclosure):
     """(grid, result or the ConfigError that stopped the run)."""
     from vcmc.config import config_from_mapping
-    from vcmc.exceptions import ConfigError
+    from vcmc.exceptions import ConfigError, SiloFailure
     from vcmc.flower.server import FlowerTransport, discover_silos
     from vcmc.pipeline import run_vcmc
 
     schema, paths, _ = silo_files
-    configs = {100 + i: {"data-path": str(p), "schema-path": str(schema), "silo-name": name, **disclosure}
+    # the operators allow the strategies that need count round trips (refused by default: vcmc.silo.gate)
+    configs = {100 + i: {"data-path": str(p), "schema-path": str(schema), "silo-name": name,
+                         "allow-strategies": "contingency,federated-gradient,design", **disclosure}
                for i, (name, p) in enumerate(sorted(paths.items()))}
     grid = WireGrid(configs)
     names, failures = discover_silos(grid, grid.get_node_ids())
@@ -108,7 +110,7 @@ def _run(silo_files, strategy, disclosure):
     config = config_from_mapping({**RUN, "aggregation.strategy": strategy})
     try:
         return grid, run_vcmc(FlowerTransport(grid, names), config, rng=11)
-    except ConfigError as err:
+    except (ConfigError, SiloFailure) as err:
         return grid, err
 
 
@@ -123,6 +125,11 @@ def test_what_crosses_in_flower_messages(silo_files, task_identity, strategy, op
 
     disclosure = DISCLOSURE[option]
     grid, result = _run(silo_files, strategy, disclosure)
+    if option == "no-counts" and strategy == "design":
+        # the design strategy's hard counts are a count table: a silo with share-counts = false refuses them
+        # (vcmc.silo.gate), so the run stops at its first counts round, naming the option
+        assert "share-counts = false" in str(result)
+        return
     kinds = {t for _, _, t, _ in grid.crossed}
     if option == "no-counts" and strategy == "contingency":
         # the silos withheld their tables; the strategy that needs them stops, naming one that does not
@@ -136,7 +143,10 @@ def test_what_crosses_in_flower_messages(silo_files, task_identity, strategy, op
         assert "query.counts" not in kinds              # the server works from the tables alone
     summaries = []
     for direction, _node, kind, message in grid.crossed:
-        assert not message.has_error(), (kind, message.error)
+        if message.has_error():
+            # under DP the silos refuse the assessment round (its sums are not noised); the run goes on
+            assert option == "dp-noise" and kind == "query.assess", (kind, message.error)
+            continue
         content = message.content
         # plain numeric arrays, none with a silo's row count as a dimension; no text longer than a name
         for key, array in content["arrays"].items():

@@ -9,6 +9,7 @@ from vcmc.data import SiloData
 from vcmc.exceptions import InconsistentSiloSummaries
 from vcmc.federation.transport import InProcessTransport
 from vcmc.protocol import (
+    AnnounceRequest,
     MESSAGE_TYPES,
     AssessRequest,
     AssignRequest,
@@ -32,7 +33,8 @@ def exchanged(small_sim, tiny_config, summarize_request):
     silos = []
     for s, d in enumerate(small_sim.silos):
         ids = np.array([f"{ID_PREFIX}{s}-{i:05d}" for i in range(d.n_rows)])
-        silos.append(LocalSilo(SiloData(d.name, d.codes, d.schema, row_ids=ids)))
+        silos.append(LocalSilo(SiloData(d.name, d.codes, d.schema, row_ids=ids),
+                               auxiliary=_auxiliary(d.n_rows, s)))
     names = [s.name for s in silos]
     tr = InProcessTransport(silos)
     log: list[Message] = []
@@ -58,9 +60,51 @@ def exchanged(small_sim, tiny_config, summarize_request):
     call({n: CountsRequest(mode="hard", assignment=assignment[n], n_global=1) for n in names})
     call({n: AssignRequest(assignment=assignment[n], n_global=1) for n in names})
     call({n: _assess_request(ref, i) for i, n in enumerate(names)})
+    # the global draws announced (the matching of every silo's clusters into one): each silo's own weights
+    # mapped through it and, as the profile, the silo's own size-weighted mean profile
+    announce = {}
+    for n in names:
+        local = tr.silo(n).local
+        own = (local.cluster_sizes[:, None] * local.profile_draws.mean(axis=0)).sum(axis=0) / local.cluster_sizes.sum()
+        pi = local.pi_draws.sum(axis=1, keepdims=True)
+        announce[n] = AnnounceRequest(assignment=assignment[n], n_global=1, pi=pi, profiles=own[None, None, :])
+    call(announce)
+    _lca_rounds(call, names, silos)
     # an error reply, as a silo sends it
     log.append(ErrorReply(error_type="NotFittedError", reason="no summarize yet"))
     return log, silos
+
+
+def _auxiliary(n_rows, index):
+    """Covariate and distal columns of a silo (kept out of the clustering, inside the silo)."""
+    import pandas as pd
+
+    rng = np.random.default_rng(100 + index)
+    return pd.DataFrame({"age": np.round(rng.normal(50, 10, n_rows) / 5) * 5,
+                         "sex": rng.choice(["f", "m"], n_rows),
+                         "death": np.where(rng.random(n_rows) < 0.1, np.nan, rng.integers(0, 2, n_rows)),
+                         "score": np.round(rng.normal(0, 1, n_rows), 1)})
+
+
+def _lca_rounds(call, names, silos):
+    """Every message of the latent class analysis, as the server sends them (docs/design.md §15)."""
+    from vcmc.lca.analysis import infer_spec
+    from vcmc.protocol.lca import LcaClassifyRequest, LcaEStepRequest, LcaStructuralRequest
+
+    n_mod = silos[0].n_modalities
+    rng = np.random.default_rng(3)
+    pi = np.array([0.6, 0.4])
+    prof = np.hstack([rng.dirichlet(np.ones(m), size=2) for m in n_mod])
+    call({n: LcaEStepRequest(pi=pi, profiles=prof) for n in names})
+    call({n: LcaClassifyRequest(pi=pi, profiles=prof) for n in names})
+    frames = {s.name: s.auxiliary for s in silos}
+    log_e = np.log(np.array([[0.9, 0.1], [0.2, 0.8]]))
+    cov = infer_spec(frames, [("age", None), ("sex", None)], "--covariates")
+    dis = infer_spec(frames, [("death", None), ("score", None)], "--distal")
+    call({n: LcaStructuralRequest(model="covariate", spec_json=cov.to_json(), pi=pi, profiles=prof,
+                                  log_error=log_e, params=np.zeros(3)) for n in names})
+    call({n: LcaStructuralRequest(model="distal", spec_json=dis.to_json(), pi=pi, profiles=prof,
+                                  log_error=log_e, params=np.zeros(1 + 2 + 4)) for n in names})
 
 
 N_REPLICATES = 9     # 9 x (26 columns, 40 pairs, C clusters): no size is a multiple of 137
@@ -106,6 +150,7 @@ def test_replies_carry_no_raw_values(exchanged):
     """No reply contains a silo's rows: no array equals or contains a column of any silo's codes."""
     log, silos = exchanged
     columns = [s.codes[:, q].astype(float) for s in silos for q in range(s.codes.shape[1])]
+    columns += [s.auxiliary[c].to_numpy(dtype=float) for s in silos for c in ("age", "score", "death")]
     for message in log:
         for value in message.to_arrays().values():
             if isinstance(value, np.ndarray) and value.size >= N_ROWS:

@@ -71,8 +71,7 @@ def test_assign_keeps_labels_in_the_silo_and_returns_counts(fitted):
     np.testing.assert_array_equal(reply.counts, np.bincount(silo.assignments, minlength=2))
     # with parameters: every row goes to its most probable global cluster
     reply2 = silo.handle(AssignRequest(assignment=np.zeros(k, int), n_global=k,
-                                       pi=summary.pi_estimate / summary.pi_estimate.sum(),
-                                       profiles=summary.profile_estimate))
+                                       pi=summary.pi_draws[0], profiles=summary.profile_draws[0]))
     assert reply2.counts.sum() == summary.n_rows
 
 

@@ -82,3 +82,79 @@ def test_a_label_that_is_not_a_most_probable_cluster_is_refused(tmp_path):
     with pytest.raises(ValueError, match="not the most probable"):
         write_membership_files(tmp_path, [("A", np.array([[0.6, 0.4]]), np.array([1]))])
     assert not (tmp_path / "assignments.csv").exists()
+
+
+def _reference(codes, n_mod, pi, prof):
+    """The average over every draw of Bayes' rule per row, by the model's per-variable formula."""
+    out = np.zeros((codes.shape[0], pi.shape[1]))
+    for t in range(pi.shape[0]):
+        with np.errstate(divide="ignore"):
+            ll = log_likelihood_rows(codes, pi[t], prof[t], n_mod)
+        w = np.exp(ll - ll.max(axis=1, keepdims=True))
+        out += w / w.sum(axis=1, keepdims=True)
+    return out / pi.shape[0]
+
+
+def _separated(rng, n, t, n_mod=(2,) * 12 + (3,) * 4, c=3):
+    """Rows of well separated clusters and T posterior-like draws around the truth (Dirichlet, 300 pseudo-counts
+    per block), some cells missing."""
+    offsets = np.concatenate([[0], np.cumsum(n_mod)])
+    truth = np.concatenate([rng.dirichlet(np.full(k, 0.3), size=c) for k in n_mod], axis=1)
+    w = np.array([0.5, 0.3, 0.2])
+    z = rng.choice(c, size=n, p=w)
+    codes = np.stack([[rng.choice(k, p=truth[z[i], offsets[q]:offsets[q + 1]]) for i in range(n)]
+                      for q, k in enumerate(n_mod)], axis=1)
+    codes[rng.random(codes.shape) < 0.1] = MISSING
+    pi = rng.dirichlet(300 * w, size=t)
+    prof = np.concatenate([np.stack([rng.dirichlet(300 * truth[k, offsets[q]:offsets[q + 1]] + 0.01, size=t)
+                                     for k in range(c)], axis=1) for q in range(len(n_mod))], axis=2)
+    return codes, n_mod, pi, prof
+
+
+def test_memberships_to_target_match_the_average_over_every_draw_within_the_stated_error():
+    """The labelling's memberships (as many draws as the target needs) against the average of all 400
+    draws by the per-variable formula: every probability within 4 standard errors of the stated Monte Carlo
+    error, the same label wherever the reference's top two are further apart than that."""
+    from vcmc.silo.memberships import memberships_to_target
+
+    rng = np.random.default_rng(3)
+    codes, n_mod, pi, prof = _separated(rng, 400, 400)
+    ref = _reference(codes, n_mod, pi, prof)
+    for target in (0.05, 0.01):
+        m, mc = memberships_to_target(codes, n_mod, pi, prof, target=target)
+        assert mc.target == target and mc.n_available == 400 and mc.n_draws < 400
+        assert mc.error <= target
+        np.testing.assert_allclose(m.sum(axis=1), 1.0)
+        assert np.abs(m - ref).max() <= 4 * mc.error
+        top2 = np.sort(ref, axis=1)[:, -2:]
+        clear = top2[:, 1] - top2[:, 0] > 8 * mc.error
+        assert clear.mean() > 0.9
+        np.testing.assert_array_equal(np.argmax(m, axis=1)[clear], np.argmax(ref, axis=1)[clear])
+    strict, mc = memberships_to_target(codes, n_mod, pi, prof, target=1e-12)
+    assert mc.n_draws == 400 and mc.error > 1e-12                  # not reached: every draw, error stated
+    np.testing.assert_allclose(strict, ref, rtol=1e-9, atol=1e-14)
+
+
+def test_rows_every_draw_agrees_on_stop_at_the_first_batch_and_draws_are_spread():
+    from vcmc.silo.memberships import FIRST_DRAWS, memberships_to_target, spread_order
+
+    rng = np.random.default_rng(4)
+    codes, n_mod, pi, prof = _separated(rng, 100, 200, n_mod=(4,) * 30)    # 30 variables: all rows certain
+    m, mc = memberships_to_target(codes, n_mod, pi, prof)
+    assert mc.n_draws == FIRST_DRAWS and mc.error < 1e-6
+    order = spread_order(200)
+    assert sorted(order.tolist()) == list(range(200))
+    first = np.sort(order[:FIRST_DRAWS])
+    assert first[0] == 0 and first[-1] >= 180 and np.diff(first).max() <= 2 * 200 / FIRST_DRAWS
+
+
+def test_the_assign_reply_states_the_draws_used_and_the_error():
+    """What leaves the silo: cluster-level sums and two numbers about the Monte Carlo error."""
+    from vcmc.silo.memberships import memberships_to_target
+
+    rng = np.random.default_rng(5)
+    codes, n_mod, pi, prof = _separated(rng, 60, 50)
+    m, mc = memberships_to_target(codes, n_mod, pi, prof)
+    s = membership_summary(m, np.argmax(m, axis=1), mc)
+    assert s["n_draws"] == mc.n_draws and s["mc_error"] == mc.error and s["mc_target"] == mc.target
+    assert all(np.ndim(v) <= 1 and np.size(v) <= 3 for v in s.values())

@@ -7,9 +7,9 @@ from scipy.special import logsumexp
 
 from vcmc.assessment import choose_pairs, combine_assessment
 from vcmc.config import PrivacyConfig
-from vcmc.model import MISSING, log_likelihood_rows, profile_offsets
+from vcmc.model import MISSING, profile_offsets
 from vcmc.protocol import AssessReply, AssessRequest
-from vcmc.silo.ppc import assess_rows, one_hot, row_log_density
+from vcmc.silo.ppc import assess_rows, one_hot
 
 
 def _draws(rng, t, c, n_mod, conc=1.0):
@@ -57,20 +57,6 @@ def _arviz_waic(loglik):
 
 
 N_MOD = (2, 3, 2, 4)
-
-
-def test_row_log_density_is_the_model_log_likelihood_with_missing_and_zero_probabilities():
-    rng = np.random.default_rng(0)
-    codes = np.stack([rng.integers(0, k, 60) for k in N_MOD], axis=1)
-    codes[rng.random(codes.shape) < 0.2] = MISSING
-    pi, prof = _draws(rng, 1, 3, N_MOD)
-    prof[0, 1, 2:5] = [0.0, 0.4, 0.6]          # a zero probability of modality 0 of variable 2 in cluster 1
-    pi[0] = [0.5, 0.5, 0.0]                    # and an absent cluster
-    with np.errstate(divide="ignore"):
-        expected = log_likelihood_rows(codes, pi[0], prof[0], N_MOD)
-    got = row_log_density(one_hot(codes, N_MOD), pi[0], prof[0])
-    assert np.array_equal(np.isneginf(got), np.isneginf(expected))
-    np.testing.assert_allclose(got[np.isfinite(got)], expected[np.isfinite(expected)], rtol=1e-12)
 
 
 def test_waic_sums_equal_arviz_waic_on_the_row_level_matrix_of_two_silos_pooled():
@@ -257,3 +243,62 @@ def test_same_seed_same_reply_other_seed_other_replicates():
         np.testing.assert_array_equal(a[key], b[key])
     assert not np.array_equal(a["replicated"], c["replicated"])
     np.testing.assert_array_equal(a["observed"], c["observed"])
+
+
+def _exact_moments(codes, n_mod, pi, prof, pairs):
+    """Exact mean and covariance of the replicated count vector (every modality, then every pair) of one
+    replicate at one parameter value, by the model's formula: rows are independent and a row's entries are
+    indicators of sets of cells, ``E[prod_{j in S} 1{x_j}] = sum_c pi_c prod_{j in S} p_{j,c}`` (0 for two
+    modalities of one variable), over the variables the row observes."""
+    offsets = profile_offsets(n_mod)
+    var = np.repeat(np.arange(len(n_mod)), n_mod)
+    entries = [(j,) for j in range(int(offsets[-1]))] + [tuple(int(v) for v in e) for e in pairs]
+
+    def expect(cols):
+        cols = sorted(set(cols))
+        vs = var[cols]
+        if len(set(vs.tolist())) < len(cols):
+            return 0.0
+        return float(pi @ np.prod(prof[:, cols], axis=1))
+
+    k = len(entries)
+    mean, cov = np.zeros(k), np.zeros((k, k))
+    for row in codes:
+        seen = row != MISSING
+        ok = np.array([all(seen[var[j]] for j in e) for e in entries])
+        m = np.array([expect(e) if ok[a] else 0.0 for a, e in enumerate(entries)])
+        joint = np.array([[expect(e + f) if ok[a] and ok[b] else 0.0 for b, f in enumerate(entries)]
+                          for a, e in enumerate(entries)])
+        mean += m
+        cov += joint - np.outer(m, m)
+    return mean, cov
+
+
+def test_replicates_from_sufficient_statistics_have_the_exact_joint_moments_of_row_by_row_replicates():
+    """The replicated counts are drawn without materialising rows (allocation counts per missingness
+    pattern, multinomial modality counts, only paired cells placed); their mean and covariance over 4,000
+    replicates at one parameter value match the exact moments of the row-by-row model, pair counts sharing
+    a modality included (their covariance involves three-way co-occurrence, which per-pair draws would
+    miss)."""
+    rng = np.random.default_rng(11)
+    n_mod = (2, 3, 2, 3)
+    pi1, prof1 = _draws(rng, 1, 3, n_mod)
+    codes = _simulate(rng, 50, pi1[0], prof1[0], n_mod, missing=0.15)
+    pairs = choose_pairs(pi1[0], prof1[0], n_mod, 100)
+    r = 4000
+    out = assess_rows(codes, n_mod, np.repeat(pi1, r, axis=0), np.repeat(prof1, r, axis=0), pairs, rng=12,
+                      privacy=PrivacyConfig(suppress_cells_below=0, round_to=1))
+    y = np.concatenate([out["replicated"], out["pair_replicated"]], axis=1).astype(np.float64)
+    mean, cov = _exact_moments(codes, n_mod, pi1[0], prof1[0], pairs)
+    sd = np.sqrt(np.diag(cov))
+    live = sd > 0
+    z = (y.mean(axis=0)[live] - mean[live]) / (sd[live] / np.sqrt(r))
+    assert np.abs(z).max() < 4.5
+    emp = np.cov(y, rowvar=False)
+    se = np.sqrt((np.outer(sd, sd) ** 2 + cov ** 2) / r)          # normal-theory standard error of a covariance
+    both = np.outer(live, live)
+    assert np.abs((emp - cov)[both] / se[both]).max() < 5.0
+    p = int(profile_offsets(n_mod)[-1])
+    share = [(a, b) for a in range(p, y.shape[1]) for b in range(a + 1, y.shape[1])
+             if set(pairs[a - p]) & set(pairs[b - p]) and abs(cov[a, b]) > 3 * se[a, b]]
+    assert len(share) >= 5                                        # dependence between pairs is tested

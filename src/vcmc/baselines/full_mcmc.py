@@ -90,6 +90,10 @@ def fit_full_mcmc(silos: Sequence[np.ndarray], n_modalities, *, prior: PriorConf
     bounds = np.concatenate([[0], np.cumsum(sizes)])
     assignments = tuple(local.partition[bounds[s]:bounds[s + 1]].astype(np.int64) for s in range(len(names)))
     partition_counts = np.stack([np.bincount(a, minlength=local.n_clusters) for a in assignments])
+    # the same output files as vcmc (memberships.csv, the `probability` column): each row's share of kept
+    # iterations in each pooled cluster, the pooled chain's own membership
+    memberships = tuple(np.asarray(local.membership[bounds[s]:bounds[s + 1]], dtype=np.float64)
+                        for s in range(len(names)))
     diagnostics = dict(local.diagnostics)
     # the result.json contract of docs/design.md §14.3: the pooled chain's occupied components are global
     k_post = local.n_clusters_posterior()
@@ -102,6 +106,7 @@ def fit_full_mcmc(silos: Sequence[np.ndarray], n_modalities, *, prior: PriorConf
               "postprocess": dataclasses.asdict(postprocess)}
     return GlobalResult.from_draws(
         pi_draws=local.pi_draws, profile_draws=local.profile_draws, method="full-mcmc", n_modalities=n_mod,
-        silos=names, partition_counts=partition_counts, assignments=assignments, n_chains=int(sampler.n_chains),
+        silos=names, partition_counts=partition_counts, assignments=assignments, memberships=memberships,
+        n_chains=int(sampler.n_chains),
         timings={"apply": float(t_apply), "total": float(time.perf_counter() - t0)}, config=config,
         seed=root_entropy(rng), diagnostics=diagnostics)

@@ -33,6 +33,16 @@ def _commands(only: str | None = None):
     return sorted(mods, key=lambda m: (order.index(m.NAME) if m.NAME in order else len(order), m.NAME))
 
 
+class RealDefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Defaults in the help, but not the ones that say nothing: "(default: None)" beside a flag whose help
+    states its real default (a drawn seed, half of the iterations), "(default: False)" beside a switch."""
+
+    def _get_help_string(self, action):
+        if action.default is None or action.default is False or isinstance(action, argparse._StoreTrueAction):
+            return action.help
+        return super()._get_help_string(action)
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="vcmc",
@@ -42,7 +52,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for mod in _commands(only):
         p = sub.add_parser(mod.NAME, help=mod.HELP, description=getattr(mod, "DESCRIPTION", mod.HELP),
-                           formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                           formatter_class=RealDefaultsHelpFormatter)
         mod.add_arguments(p)
         p.set_defaults(_run=mod.run)
     return parser
@@ -73,6 +83,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:   # a command that has nothing to keep (vcmc fit says what it kept itself)
         print(f"vcmc {args.command}: interrupted", file=sys.stderr)  # noqa: T201
         return 130
+    finally:   # the output folders this command held (vcmc.outputs.lock), also when main() runs in a session
+        from vcmc.outputs.lock import release
+
+        release()
 
 
 if __name__ == "__main__":  # pragma: no cover

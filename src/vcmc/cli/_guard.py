@@ -1,39 +1,36 @@
-"""What ``vcmc fit`` checks before any sampling, and how it ends when it cannot finish.
+"""What ``vcmc fit`` checks in its arguments and data before any sampling.
 
-* ``--out``: never the working folder by accident (``""``), not a file, creatable and writable (a probe
-  file is written and removed), with room for a rough estimate of what the run writes; a folder holding
-  another run's results is refused unless ``--overwrite``, while the same run (same data, options and
-  seed) may resume there. A run writes ``DIR/.vcmc-run.json`` (its key and command) before sampling, so
-  that an interrupted run is recognised as itself.
 * Arguments: validated up front, and the config classes' messages (``SamplerConfig.n_iter``) are said with
   the flag the user typed (``--iterations``).
-* Ctrl-C: one line saying what was kept and the exact command that resumes; exit code 130.
-* A write that fails (a full disk, ``EFBIG`` under a file-size limit): one clear error; every output is
-  written to a temporary file and renamed (``vcmc.atomic``), so the folder keeps the old files or none.
+* The data: what can be refused from the silos' sizes is refused before any silo samples (a silo too small
+  to sample, a ``--min-cluster-size`` no silo can meet); what may be a mistake but can be a fact is said
+  on the console before sampling (``vcmc.data.checks``; ESS targets the run cannot reach).
+
+The output folder, the run key, the disk estimate and how an unfinished run ends are the writer discipline
+every command shares, in :mod:`vcmc.outputs` (re-exported here under the names ``vcmc fit`` calls).
 """
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import hashlib
-import json
-import os
-import shlex
-import shutil
-import tempfile
-import time
-from pathlib import Path
+import sys
 
-import numpy as np
+from vcmc.exceptions import ConfigError
+from vcmc.outputs.folder import OUTPUT_NAMES, RESULT_NAMES, OutputError, check_out_dir, remove_stale
+from vcmc.outputs.messages import interrupted_line, resume_command, write_error
+from vcmc.outputs.runkey import (
+    RUN_MANIFEST,
+    check_previous_run,
+    previous_seed,
+    run_key,
+    seal_results,
+    write_run_manifest,
+)
+from vcmc.outputs.space import check_free_space, estimate_bytes
 
-from vcmc.exceptions import ConfigError, VcmcError
-
-RUN_MANIFEST = ".vcmc-run.json"
-#: What a run of ``vcmc fit`` writes into ``--out`` (a folder holding any of them holds a run's results).
-RESULT_NAMES = ("result.json", "assignments.csv", "profiles.csv", "posterior.nc", "memberships.csv",
-                "schema.json", "report.html", "characterisation.csv")
-OUTPUT_NAMES = (*RESULT_NAMES, "summaries", "silo-state", RUN_MANIFEST)
+__all__ = ["OUTPUT_NAMES", "RESULT_NAMES", "RUN_MANIFEST", "OutputError", "check_free_space", "check_out_dir",
+           "check_previous_run", "choose_seed", "estimate_bytes", "interrupted_line", "previous_seed",
+           "remove_stale", "resume_command", "run_key", "say_config_error", "seal_results", "typed_options",
+           "validate_against_data", "validate_args", "validate_config", "write_error", "write_run_manifest"]
 
 # The flag (or flags) that set each option, by dotted key with underscores; options without a flag are
 # named as "--set key=...".
@@ -45,10 +42,6 @@ FLAG_OF = {
     "privacy.min_cluster_size": "--min-cluster-size", "matching.level": "--level",
     "matching.method": "--matching", "aggregation.strategy": "--strategy",
 }
-
-
-class OutputError(VcmcError):
-    """``--out`` cannot take the run's results (not a folder, not writable, too little room, another run's)."""
 
 
 # -- messages in the CLI's words ----------------------------------------------------------------------------
@@ -142,8 +135,9 @@ def validate_config(config, typed: dict[str, str]) -> None:
                           f"are kept after the burn-in; got {sampler.thin}")
 
 
-def validate_against_data(args, silos) -> None:
-    """Checks that need the silos (their number), still before any sampling."""
+def validate_against_data(args, silos, config=None) -> None:
+    """Checks that need the silos (their number and sizes), still before any sampling; then the warnings
+    about the data and the run that matter, on the console before the wait."""
     n = len(silos)
     if args.min_silos is not None and args.min_silos > n:
         raise ConfigError(f"--min-silos {args.min_silos} is more than the {n} silo(s) given; expected at most "
@@ -153,135 +147,127 @@ def validate_against_data(args, silos) -> None:
                           "rows of all silos")
 
 
-# -- the output folder ------------------------------------------------------------------------------------
-def check_out_dir(text: str) -> Path:
-    """``--out`` is a folder that exists or can be created, and a file can be written in it."""
-    if text is None or not str(text).strip():
-        raise OutputError(f"--out must name a folder for the results; got {text!r} (an empty name would write "
-                          "into the working folder). Give e.g. --out results/run1")
-    out = Path(text)
-    if out.exists() and not out.is_dir():
-        raise OutputError(f"--out {text}: is a file, not a folder; choose a folder for the results (it is "
-                          "created if it does not exist)")
-    parent = out
-    while not parent.exists():     # the nearest existing ancestor: a file there also blocks the folder
-        parent = parent.parent
-    if not parent.is_dir():
-        raise OutputError(f"--out {text}: {parent} is a file, so the folder cannot be created")
+    if config is not None:
+        _refuse_from_sizes(args, silos, config)
+        for line in [*data_warnings_of(silos), *run_warnings(config)]:
+            print(f"warning: {line}", file=sys.stderr)  # noqa: T201
+
+
+#: The fewest rows a silo needs: below this its chains cannot mix over two clusters and its local posterior
+#: cannot be summarised (the sampler would fail after the other silos had sampled).
+MIN_SILO_ROWS = 3
+
+
+def _refuse_from_sizes(args, silos, config) -> None:
+    method = getattr(args, "method", "vcmc")
+    if method != "fed-kmodes" and config.prior.n_components < 2:
+        raise ConfigError(f"--components must be at least 2 for --method {method}; got "
+                          f"{config.prior.n_components}: with one component each silo is one cluster, and the "
+                          "'clusters' found would be the silos themselves (fed-kmodes takes --n-clusters 1)")
+    small = [s for s in silos if s.n_rows < MIN_SILO_ROWS]
+    if small:
+        listed = ", ".join(f"{s.source or s.name} ({s.n_rows} rows)" for s in small)
+        raise ConfigError(f"silo(s) {listed} have fewer than {MIN_SILO_ROWS} rows: too few to cluster; merge "
+                          "them with another silo or leave them out")
+    m = int(config.privacy.min_cluster_size)
+    if m > 1 and all(s.n_rows < m for s in silos):
+        biggest = max(s.n_rows for s in silos)
+        raise ConfigError(f"--min-cluster-size {m} is larger than every silo (the largest has {biggest} rows): no "
+                          f"silo could send a cluster; expected at most {biggest}")
+    under = [s for s in silos if s.n_rows < m]
+    if under and getattr(args, "min_silos", None) is None:
+        # the silo would refuse inside its summarize step, after the others had sampled
+        listed = ", ".join(f"{s.source or s.name} ({s.n_rows} rows)" for s in under)
+        raise ConfigError(f"silo(s) {listed} have fewer rows than --min-cluster-size {m}: no cluster of theirs could "
+                          "leave the silo under its disclosure limit; leave them out or merge them, lower "
+                          f"--min-cluster-size, or give --min-silos {len(silos) - len(under)} to go on without them")
+
+
+def data_warnings_of(silos) -> list[str]:
+    from vcmc.data.checks import data_warnings
+
+    return data_warnings(silos)
+
+
+def run_warnings(config) -> list[str]:
+    """ESS targets the run cannot reach, said before it samples."""
+    s = config.sampler
+    kept = s.n_kept * s.n_chains
+    out = []
+    if kept <= s.target_ess:
+        # an ESS above the number of draws needs anti-correlated draws, which a Gibbs sampler does not give
+        auto = str(s.stop) == "converged"
+        how = f"--max-iterations {s.n_iter}" if auto else f"{s.n_iter} iterations"
+        then = ("--iterations auto cannot stop on convergence: raise --max-iterations" if auto else
+                "the convergence check in result.json and the report will fail: raise --iterations")
+        out.append(f"with {how} a silo keeps {kept} draws after burn-in ({s.n_chains} chain(s), thin {s.thin}), "
+                   f"so its ESS cannot reach the target {s.target_ess:g} (sampler.target-ess); {then}, or "
+                   "lower --thin or sampler.target-ess")
+    return out
+
+
+def choose_seed(args, out, key_of) -> int:
+    """``--seed``, else the seed the run in ``out`` drew when this command is that run again (same data
+    and options: it resumes, as the README says), else a new one (recorded in result.json and the
+    manifest)."""
+    import numpy as np
+
+    if args.seed is not None:
+        return int(args.seed)
+    seed = previous_seed(out, key_of)
+    if seed is not None:
+        print(f"note: resuming the run in {out} with the seed it drew ({seed}); give --seed to start "  # noqa: T201
+              "another run", file=sys.stderr)
+        return seed
+    return int(np.random.SeedSequence().entropy)
+
+
+def result_warnings(out, config) -> list[str]:
+    """What the report shows that a user must not miss, for the console: failed posterior predictive
+    checks, silos whose chains did not converge, a silo whose rows all fall into one cluster; each with the
+    command that shows more."""
+    import json
+    from pathlib import Path
+
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(prefix=".vcmc-probe.", dir=out)
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as err:
-        raise OutputError(f"--out {text}: cannot write there ({err.strerror or err}); choose a folder you can "
-                          "write to") from None
-    return out
+        result = json.loads((Path(out) / "result.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    more = f"see `vcmc report {out}`"
+    diag = result.get("diagnostics") or {}
+    lines = []
+    ppc = diag.get("ppc") or {}
+    for check, what in (("prevalence", "modality prevalences"), ("pairs", "pairs of modalities")):
+        p = (ppc.get(check) or {}).get("p_value")
+        if isinstance(p, int | float) and p < 0.05:
+            n = ppc[check].get("n_pairs", ppc[check].get("n_entries"))
+            lines.append(f"the posterior predictive check of {what} failed (p = {p:.2f}"
+                         f"{f' over {n} checks' if n else ''}): the model misses structure in the data; {more} "
+                         "(posterior predictive checks), or try more --components")
+    s = config.sampler
+    for silo, d in (diag.get("local") or {}).items():
+        if d.get("converged") == 0.0:     # --iterations auto said it already, naming what failed
+            continue
+        rhat, ess = d.get("rhat_log_posterior"), d.get("ess_bulk_log_posterior")
+        bad_rhat = isinstance(rhat, int | float) and rhat > s.target_rhat
+        bad_ess = isinstance(ess, int | float) and ess < s.target_ess
+        if bad_rhat or bad_ess:
+            said = [f"R-hat {rhat:.3f} > {s.target_rhat:g}" if bad_rhat else "",
+                    f"ESS {ess:.0f} < {s.target_ess:g}" if bad_ess else ""]
+            lines.append(f"silo {silo!r} did not converge ({', '.join(x for x in said if x)}, log posterior); "
+                         f"{more} (convergence), or raise --iterations / use --iterations auto")
+    clusters = result.get("clusters") or []
+    if sum(1 for c in clusters if c.get("size", 0) > 0) > 1:
+        for silo in result.get("silos", []):
+            sizes = [c.get("size_per_silo", {}).get(silo, 0) for c in clusters]
+            if sum(sizes) > 1 and max(sizes) == sum(sizes):
+                lines.append(f"silo {silo!r}: all its {sum(sizes)} rows fall into one cluster "
+                             f"({1 + sizes.index(max(sizes))}): it may differ from the other silos as a whole "
+                             f"(a coding or population difference) rather than by its people; {more} "
+                             "(per-silo contributions)")
+    return lines
 
 
-def run_key(*, method: str, config, seed: int, silos, n_clusters, normalisation, na_values) -> str:
-    """What determines a run's results: the data (codes and schema of every silo), the options, the seed."""
-    h = hashlib.sha256()
-    h.update(json.dumps({"method": method, "config": config.to_dict(), "seed": str(seed),
-                         "n_clusters": n_clusters, "normalisation": normalisation.to_dict(),
-                         "na_values": sorted(na_values)}, sort_keys=True, default=str).encode())
-    for s in silos:
-        h.update(s.name.encode() + b"\0" + s.schema.fingerprint().encode())
-        h.update(np.ascontiguousarray(s.codes).tobytes())
-    return h.hexdigest()
-
-
-def check_previous_run(out: Path, key: str, *, overwrite: bool) -> str:
-    """``"new"``, ``"resume"`` (the same run's folder) or ``"overwrite"``; refuses another run's results."""
-    present = [n for n in OUTPUT_NAMES if (out / n).exists()]
-    if not present:
-        return "new"
-    previous = {}
-    with contextlib.suppress(OSError, ValueError):
-        previous = json.loads((out / RUN_MANIFEST).read_text(encoding="utf-8"))
-    if previous.get("key") == key:
-        return "resume"
-    if overwrite:
-        return "overwrite"
-    when = previous.get("started")
-    what = f" (run started {when}, seed {previous.get('seed')})" if when else ""
-    raise OutputError(f"--out {out}: holds the results of another run{what}: {', '.join(present)}. They are "
-                      "kept: choose another --out, or add --overwrite to replace them (the same data, options "
-                      "and --seed resume in place)")
-
-
-def write_run_manifest(out: Path, key: str, seed: int, argv: list[str]) -> None:
-    from vcmc.atomic import atomic_write_json
-
-    atomic_write_json(out / RUN_MANIFEST, {"key": key, "seed": str(seed), "command": resume_command(argv, seed),
-                                           "started": time.strftime("%Y-%m-%d %H:%M:%S")}, indent=2)
-
-
-def estimate_bytes(config, silos, *, resume: bool, save_summaries: bool) -> dict[str, int]:
-    """A rough estimate of what the run writes, by kind, with 5 clusters per silo and overall (at most C+):
-    the check is there to stop a run that cannot fit, not to refuse one that probably does."""
-    c = min(config.prior.n_components, 5)
-    p = int(sum(silos[0].schema.n_modalities))
-    draws = config.sampler.n_kept * config.sampler.n_chains
-    if config.postprocess.summary_draws:
-        draws = min(draws, config.postprocess.summary_draws)
-    n = sum(s.n_rows for s in silos)
-    per_draw = 8 * c * (1 + p)
-    out = {"posterior.nc": draws * per_draw + 65_536, "assignments.csv": n * 24 + 4096,
-           "profiles.csv": c * p * 80 + 4096, "result.json": 65_536 + 2_048 * len(silos)}
-    if resume:   # each silo's state: its summary's draws, the same draws kept locally, memberships
-        out["silo-state"] = sum(2 * draws * per_draw + s.n_rows * (8 * c + 16) for s in silos)
-    if save_summaries:
-        out["summaries"] = len(silos) * draws * per_draw
-    return out
-
-
-def check_free_space(out: Path, needed: dict[str, int]) -> None:
-    free = shutil.disk_usage(out).free
-    total = sum(needed.values())
-    if free < total:
-        parts = ", ".join(f"{k} ~{v / 2**20:.1f} MB" for k, v in needed.items())
-        raise OutputError(f"--out {out}: {free / 2**20:.1f} MB free, the run writes up to about "
-                          f"{total / 2**20:.1f} MB ({parts}); free some space or choose another --out")
-
-
-def remove_stale(out: Path, written) -> None:
-    """After ``--overwrite``: the earlier run's result files this run did not write (they would not match)."""
-    keep = {Path(p).name for p in written}
-    for name in RESULT_NAMES:
-        if name not in keep:
-            with contextlib.suppress(FileNotFoundError):
-                (out / name).unlink()
-
-
-# -- ending ----------------------------------------------------------------------------------------------------
-def resume_command(argv: list[str], seed: int) -> str:
-    """The command that runs this fit again: the user's own words, with the seed it used."""
-    words = list(argv)
-    if not any(w == "--seed" or w.startswith("--seed=") for w in words):
-        words += ["--seed", str(seed)]
-    return shlex.join(["vcmc", *words])
-
-
-def interrupted_line(out: Path, argv: list[str], seed: int, *, resume: bool, n_silos: int) -> str:
-    if not resume:
-        return (f"vcmc fit: interrupted; nothing was kept (--no-resume); run again with: "
-                f"{resume_command(argv, seed)}")
-    state = out / "silo-state"
-    # hidden names are the temporary files of writes that were cut short
-    n_kept = len([p for p in state.glob("*.npz") if not p.name.startswith(".")]) if state.is_dir() else 0
-    return (f"vcmc fit: interrupted; kept the finished sampling of {min(n_kept, n_silos)} of {n_silos} silo(s) "
-            f"in {out / 'silo-state'}; resume with: {resume_command(argv, seed)}")
-
-
-def write_error(err: OSError, out: Path, *, resume: bool) -> OutputError:
-    """A failed write of the results as one clear error (the atomic writer left no partial file)."""
-    what = {errno.ENOSPC: "the disk is full", errno.EFBIG: "a file grew beyond the file-size limit",
-            errno.EDQUOT: "the disk quota is exceeded", errno.EROFS: "the file system is read-only",
-            errno.EACCES: "permission denied"}.get(err.errno, err.strerror or str(err))
-    where = f" ({err.filename})" if getattr(err, "filename", None) else ""
-    kept = ("the silos' finished sampling is kept in " + str(out / "silo-state") + ": free space and run the "
-            "same command again to write the results without sampling again") if resume else \
-        "with --no-resume the sampling was not kept"
-    return OutputError(f"cannot write the results into {out}: {what}{where}. No result file was left half "
-                       f"written (each is replaced only once complete); {kept}")
+def say_result_warnings(out, config) -> None:
+    for line in result_warnings(out, config):
+        print(f"warning: {line}", file=sys.stderr)  # noqa: T201

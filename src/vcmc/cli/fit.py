@@ -74,7 +74,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="read 'Yes' and 'yes' as one modality (an inferred modality is the lower-case label; "
                         "recorded in result.json)")
     p.add_argument("--method", default="vcmc",
-                   choices=["vcmc", "full-mcmc", "consensus", "fed-kmodes", "fedmerdel", "discgs"])
+                   choices=["vcmc", "full-mcmc", "consensus", "fed-kmodes", "fedmerdel", "discgs"],
+                   help="vcmc: Variational Consensus Monte Carlo; full-mcmc: one sampler on the pooled data "
+                        "(a reference, not federated); consensus: Scott et al.'s consensus weights; fed-kmodes, "
+                        "fedmerdel, discgs: the comparators")
     p.add_argument("--config", metavar="TOML", help="options in a TOML (or JSON) file, with the tables and dotted "
                    "keys of the Flower run config: [sampler] n-iter = 2000, matching.method = \"ball\"")
     p.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
@@ -107,16 +110,37 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="skip the model-assessment round (predictive checks, WAIC, posterior of K)")
     p.add_argument("--min-silos", type=int, default=None, metavar="N",
                    help="continue without failed silos while at least N remain (default: all required)")
-    p.add_argument("--seed", type=int, default=None, metavar="S", help="root seed (stored in result.json)")
+    p.add_argument("--seed", type=int, default=None, metavar="S",
+                   help="root seed (default: a random seed is drawn, printed in the resume line and recorded in "
+                        "result.json; the same command again in --out resumes with it)")
     p.add_argument("--jobs", type=int, default=1, metavar="J", help="worker processes (at most J, whatever the "
                    "number of silos)")
     p.add_argument("--save-summaries", action="store_true",
                    help="save silo summaries in DIR/summaries so server steps can be re-run")
     p.add_argument("--report", action="store_true",
                    help="then write DIR/report.html (as `vcmc report DIR` does)")
+    _add_lca_arguments(p)
     p.add_argument("--no-resume", action="store_true",
                    help="do not keep the silos' finished apply steps in DIR/silo-state (by default an "
                         "interrupted or repeated run with the same data, options and seed reuses them)")
+
+
+def _add_lca_arguments(p: argparse.ArgumentParser) -> None:
+    """``--k K`` and the three-step flags: the maximum-likelihood latent class analysis (vcmc.lca)."""
+    from vcmc.lca.cli import add_common_arguments, positive_k
+
+    g = p.add_argument_group("latent class analysis of a fixed K (maximum likelihood, docs/design.md §15)")
+    g.add_argument("--k", type=positive_k, default=None, metavar="K",
+                   help="fit the K-class model by federated EM instead of the over-fitted Bayesian model; writes "
+                        "lca.json, fit_statistics.csv, item_probabilities.csv/.png")
+    g.add_argument("--covariates", metavar="COL[,COL...]", default=None,
+                   help="with --k: columns (kept out of the clustering) predicting class membership, a "
+                        "bias-adjusted three-step multinomial logit -> covariates.csv; COL:numeric or "
+                        "COL:categorical forces the kind")
+    g.add_argument("--distal", metavar="COL[,COL...]", default=None,
+                   help="with --k: outcome columns (binary, categorical or numeric) by class, bias-adjusted "
+                        "three-step -> distal.csv and distal_tests.csv")
+    add_common_arguments(g)
 
 
 def _na_values(text: str) -> list[str]:
@@ -277,6 +301,13 @@ def run(args) -> int:
     from vcmc.cli import _guard
 
     argv = list(getattr(args, "_argv", None) or sys.argv[1:])
+    if args.k is not None:
+        from vcmc.lca.cli import run_fit
+
+        return run_fit(args)
+    if args.covariates or args.distal:
+        raise ConfigError("--covariates and --distal need --k K: the three-step models are built on the "
+                          "maximum-likelihood K-class model")
     _guard.validate_args(args)
     config = config_from_args(args)
     out = _guard.check_out_dir(args.out)       # before reading any data or importing the samplers: < 1 s
@@ -292,16 +323,19 @@ def run(args) -> int:
     silos = load_silos(args.files, silo_column=args.silo_column, schema_path=args.schema,
                        id_column=args.id_column, na_values=na_values, normalisation=normalisation,
                        min_count=config.privacy.min_cluster_size, info=info)
-    _guard.validate_against_data(args, silos)
-    import numpy as np
-
-    # the seed is fixed here, so that the line printed on Ctrl-C can give the command that resumes
-    seed = args.seed if args.seed is not None else int(np.random.SeedSequence().entropy)
+    _guard.validate_against_data(args, silos, config)
     resume = not args.no_resume
     n_clusters = (args.n_clusters if args.n_clusters is not None
                   else vars(args).get("clusters") if args.method == "fed-kmodes" else None)
-    key = _guard.run_key(method=args.method, config=config, seed=seed, silos=silos, n_clusters=n_clusters,
-                         normalisation=normalisation, na_values=na_values)
+
+    def key_of(seed):
+        return _guard.run_key(method=args.method, config=config, seed=seed, silos=silos, n_clusters=n_clusters,
+                              normalisation=normalisation, na_values=na_values)
+
+    # the seed is fixed here, so that the line printed on Ctrl-C can give the command that resumes; without
+    # --seed, the seed a previous run of this same command drew in --out (it resumes)
+    seed = _guard.choose_seed(args, out, key_of)
+    key = key_of(seed)
     mode = _guard.check_previous_run(out, key, overwrite=args.overwrite)
     _guard.check_free_space(out, _guard.estimate_bytes(config, silos, resume=resume,
                                                        save_summaries=args.save_summaries))
@@ -320,14 +354,20 @@ def run(args) -> int:
         paths = write_outputs(result, out, schema=silos[0].schema, rows=rows, data=info)
     except OSError as err:
         raise _guard.write_error(err, out, resume=resume) from None
+    if "result" in paths and len(silos) == len(result.silos):
+        from vcmc.lca.cli import add_point_statistics
+
+        add_point_statistics(paths["result"], result, silos)
     if mode == "overwrite":
         _guard.remove_stale(out, paths.values())
+    _guard.seal_results(out, key, paths.values())
     print(f"{result.method}: {result.n_clusters} clusters from {len(result.silos)} silos "  # noqa: T201
           f"({int(result.partition_counts.sum())} rows) in {result.timings.get('total', 0):.1f} s")
     for kind, path in paths.items():
         print(f"  {kind:12s} {path}")  # noqa: T201
     for w in result.diagnostics.get("warnings", []) if isinstance(result.diagnostics, dict) else []:
         print(f"warning: {w}", file=sys.stderr)  # noqa: T201
+    _guard.say_result_warnings(out, config)
     if info["normalised"]:
         n = sum(item["cells"] for item in info["normalised"])
         print(f"note: {n} cell(s) normalised as asked (--strip-whitespace / --case-insensitive / --na-values); "  # noqa: T201

@@ -18,13 +18,17 @@ DESCRIPTION = (
     "outside it is an error, never a neighbouring code) and writes OUT/memberships.csv (silo,row,p_1,...,p_K: "
     "each row's posterior probability of each global cluster, averaged over posterior draws of the global "
     "weights and profiles) and OUT/assignments.csv (silo,row,cluster,probability: the most probable "
-    "cluster), in the formats of vcmc fit; 'silo' is the file's name without extension.")
+    "cluster), in the formats of vcmc fit; 'silo' is the file's name without extension. OUT is held by this run "
+    "alone; it may not be the fit's folder, and a folder holding another run's results is refused unless "
+    "--overwrite. DIR must hold one finished fit's files (as its .vcmc-run.json records them).")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("fit_dir", metavar="DIR", help="output folder of vcmc fit")
     p.add_argument("files", nargs="+", metavar="FILE", help="files of people to score")
-    p.add_argument("--out", required=True, metavar="OUT", help="output folder")
+    p.add_argument("--out", required=True, metavar="OUT", help="output folder (never the fit's own folder DIR)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace another prediction's results in OUT (the same command again resumes without it)")
     p.add_argument("--id-column", metavar="COL", help="a row identifier column to ignore")
     p.add_argument("--draws", type=int, default=None, metavar="N",
                    help="posterior draws averaged over, evenly spaced over the chains (default: the fit's "
@@ -36,8 +40,11 @@ def load_fit(fit_dir) -> dict:
     import xarray as xr
 
     from vcmc.data import Schema
+    from vcmc.outputs.runkey import check_result_set
 
     d = Path(fit_dir)
+    if not d.is_dir():
+        raise ConfigError(f"{d} is not a folder; vcmc predict needs the folder written by vcmc fit --out")
     for name in ("result.json", "schema.json", "posterior.nc"):
         if not (d / name).is_file():
             hint = (" (fits written before vcmc saved its schema lack it: re-run vcmc fit)" if name == "schema.json"
@@ -45,12 +52,23 @@ def load_fit(fit_dir) -> dict:
                     if name == "posterior.nc" else "")
             raise ConfigError(f"{d / name} does not exist; vcmc predict needs the folder written by vcmc "
                               f"fit{hint}")
-    result = json.loads((d / "result.json").read_text(encoding="utf-8"))
+    manifest = check_result_set(d, reader="vcmc predict")
+    try:
+        result = json.loads((d / "result.json").read_text(encoding="utf-8"))
+    except ValueError as err:
+        raise ConfigError(f"{d / 'result.json'} is not valid JSON ({err}): damaged or cut short; copy it again "
+                          "from the fit, or re-run vcmc fit") from None
     schema = Schema.from_json(d / "schema.json")
-    with xr.open_datatree(d / "posterior.nc") as tree:
-        post = tree["posterior"]
-        pi = np.asarray(post["pi"].values, dtype=np.float64)
-        profiles = np.asarray(post["profiles"].values, dtype=np.float64)
+    try:
+        with xr.open_datatree(d / "posterior.nc") as tree:
+            post = tree["posterior"]
+            pi = np.asarray(post["pi"].values, dtype=np.float64)
+            profiles = np.asarray(post["profiles"].values, dtype=np.float64)
+    except Exception as err:  # noqa: BLE001 - h5py, h5netcdf and xarray each raise their own kinds
+        why = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ConfigError(f"{d / 'posterior.nc'} cannot be read as the fit's posterior draws ({why[:120]}): the "
+                          "file is damaged or truncated (an interrupted copy?); copy it again from the fit's "
+                          "folder, or re-run vcmc fit") from None
     pi = pi.reshape(-1, pi.shape[-1])
     profiles = profiles.reshape(-1, *profiles.shape[-2:])
     p = int(np.sum(schema.n_modalities))
@@ -58,7 +76,8 @@ def load_fit(fit_dir) -> dict:
         raise ConfigError(f"{d / 'posterior.nc'} holds profiles of shape {profiles.shape[1:]}, but "
                           f"{d / 'schema.json'} has {p} modality columns for {pi.shape[1]} clusters")
     draws = int(result.get("config", {}).get("aggregation", {}).get("assign_draws", 100))
-    return {"schema": schema, "pi": pi, "profiles": profiles, "draws": draws, "result": result}
+    return {"schema": schema, "pi": pi, "profiles": profiles, "draws": draws, "result": result,
+            "key": (manifest or {}).get("key")}
 
 
 def predict_memberships(fit: dict, codes: np.ndarray, n_draws: int | None = None) -> np.ndarray:
@@ -73,11 +92,37 @@ def predict_memberships(fit: dict, codes: np.ndarray, n_draws: int | None = None
     return posterior_memberships(codes, fit["schema"].n_modalities, fit["pi"][idx], fit["profiles"][idx])
 
 
+def _out_folder(args, fit_dir: Path) -> Path:
+    """OUT: checked and held like vcmc fit's --out, never another fit's folder (the fit's own is refused
+    before anything is read)."""
+    from vcmc.outputs.folder import OutputError, check_out_dir
+    from vcmc.outputs.runkey import read_manifest
+
+    out = check_out_dir(args.out, command="vcmc predict")
+    previous = read_manifest(out) or {}
+    if (out / "posterior.nc").exists() or (out / "result.json").exists() or \
+            str(previous.get("command", "")).startswith("vcmc fit"):
+        raise OutputError(f"--out {out} holds the results of a vcmc fit; vcmc predict never writes into a fit's "
+                          "folder (even with --overwrite): choose another --out")
+    return out
+
+
 def run(args) -> int:
+    import shlex
+    import sys
+
     from vcmc.data import read_rows
+    from vcmc.outputs.folder import OutputError, remove_stale, same_folder
+    from vcmc.outputs.runkey import check_previous_run, content_key, file_digest, seal_results, write_run_manifest
     from vcmc.silo.memberships import write_membership_files
 
-    fit = load_fit(args.fit_dir)
+    fit_dir = Path(args.fit_dir)
+    fit = load_fit(fit_dir)
+    if same_folder(args.out, fit_dir):
+        raise OutputError(f"--out {args.out} is the fit's own folder {fit_dir}: the predictions would replace the "
+                          "fit's assignments.csv and memberships.csv; choose another --out, e.g. "
+                          f"--out {fit_dir.name}-predicted")
+    argv = list(getattr(args, "_argv", None) or sys.argv[1:])
     rows = []
     names = set()
     for f in args.files:
@@ -88,7 +133,16 @@ def run(args) -> int:
         names.add(data.name)
         m = predict_memberships(fit, data.codes, args.draws)
         rows.append((data.name, m, np.argmax(m, axis=1)))
-    paths = write_membership_files(Path(args.out), rows, n_clusters=fit["pi"].shape[1])
+    out = _out_folder(args, fit_dir)            # the files are read and scored: OUT is created only now
+    fit_key = fit["key"] or file_digest(fit_dir / "posterior.nc")
+    key = content_key({"command": "predict", "fit": fit_key, "draws": args.draws, "id_column": args.id_column},
+                      files=[Path(f) for f in args.files])
+    mode = check_previous_run(out, key, overwrite=args.overwrite, what="run of vcmc predict")
+    write_run_manifest(out, key, None, argv, command=shlex.join(["vcmc", *argv]))
+    paths = write_membership_files(out, rows, n_clusters=fit["pi"].shape[1])
+    if mode == "overwrite":
+        remove_stale(out, paths.values())
+    seal_results(out, key, paths.values())
     n = sum(r[2].size for r in rows)
     print(f"predict: {n} rows of {len(rows)} file(s) scored against the {fit['pi'].shape[1]} clusters of "  # noqa: T201
           f"{args.fit_dir}")

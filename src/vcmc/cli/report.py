@@ -12,7 +12,9 @@ DESCRIPTION = (
     "scaled prevalence differences against the whole population, the characterisation of each cluster, the "
     "posterior of K, membership certainty, per-silo contributions and convergence, the ELBO trace, posterior "
     "predictive checks, warnings and the configuration. Also writes each figure to DIR/figures/*.png and every "
-    "cluster x modality contrast to DIR/characterisation.csv. Sections whose data the result lacks say so.")
+    "cluster x modality contrast to DIR/characterisation.csv. Sections whose data the result lacks say so. DIR "
+    "must hold one finished run's files (as its .vcmc-run.json records them), and is held by this run alone "
+    "while the report is written.")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -24,8 +26,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
+    from pathlib import Path
+
+    from vcmc.exceptions import ConfigError
+    from vcmc.outputs.folder import check_out_dir
+    from vcmc.outputs.runkey import check_result_set
     from vcmc.report.build import write_report
 
+    if not Path(args.folder).is_dir():
+        raise ConfigError(f"{args.folder} is not a folder; vcmc report needs the folder written by vcmc fit --out")
+    check_out_dir(args.folder, command="vcmc report", flag="DIR")
+    check_result_set(args.folder, reader="vcmc report")
     paths = write_report(args.folder, out=args.out, labels=args.labels)
     print(f"report: {paths.html}")  # noqa: T201
     print(f"  figures: {len(paths.figures)} PNG files in {paths.html.parent if args.out is None else args.folder}"  # noqa: T201

@@ -90,6 +90,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--allocation", choices=("uniform", "region"), **opt,
                         help="ehr: each person to a silo uniformly at random, or to one of Table 6's 13 "
                              "regions with its shares (uniform when omitted)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace another simulation's files in --out (the same command again rewrites the "
+                             "same files without it)")
     parser.set_defaults(_simulate_parser=parser)
 
 
@@ -124,11 +127,16 @@ def _simulate(args: argparse.Namespace):
 
 def run(args: argparse.Namespace) -> int:
     """Simulate and write the files; print where they went."""
-    data = _simulate(args)
+    from vcmc.outputs.folder import check_out_dir, check_simulation_folder, remove_other_silo_files
+
+    data = _simulate(args)                                      # the options' refusals first
+    out = check_out_dir(args.out, command="vcmc simulate")      # held by this run; the same checks as fit
+    check_simulation_folder(out, design=args.design, seed=args.seed, overwrite=args.overwrite)
     try:
         files = data.write(args.out)
     except OSError as err:
         raise DataError(f"cannot write to output folder {args.out!r}: {err.strerror or err}") from err
+    remove_other_silo_files(out, files)
     log.info("wrote %d files", len(files))
     shown = [s.name + ".csv" for s in data.silos]
     listing = ", ".join(shown) if len(shown) <= 6 else f"{shown[0]} .. {shown[-1]}"

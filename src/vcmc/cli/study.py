@@ -99,7 +99,10 @@ def run(args) -> int:
     if args.iterations is not None and args.burn_in is None and profile.burn_in >= profile.n_iter:
         raise ConfigError(f"--iterations {profile.n_iter} is not above the profile's burn-in "
                           f"{profile.burn_in}; pass --burn-in too.")
-    out = Path(args.out or f"study-{args.profile}")
+    from vcmc.outputs.folder import check_out_dir
+
+    # held by this run (a second study into the folder is refused); the study's own manifest resumes it
+    out = check_out_dir(args.out or f"study-{args.profile}", command="vcmc study")
     if not args.tables_only:
         reps = args.replicate
         if reps is not None and max(reps) >= profile.n_replicates:

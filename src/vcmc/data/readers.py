@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from vcmc.data.normalise import NO_NORMALISATION, SUSPECT_NA_TOKENS, Normalisation
+from vcmc.data.normalise import NO_NORMALISATION, SUSPECT_NA_TOKENS, Normalisation, number_of
 from vcmc.data.schema import (
     DEFAULT_NA_VALUES,
     Schema,
@@ -306,6 +306,19 @@ def _variants(keys, normalisation: Normalisation) -> list[tuple[list[str], str, 
     return out
 
 
+def _number_variants(keys) -> list[tuple[list[str], float]]:
+    """Groups of labels that spell one number differently (``"1"``, ``"1.0"``, ``"01"``): one value typed by
+    different programs (a float column exported as ``1.0``, a zero-padded code), which would become
+    separate modalities. There is no option to merge them: which spelling is the modality is the user's to
+    say, by recoding the files (or by a schema file and a recode)."""
+    groups: dict[float, list[str]] = {}
+    for k in keys:
+        number = number_of(k)
+        if number is not None:
+            groups.setdefault(number, []).append(k)
+    return [(sorted(m, key=lambda x: (len(x), x)), v) for v, m in groups.items() if len(m) > 1]
+
+
 def _one_text(v) -> str:
     return v if isinstance(v, str) else str(v)
 
@@ -369,6 +382,13 @@ def _infer_from_frames(frames: list[tuple[pd.DataFrame, str]], *, max_levels: in
                             f"{', '.join(where)}); they would become separate modalities. If they are one "
                             f"value, say so with {flags} (recorded in result.json), or give a schema file "
                             "(--schema) listing the modalities")
+        for members, number in _number_variants(counts[c]):
+            where = sorted({f for m in members for f in files_of[c][m]})
+            shown = int(number) if float(number).is_integer() else number
+            problems.append(f"column {c!r}: {_fmt_values(members)} are spellings of one number ({shown}) (in "
+                            f"{', '.join(where)}); they would become separate modalities. Write one spelling "
+                            f"in every file (e.g. {members[0]!r} for each of {_fmt_values(members[1:])}), or give "
+                            "a schema file (--schema) if they really are different codes")
     if problems:
         raise SchemaError(f"schema inference refused ({sources}): " + "; ".join(problems) + ".")
     suspects: dict[str, list[str]] = {}

@@ -147,7 +147,7 @@ def _describe_normalisation(normalisation: Normalisation) -> str:
 
 def _unknown_value_hint(bad, modalities, normalisation: Normalisation) -> str:
     """The fix for values outside the schema that are near a modality (white space, case, a missing text)."""
-    from vcmc.data.normalise import SUSPECT_NA_TOKENS
+    from vcmc.data.normalise import SUSPECT_NA_TOKENS, number_of
 
     hints = []
     stripped = {m.strip(): m for m in modalities}
@@ -161,6 +161,10 @@ def _unknown_value_hint(bad, modalities, normalisation: Normalisation) -> str:
                          f"{' or white space' if b != b.strip() else ''}: --case-insensitive"
                          f"{' --strip-whitespace' if b != b.strip() else ''} reads it as that modality "
                          "(recorded in result.json). ")
+        elif number_of(b) is not None and any(number_of(m) == number_of(b) for m in modalities):
+            same = next(m for m in modalities if number_of(m) == number_of(b))
+            hints.append(f"{b!r} spells the number of modality {same!r} differently: write {same!r} in the "
+                         "file. ")
         elif b in SUSPECT_NA_TOKENS:
             hints.append(f"{b!r} is a common spelling of a missing value: --na-values {b} reads it as missing. ")
     return "".join(dict.fromkeys(hints))

@@ -22,12 +22,12 @@ import numpy as np
 
 from vcmc.config import PrivacyConfig, config_from_mapping
 from vcmc.exceptions import ConfigError
-from vcmc.flower.records import decode_record, encode_record
+from vcmc.flower.records import ACTION, decode_record, encode_record
 from vcmc.protocol import AssignRequest
 from vcmc.silo.errors import sanitise_exception
 
-__all__ = ["NODE_PRIVACY_KEYS", "client_handle", "privacy_from_node_config", "silo_from_node_config",
-           "write_local_results"]
+__all__ = ["NODE_POLICY_KEYS", "NODE_PRIVACY_KEYS", "client_handle", "policy_from_node_config",
+           "privacy_from_node_config", "silo_from_node_config", "write_local_results"]
 
 NODE_PRIVACY_KEYS = {
     "min-cluster-size": "min_cluster_size",
@@ -39,7 +39,47 @@ NODE_PRIVACY_KEYS = {
 }
 """Node-config keys through which a silo's operator sets its disclosure limits."""
 
+NODE_POLICY_KEYS = ("allow-requests", "allow-strategies", "request-budget", "max-iterations", "max-cpu-seconds",
+                    "fingerprint-key")
+"""Node-config keys of the operator-only limits of the boundary (``vcmc.silo.gate.SiloPolicy``)."""
+
 _STATE_KEY = "vcmc-silo-state"
+
+
+def _names(value) -> tuple[str, ...]:
+    return tuple(t.strip() for t in str(value).split(",") if t.strip())
+
+
+def policy_from_node_config(node_config: Mapping):
+    """The operator's ``SiloPolicy`` from the node config (``SiloPolicy()`` defaults otherwise).
+
+    ``allow-requests`` and ``allow-strategies``: comma-separated names; ``request-budget``: comma-separated
+    ``type=count`` (e.g. ``"assign=1,assess=0"``); ``max-iterations``, ``max-cpu-seconds``: numbers;
+    ``fingerprint-key``: a secret shared by the silos' operators.
+    """
+    from vcmc.silo.gate import SiloPolicy
+
+    kwargs: dict = {}
+    try:
+        if "allow-requests" in node_config:
+            kwargs["allowed_requests"] = _names(node_config["allow-requests"])
+        if "allow-strategies" in node_config:
+            kwargs["allowed_strategies"] = _names(node_config["allow-strategies"])
+        if "request-budget" in node_config:
+            pairs = [t.split("=", 1) for t in _names(node_config["request-budget"])]
+            if any(len(p) != 2 for p in pairs):
+                raise ValueError("request-budget")
+            kwargs["budget"] = {k.strip(): int(v) for k, v in pairs}
+        if node_config.get("max-iterations") not in (None, ""):
+            kwargs["max_iterations"] = int(node_config["max-iterations"])
+        if node_config.get("max-cpu-seconds") not in (None, ""):
+            kwargs["max_cpu_seconds"] = float(node_config["max-cpu-seconds"])
+    except ValueError:
+        raise ConfigError("node config: request-budget must be 'type=count,...', max-iterations an integer and "
+                          "max-cpu-seconds a number") from None
+    if node_config.get("fingerprint-key"):
+        kwargs["fingerprint_key"] = str(node_config["fingerprint-key"])
+    return SiloPolicy(**kwargs)
 
 
 def privacy_from_node_config(node_config: Mapping) -> PrivacyConfig:
@@ -51,7 +91,7 @@ def privacy_from_node_config(node_config: Mapping) -> PrivacyConfig:
     return config_from_mapping(kwargs, base=None).privacy if kwargs else PrivacyConfig()
 
 
-def silo_from_node_config(node_config: Mapping, node_id: int | None = None):
+def silo_from_node_config(node_config: Mapping, node_id: int | None = None, run_id=None):
     """Build the ``LocalSilo`` of this SuperNode from its node config.
 
     Keys: ``data-path`` (CSV or Parquet, required), ``schema-path`` (the shared schema JSON; strongly
@@ -60,7 +100,8 @@ def silo_from_node_config(node_config: Mapping, node_id: int | None = None):
     ``"node-<id>"``), ``id-column`` (row identifiers, kept in the silo), ``out-dir`` (where the silo's
     memberships and labels are written on its host, ``write_local_results``), ``na-values``
     (comma-separated texts read as missing besides the empty cell), ``strip-whitespace`` and
-    ``case-insensitive`` (true/false; docs/reliability.md) and the disclosure limits of ``NODE_PRIVACY_KEYS``.
+    ``case-insensitive`` (true/false; docs/reliability.md), the disclosure limits of ``NODE_PRIVACY_KEYS`` and
+    the boundary's limits of ``NODE_POLICY_KEYS``. ``run_id`` (Flower's) keys the schema fingerprint sent.
     """
     from vcmc.data import read_csv, read_parquet
     from vcmc.data.normalise import Normalisation
@@ -79,12 +120,13 @@ def silo_from_node_config(node_config: Mapping, node_id: int | None = None):
     id_column = node_config.get("id-column") or None
     reader = read_parquet if str(path).lower().endswith((".parquet", ".pq")) else read_csv
     privacy = privacy_from_node_config(node_config)
+    policy = policy_from_node_config(node_config)
     normalisation = Normalisation(strip_whitespace=_flag(node_config, "strip-whitespace"),
                                   case_insensitive=_flag(node_config, "case-insensitive"))
     na_values = ("", *(t for t in str(node_config.get("na-values") or "").split(",") if t))
     data = reader(str(path), schema=schema, name=name, id_column=id_column, na_values=na_values,
                   normalisation=normalisation, min_count=privacy.min_cluster_size)
-    return LocalSilo(data, privacy=privacy)
+    return LocalSilo(data, privacy=privacy, policy=policy, run_key=None if run_id is None else str(run_id))
 
 
 def _flag(node_config: Mapping, key: str) -> bool:
@@ -98,11 +140,12 @@ def _flag(node_config: Mapping, key: str) -> bool:
 
 
 def write_local_results(silo, node_config: Mapping) -> None:
-    """Write the silo's memberships and labels into the node config's ``out-dir`` (if set), atomically."""
+    """Write the silo's memberships and labels into the node config's ``out-dir`` (if set), atomically; only
+    the first assign of a run writes it (``Gate.may_write_out_dir``)."""
     from vcmc.silo.memberships import write_membership_files
 
     out = node_config.get("out-dir")
-    if not out or silo.assignments is None:
+    if not out or silo.assignments is None or not silo.gate.may_write_out_dir():
         return
     write_membership_files(Path(str(out)), [(silo.name, silo.memberships, silo.assignments)])
 
@@ -115,11 +158,20 @@ def client_handle(message, context):
 
     stage = str(getattr(message.metadata, "message_type", "?"))
     try:
-        silo = silo_from_node_config(context.node_config, getattr(context, "node_id", None))
+        silo = silo_from_node_config(context.node_config, getattr(context, "node_id", None),
+                                     getattr(context, "run_id", None))
         if _STATE_KEY in context.state:
             silo.restore_state({k: a.numpy() for k, a in context.state[_STATE_KEY].items()})
         request = decode_record(message.content)
-        reply = silo.handle(request)
+        if stage != f"query.{ACTION.get(request.KIND, '?')}":
+            raise ConfigError(f"a {request.KIND!r} message arrived on the {stage!r} handler; each request type "
+                              "has its own handler")
+        try:
+            reply = silo.handle(request)
+        finally:
+            # the run's request counts are kept even when a request is refused (budgets and the log hold)
+            context.state[_STATE_KEY] = ArrayRecord({k: Array(np.ascontiguousarray(v))
+                                                     for k, v in silo.export_state().items()})
         if isinstance(request, AssignRequest):
             write_local_results(silo, context.node_config)
         context.state[_STATE_KEY] = ArrayRecord({k: Array(np.ascontiguousarray(v))

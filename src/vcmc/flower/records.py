@@ -15,6 +15,10 @@ ACTION = {
     "counts_request": "counts",
     "assign_request": "assign",
     "assess_request": "assess",
+    "announce_request": "announce",
+    "lca_estep_request": "lca_estep",
+    "lca_classify_request": "lca_classify",
+    "lca_structural_request": "lca_structural",
 }
 """Flower message type ``query.<action>`` of each request kind (the ClientApp registers one handler each)."""
 

@@ -9,6 +9,7 @@ that travels unchanged in-process, through a process pool or in Flower ``ArrayRe
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
 from typing import ClassVar
@@ -59,7 +60,7 @@ class Message:
             raise InconsistentSiloSummaries(
                 f"{cls.KIND!r} message has version {version!r}; this vcmc understands version "
                 f"{cls.VERSION}. Upgrade the silo and the server to the same vcmc release.")
-        hints = typing.get_type_hints(cls)
+        hints = _type_hints(cls)
         kwargs: dict[str, object] = {}
         for f in dataclasses.fields(cls):
             hint = hints[f.name]
@@ -75,6 +76,13 @@ class Message:
                     value = value.item()
                 kwargs[f.name] = value
         return cls(**kwargs)
+
+
+@functools.cache
+def _type_hints(cls) -> dict:
+    """``typing.get_type_hints`` of a message class, once per class (it dominated the decoding of the small
+    messages of the latent class analysis' EM rounds)."""
+    return typing.get_type_hints(cls)
 
 
 def _args(hint) -> tuple:

@@ -17,6 +17,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from vcmc.exceptions import InconsistentSiloSummaries
+from vcmc.protocol.lca import LCA_MESSAGE_TYPES, LCA_REPLY_TYPE
 from vcmc.protocol.message import Message
 from vcmc.protocol.summary import SiloSummary
 
@@ -98,6 +99,36 @@ class CountsReply(Message):
 
 
 @dataclass(frozen=True)
+class AnnounceRequest(Message):
+    """The run's global posterior draws, announced once per summary before any assign or assess request.
+
+    ``assignment`` (K_s,) is the matching of this silo's local clusters, ``pi`` (T, C) this silo's weights
+    of the global clusters (its own sent weight draws mapped through the matching) and ``profiles``
+    (T', C, P) the global profile draws. The silo checks them against what it sent and answers later
+    assign and assess requests only with these draws (docs/federation.md, "Threat model").
+    """
+
+    KIND = "announce_request"
+    VERSION = 1
+
+    assignment: np.ndarray             # (K_s,)
+    n_global: int
+    pi: np.ndarray                     # (T, C)
+    profiles: np.ndarray               # (T', C, P)
+
+
+@dataclass(frozen=True)
+class AnnounceReply(Message):
+    """The silo accepted the announced draws: how many of each it recorded."""
+
+    KIND = "announce_reply"
+    VERSION = 1
+
+    n_pi_draws: int
+    n_profile_draws: int
+
+
+@dataclass(frozen=True)
 class AssignRequest(Message):
     """Give the silo's rows their memberships of the global clusters; the silo keeps them (row-level).
 
@@ -124,16 +155,21 @@ class AssignReply(Message):
     ``counts`` (C,): rows labelled with each cluster; ``expected`` (C,): the sum of the memberships (the
     expected cluster sizes); ``probability`` (C,): the sum, over the rows labelled with each cluster, of
     their membership of it (divided by ``counts`` it is the average posterior probability of assignment);
-    ``entropy``: the sum over rows of the entropy of their memberships (nats).
+    ``entropy``: the sum over rows of the entropy of their memberships (nats). Memberships averaged over
+    draws: ``n_draws`` averaged (0: none, the local posterior propagated), ``mc_error`` the largest Monte
+    Carlo standard error of a membership they leave, ``mc_target`` the error asked for.
     """
 
     KIND = "assign_reply"
-    VERSION = 2
+    VERSION = 3
 
     counts: np.ndarray
     expected: np.ndarray | None = None
     probability: np.ndarray | None = None
     entropy: float = 0.0
+    n_draws: int = 0
+    mc_error: float = 0.0
+    mc_target: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -252,6 +288,8 @@ class Silo(Protocol):
 MESSAGE_TYPES: tuple[type[Message], ...] = (
     SummarizeRequest, SiloSummary, DivergenceRequest, DivergenceReply, CountsRequest, CountsReply,
     AssignRequest, AssignReply, AssessRequest, AssessReply, HelloRequest, HelloReply, ErrorReply,
+    AnnounceRequest, AnnounceReply,
+    *LCA_MESSAGE_TYPES,
 )
 """Every message that may cross the silo boundary (the row-level test walks this tuple)."""
 
@@ -264,6 +302,8 @@ REPLY_TYPE: dict[type[Message], type[Message]] = {
     AssignRequest: AssignReply,
     AssessRequest: AssessReply,
     HelloRequest: HelloReply,
+    AnnounceRequest: AnnounceReply,
+    **LCA_REPLY_TYPE,
 }
 """The reply type each request expects (any request may also be answered by an ``ErrorReply``)."""
 

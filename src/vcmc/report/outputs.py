@@ -171,9 +171,21 @@ def write_outputs(result: GlobalResult, out_dir, *, schema=None, netcdf: bool = 
         if schema is not None:
             # `vcmc predict` encodes new people with exactly the fit's coding (docs/design.md §8.2)
             paths["schema"] = out / "schema.json"
-            stack.enter_context(atomic_path(paths["schema"])).write_text(schema.to_json(), encoding="utf-8")
+            if not _holds_schema(paths["schema"], schema):   # the user's own schema.json (--out = the input
+                stack.enter_context(atomic_path(paths["schema"])).write_text(schema.to_json(), encoding="utf-8")
         result_tmp.write_text(summary, encoding="utf-8")
     return paths
+
+
+def _holds_schema(path: Path, schema) -> bool:
+    """``path`` already holds this schema (the input's own schema.json when --out is the input folder):
+    it is kept byte for byte, never replaced by a reformatted copy."""
+    from vcmc.data import Schema
+
+    try:
+        return path.is_file() and Schema.from_json(path).fingerprint() == schema.fingerprint()
+    except Exception:  # noqa: BLE001 - any unreadable file there is replaced
+        return False
 
 
 def to_datatree(result: GlobalResult, schema=None):

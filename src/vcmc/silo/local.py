@@ -1,9 +1,9 @@
 """``LocalSilo``: the silo side of the boundary, living where the data are.
 
-It answers the requests of ``vcmc.protocol`` and nothing else: ``handle`` dispatches on the
-request type. Everything row-level (codes, the local partition, membership probabilities, the global
-labels) stays in this object; what it returns is cluster-level and has passed disclosure control
-(``vcmc.silo.disclosure``). The same class runs in-process, inside a worker process of the process pool
+It answers the requests of ``vcmc.protocol`` and nothing else: ``handle`` is the only entry point (the
+public methods call it). Every request passes ``Gate.admit`` and every reply ``Gate.release``
+(``vcmc.silo.gate``: the operator's limits, one place). Everything row-level (codes, the local partition,
+membership probabilities, the global labels) stays in this object. The same class runs in-process, inside a worker process of the process pool
 and inside a Flower ClientApp.
 """
 
@@ -22,6 +22,8 @@ from vcmc.atomic import atomic_path
 from vcmc.config import PrivacyConfig, config_from_mapping
 from vcmc.exceptions import ConfigError, DisclosureError, NotFittedError, StateCacheError
 from vcmc.protocol import (
+    AnnounceReply,
+    AnnounceRequest,
     AssessReply,
     AssessRequest,
     AssignReply,
@@ -36,12 +38,15 @@ from vcmc.protocol import (
     SiloSummary,
     SummarizeRequest,
 )
-from vcmc.silo.disclosure import apply_min_cluster_size, effective_privacy, protect_counts
+from vcmc.protocol.lca import LCA_REPLY_TYPE
+from vcmc.silo.disclosure import apply_min_cluster_size, effective_privacy
+from vcmc.silo.gate import Gate, SiloPolicy
 from vcmc.silo.posterior import LocalPosterior
 
 _STATE_FIELDS = ("partition", "membership", "pi_draws", "profile_draws", "n_occupied", "log_posterior")
 _STATE_FORMAT = 2     # 2: the file holds its key and a digest of its arrays
 silo_log = logging.getLogger("vcmc.silo")
+LCA_REQUEST_TYPES = tuple(LCA_REPLY_TYPE)
 
 
 def _arrays_digest(arrays: dict[str, np.ndarray]) -> str:
@@ -106,6 +111,11 @@ class LocalSilo:
     secure_noise : bool
         Differential-privacy noise from OpenDP's OS-seeded sampler (default). False draws it from the
         run's seed instead: reproducible, for simulation studies only, never in a deployment.
+    policy : SiloPolicy, optional
+        The operator-only limits of the boundary (``vcmc.silo.gate``). Default ``SiloPolicy.own_data()``:
+        a silo built in the analyst's own session; a deployment builds it from the node config.
+    run_key : str, optional
+        The run's identity in a deployment (Flower's run id): keys the schema fingerprint sent.
     state_dir : path, optional
         A folder on the silo's own host where each finished apply step is saved (the local posterior and
         the summary sent), keyed by the request, the data and the disclosure limits. A later identical
@@ -125,7 +135,8 @@ class LocalSilo:
     """
 
     def __init__(self, data, *, privacy: PrivacyConfig | None = None, jobs: int = 1, progress=None,
-                 secure_noise: bool = True, state_dir=None):
+                 secure_noise: bool = True, state_dir=None, auxiliary=None, policy: SiloPolicy | None = None,
+                 run_key: str | None = None):
         privacy = PrivacyConfig() if privacy is None else privacy
         if not isinstance(privacy, PrivacyConfig):
             raise ConfigError(f"The 'privacy' parameter of LocalSilo must be a PrivacyConfig. Got "
@@ -142,25 +153,38 @@ class LocalSilo:
         self.memberships: np.ndarray | None = None
         # the operator's limits tightened by the server's privacy section of the last summarize request
         self.privacy_in_force: PrivacyConfig = privacy
+        policy = SiloPolicy.own_data() if policy is None else policy
+        if not isinstance(policy, SiloPolicy):
+            raise ConfigError(f"The 'policy' parameter of LocalSilo must be a SiloPolicy. Got "
+                              f"{type(policy).__name__} instead.")
+        self.gate = Gate(self, policy, run_key=run_key)
+        # columns of the silo's file kept out of the clustering (covariates, distal outcomes of the latent
+        # class analysis, docs/design.md §15): a row-aligned DataFrame that never leaves the silo
+        self.auxiliary = auxiliary
 
     # -- the one entry point ---------------------------------------------------------------------------
 
     def handle(self, request: Message) -> Message:
-        """Answer one request (dispatch by type). Exceptions propagate; transports sanitise them."""
-        if isinstance(request, SummarizeRequest):
-            return self.summarize(request)
-        if isinstance(request, DivergenceRequest):
-            return self.membership_divergence(request)
-        if isinstance(request, CountsRequest):
-            return self.counts(request)
-        if isinstance(request, AssignRequest):
-            return self.assign(request)
-        if isinstance(request, AssessRequest):
-            return self.assess(request)
-        if isinstance(request, HelloRequest):
-            return self.hello(request)
-        raise ConfigError(f"silo {self.name!r} cannot answer a {getattr(request, 'KIND', type(request))!r} "
-                          "message")
+        """Answer one request: admitted by the gate, dispatched by type, released by the gate.
+
+        Exceptions propagate; transports sanitise them.
+        """
+        request = self.gate.admit(request)
+        answer = self._HANDLERS.get(type(request))
+        if answer is None:     # the gate admits only known request types; defensive
+            raise ConfigError(f"silo {self.name!r} cannot answer a {request.KIND!r} message")
+        return self.gate.release(request, answer(self, request))
+
+    @property
+    def n_columns(self) -> int:
+        return int(np.sum(self.n_modalities))
+
+    def local_table(self) -> np.ndarray:
+        """The cluster-by-modality table of the local partition (row-level sums; stays in the silo)."""
+        from vcmc.model import one_hot_counts
+
+        local = self._require_local("summary")
+        return one_hot_counts(self.codes, local.partition, local.n_clusters, self.n_modalities)
 
     # -- requests ----------------------------------------------------------------------------------------
 
@@ -174,10 +198,39 @@ class LocalSilo:
 
     def hello(self, request: HelloRequest | None = None) -> HelloReply:
         """Name, schema fingerprint and modality counts, vcmc version."""
+        return self.handle(HelloRequest() if request is None else request)
+
+    def summarize(self, request: SummarizeRequest) -> SiloSummary:
+        """Apply step, then disclosure control, then the summary (docs/design.md §4.3)."""
+        return self.handle(request)
+
+    def membership_divergence(self, request: DivergenceRequest) -> DivergenceReply:
+        """Cost of matching each local cluster to each reference cluster (minimum-divergence matching)."""
+        return self.handle(request)
+
+    def counts(self, request: CountsRequest) -> CountsReply:
+        """Counts at parameters chosen by the server (federated-gradient and design strategies)."""
+        return self.handle(request)
+
+    def announce(self, request: AnnounceRequest) -> AnnounceReply:
+        """Record the run's global draws (checked against what this silo sent) for assign and assess."""
+        return self.handle(request)
+
+    def assign(self, request: AssignRequest) -> AssignReply:
+        """Memberships of every row in the global clusters and its label (both kept in the silo)."""
+        return self.handle(request)
+
+    def assess(self, request: AssessRequest) -> AssessReply:
+        """Predictive checks, WAIC sums and sampled occupancy under the global draws (docs/design.md §14)."""
+        return self.handle(request)
+
+    # -- the handlers (called by ``handle`` only, between the gate's two doors) ----------------------------
+
+    def _answer_hello(self, request: HelloRequest) -> HelloReply:
         return HelloReply(silo=self.name, schema_fingerprint=self.data.schema.fingerprint(),
                           n_modalities=self.n_modalities, vcmc_version=_vcmc_version())
 
-    def summarize(self, request: SummarizeRequest) -> SiloSummary:
+    def _answer_summarize(self, request: SummarizeRequest) -> SiloSummary:
         """Apply step, then disclosure control, then the summary (docs/design.md §4.3).
 
         Order: the Gibbs sampler and post-processing (``run_apply_step``); the minimum cluster size
@@ -253,7 +306,7 @@ class LocalSilo:
         path = self._cache_path(key)
         arrays = {f"summary.{k}": np.asarray(v) for k, v in summary.to_arrays().items()}
         arrays.update({f"state.{k}": v for k, v in self.export_state().items()
-                       if k not in ("assignments", "memberships")})
+                       if k not in ("assignments", "memberships") and not k.startswith("gate.")})
         arrays["meta.digest"] = np.asarray(_arrays_digest(arrays))
         arrays["meta.key"] = np.asarray(json.dumps(key, sort_keys=True))
         try:
@@ -276,7 +329,7 @@ class LocalSilo:
         sampler_seed, noise_seed = seed.spawn(2)
         local = run_apply_step(self.codes, self.n_modalities, prior=config.prior, sampler=config.sampler,
                                postprocess=config.postprocess, n_silos=int(request.n_silos), rng=sampler_seed,
-                               jobs=self.jobs, progress=self.progress)
+                               jobs=self.jobs, progress=self.gate.cpu_guard(self.progress))
         local, n_merged = apply_min_cluster_size(local, self.codes, privacy,
                                                  floor=config.postprocess.threshold(self.data.n_rows))
         include_counts = privacy.share_counts and config.aggregation.strategy != "federated-gradient"
@@ -287,8 +340,7 @@ class LocalSilo:
         n_suppressed = 0
         counts = summary.counts
         if counts is not None:
-            counts, n_suppressed = protect_counts(counts, privacy, np.random.default_rng(noise_seed),
-                                                  n_modalities=self.n_modalities, secure=self.secure_noise)
+            counts, n_suppressed = self.gate.protect_table(counts, privacy, np.random.default_rng(noise_seed))
         # from here on the silo needs only what it sent (min-divergence matching reads these draws): the
         # other kept draws are dropped, so a process serving many silos holds 1,000 draws of each
         self.local = local.thinned(config.postprocess.summary_draws)
@@ -312,8 +364,7 @@ class LocalSilo:
                               f"to global clusters in [0, {int(n_global)}); got shape {a.shape}")
         return a
 
-    def membership_divergence(self, request: DivergenceRequest) -> DivergenceReply:
-        """Cost of matching each local cluster to each reference cluster (minimum-divergence matching)."""
+    def _answer_divergence(self, request: DivergenceRequest) -> DivergenceReply:
         from vcmc.silo.divergence import divergence_cost
 
         local = self._require_local("divergence")
@@ -322,14 +373,13 @@ class LocalSilo:
                                penalty_multiplier=float(request.penalty_multiplier))
         return DivergenceReply(cost=np.asarray(cost, dtype=np.float64))
 
-    def counts(self, request: CountsRequest) -> CountsReply:
+    def _answer_counts(self, request: CountsRequest) -> CountsReply:
         """Counts at parameters chosen by the server (federated-gradient strategy).
 
         Soft mode: cluster (M, C), modality (M, C, P), loglik (M,). Hard mode (the local partition
         propagated through ``assignment``): cluster (C,), modality (C, P), loglik of shape (0,) (not
-        defined without parameters). Soft counts are sums over rows, so they are cluster-level; with
-        ``privacy.dp_epsilon`` the silo adds discrete Laplace noise to hard counts (each round spends
-        budget again); soft counts are real-valued and are not noised (documented limitation).
+        defined without parameters). The gate withholds clusters under the minimum size, suppresses, rounds
+        and noises the counts (with the limits in force) when it releases the reply.
         """
         from vcmc.silo.counts import hard_counts, soft_counts
 
@@ -346,14 +396,15 @@ class LocalSilo:
         a = self._check_assignment(request.assignment, request.n_global, "hard counts")
         labels = a[self._require_local("hard counts").partition]
         cluster, modality = hard_counts(self.codes, self.n_modalities, labels, int(request.n_global))
-        if self.privacy.dp_epsilon is not None:
-            modality, _ = protect_counts(modality, dataclasses.replace(
-                self.privacy, suppress_cells_below=0, round_to=1), n_modalities=self.n_modalities,
-                secure=self.secure_noise)
         return CountsReply(cluster=np.asarray(cluster, dtype=np.float64),
                            modality=np.asarray(modality, dtype=np.float64), loglik=np.zeros(0))
 
-    def assign(self, request: AssignRequest) -> AssignReply:
+    def _answer_announce(self, request: AnnounceRequest) -> AnnounceReply:
+        # the gate checked and recorded the draws on admission; nothing of the data is involved
+        return AnnounceReply(n_pi_draws=int(np.asarray(request.pi).shape[0]),
+                             n_profile_draws=int(np.asarray(request.profiles).shape[0]))
+
+    def _answer_assign(self, request: AssignRequest) -> AssignReply:
         """Memberships of every row in the global clusters and its label (both kept in the silo).
 
         Without parameters the local posterior is propagated through ``assignment``: a row's membership of
@@ -361,7 +412,7 @@ class LocalSilo:
         ``profiles`` (draws) it is the allocation probability averaged over the draws
         (``vcmc.silo.memberships``). The label is the most probable cluster; only cluster-level sums leave.
         """
-        from vcmc.silo.memberships import membership_summary, posterior_memberships
+        from vcmc.silo.memberships import membership_summary, memberships_to_target
 
         n_global = int(request.n_global)
         if request.pi is not None and request.profiles is not None:
@@ -373,7 +424,7 @@ class LocalSilo:
             if pi.shape[1] != n_global or profiles.shape[1:] != (n_global, p) or pi.shape[0] != profiles.shape[0]:
                 raise ConfigError(f"assign: pi and profiles must be draws of {n_global} clusters over {p} "
                                   f"modality columns; got shapes {pi.shape} and {profiles.shape}")
-            memberships = posterior_memberships(self.codes, self.n_modalities, pi, profiles)
+            memberships, monte_carlo = memberships_to_target(self.codes, self.n_modalities, pi, profiles)
             labels = np.argmax(memberships, axis=1)
         else:
             a = self._check_assignment(request.assignment, n_global, "assign")
@@ -386,11 +437,12 @@ class LocalSilo:
             best = np.argmax(memberships, axis=1)
             rows = np.arange(labels.size)
             labels = np.where(memberships[rows, best] > memberships[rows, labels] + 1e-12, best, labels)
+            monte_carlo = None
         self.assignments = labels.astype(np.int64)
         self.memberships = memberships
-        return AssignReply(**membership_summary(memberships, self.assignments))
+        return AssignReply(**membership_summary(memberships, self.assignments, monte_carlo))
 
-    def assess(self, request: AssessRequest) -> AssessReply:
+    def _answer_assess(self, request: AssessRequest) -> AssessReply:
         """Predictive checks, WAIC sums and sampled occupancy under the global draws (docs/design.md §14).
 
         Everything returned is a sum over the silo's rows (``vcmc.silo.ppc``), after the suppression and
@@ -419,6 +471,16 @@ class LocalSilo:
         return AssessReply(**assess_rows(self.codes, self.n_modalities, pi, profiles, pairs, rng=seed,
                                          privacy=privacy))
 
+    def _answer_lca(self, request):
+        from vcmc.silo.lca import answer
+
+        return answer(self, request)
+
+    _HANDLERS = {**dict.fromkeys(LCA_REQUEST_TYPES, _answer_lca), HelloRequest: _answer_hello,
+                 SummarizeRequest: _answer_summarize,
+                 DivergenceRequest: _answer_divergence, CountsRequest: _answer_counts,
+                 AnnounceRequest: _answer_announce, AssignRequest: _answer_assign, AssessRequest: _answer_assess}
+
     # -- state that must survive between messages (Flower starts a fresh process per message) -------------
 
     def export_state(self) -> dict[str, np.ndarray]:
@@ -438,6 +500,7 @@ class LocalSilo:
         if self.memberships is not None:
             out["memberships"] = self.memberships
         out["privacy_in_force"] = np.asarray([json.dumps(dataclasses.asdict(self.privacy_in_force))])
+        out.update(self.gate.export_state())
         return out
 
     def restore_state(self, state) -> None:
@@ -459,3 +522,4 @@ class LocalSilo:
             saved = PrivacyConfig(**json.loads(str(np.asarray(state["privacy_in_force"]).ravel()[0])))
             # never looser than this operator's own limits, whatever the stored state says
             self.privacy_in_force = effective_privacy(self.privacy, saved)
+        self.gate.restore_state(state)

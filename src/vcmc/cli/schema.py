@@ -1,0 +1,113 @@
+"""``vcmc schema``: write the shared schema from the silos' files for the user to review (or check files
+against one), so that nobody writes schema JSON by hand."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+NAME = "schema"
+HELP = "write the shared schema of the silos' files (schema.json) for review, or --check files against one"
+DESCRIPTION = (
+    "Infers the variables and modalities of every FILE (one silo each, or one file split by --silo-column) "
+    "with the checks of vcmc fit (labels differing only by white space, case or numeric spelling; missing-value "
+    "texts; identifier-like columns) and writes them to --out (schema.json, for vcmc fit --schema). Modalities "
+    "seen in fewer rows than --min-cluster-size are listed, not refused: a modality in the schema is "
+    "published in the results (profiles.csv, posterior.nc), so keeping a rare one is the user's decision "
+    "(merge or recode it in the files otherwise). With --check SCHEMA, nothing is written: every file is "
+    "encoded with SCHEMA and any value outside it is reported.")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from vcmc.config import FitConfig
+
+    p.add_argument("files", nargs="+", metavar="FILE", help="silo data files (CSV, or Parquet)")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--out", metavar="JSON", help="the schema file to write (e.g. schema.json)")
+    what.add_argument("--check", metavar="JSON", help="check the files against this schema; write nothing")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
+    p.add_argument("--silo-column", metavar="COL", help="split one file into silos by this column")
+    p.add_argument("--id-column", metavar="COL", help="a row identifier column to leave out of the schema")
+    p.add_argument("--na-values", action="append", metavar="TEXT[,TEXT...]", default=[],
+                   help="cell texts read as missing besides the empty cell, e.g. NA,-9 (recorded in the schema)")
+    p.add_argument("--strip-whitespace", action="store_true", help="read ' 1 ' as '1'")
+    p.add_argument("--case-insensitive", action="store_true", help="read 'Yes' and 'yes' as one modality")
+    p.add_argument("--min-cluster-size", type=int, default=FitConfig().privacy.min_cluster_size, metavar="N",
+                   help="list modalities seen in fewer rows of all silos than this (vcmc fit's disclosure "
+                        "minimum)")
+
+
+def _silos(args, schema):
+    from vcmc.data import read_silos, split_by_column
+    from vcmc.data.normalise import Normalisation
+
+    norm = Normalisation(strip_whitespace=args.strip_whitespace, case_insensitive=args.case_insensitive)
+    na = ("", *[t for group in args.na_values for t in group.split(",") if t])
+    if args.silo_column:
+        if len(args.files) != 1:
+            from vcmc.exceptions import ConfigError
+
+            raise ConfigError(f"--silo-column splits ONE file into silos; got {len(args.files)} files")
+        return split_by_column(args.files[0], args.silo_column, schema=schema, id_column=args.id_column,
+                               na_values=na, normalisation=norm), na
+    return read_silos(args.files, schema=schema, id_column=args.id_column, na_values=na, normalisation=norm), na
+
+
+def rare_modalities(silos, min_count: int) -> list[str]:
+    """``column 'x': 'west' in 3 row(s) of b.csv`` for each modality seen in fewer than ``min_count`` rows."""
+    import numpy as np
+
+    schema = silos[0].schema
+    out = []
+    for q, var in enumerate(schema.variables):
+        for k, label in enumerate(var.modalities):
+            per = {s.source or s.name: int(np.count_nonzero(s.codes[:, q] == k)) for s in silos}
+            n = sum(per.values())
+            if n < min_count:
+                where = ", ".join(f"{src}" for src, c in per.items() if c)
+                out.append(f"column {var.name!r}: {label!r} in {n} row(s) ({where or 'no silo'})")
+    return out
+
+
+def run(args) -> int:
+    from vcmc.data import Schema
+    from vcmc.data.checks import data_warnings
+    from vcmc.exceptions import ConfigError
+
+    if args.check:
+        silos, _ = _silos(args, Schema.from_json(Path(args.check)))
+        for line in data_warnings(silos):
+            print(f"warning: {line}", file=sys.stderr)  # noqa: T201
+        print(f"schema: {len(silos)} silo(s), {sum(s.n_rows for s in silos)} rows: every value is a modality of "  # noqa: T201
+              f"{args.check} or missing")
+        return 0
+    out = Path(args.out)
+    if out.is_dir():
+        raise ConfigError(f"--out {out} is a folder; give the schema file to write, e.g. --out {out / 'schema.json'}")
+    if out.exists() and not args.overwrite:
+        raise ConfigError(f"--out {out} exists (it may hold reviewed edits); it is kept: choose another name, or "
+                          "add --overwrite to replace it")
+    silos, na = _silos(args, None)
+    schema = silos[0].schema
+    if len(na) > 1:
+        schema = Schema(schema.variables, na_values=tuple(t for t in na if t))
+    from vcmc.outputs import lock
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    lock.acquire(out.parent, "vcmc schema")
+    schema.to_json(out)
+    print(f"schema: {schema.n_variables} variables, {sum(schema.n_modalities)} modalities from {len(silos)} "  # noqa: T201
+          f"silo(s) -> {out}; review it, then give it to vcmc fit --schema {out}")
+    for line in data_warnings(silos):
+        print(f"warning: {line}", file=sys.stderr)  # noqa: T201
+    rare = rare_modalities(silos, args.min_cluster_size)
+    if rare:
+        print(f"note: {len(rare)} modalit{'y is' if len(rare) == 1 else 'ies are'} seen in fewer rows of all "  # noqa: T201
+              f"silos than the disclosure minimum (--min-cluster-size {args.min_cluster_size}):", file=sys.stderr)
+        for line in rare:
+            print(f"  {line}", file=sys.stderr)  # noqa: T201
+        print("  they are in the schema, so vcmc fit --schema publishes them in the results (profiles.csv, "  # noqa: T201
+              "posterior.nc); keeping them is your decision: delete a modality from the file and recode or "
+              "merge its rows in the data (e.g. into 'other') if it must not be published", file=sys.stderr)
+    return 0

@@ -1,0 +1,290 @@
+"""The latent class analysis as epidemiologists report it, federated (docs/design.md §15).
+
+``lca_silos`` builds the silos from one data frame per silo (the clustering columns encoded with the
+shared schema; covariate and distal columns kept inside each silo, out of the clustering);
+``analyse`` fits one K (measurement model, then the three-step covariate and distal models);
+``compare`` fits every K of a range and tabulates the fit statistics. Every number comes from rounds of
+whole-silo sums through a transport; nothing row-level leaves a silo.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from vcmc._rng import RngLike, as_generator, as_seed_sequence
+from vcmc.exceptions import ConfigError, DataError
+from vcmc.lca.em import LcaFit, fit_lca
+from vcmc.lca.structural import CovariateFit, DistalFit, classification_error, fit_covariates, fit_distal
+from vcmc.silo.lca import AuxiliaryColumn, AuxiliarySpec, check_not_identifying
+
+COMPARISON_COLUMNS = ("k", "log_likelihood", "n_parameters", "aic", "bic", "sabic", "caic", "entropy",
+                      "relative_entropy", "waic")
+KINDS = ("numeric", "categorical")
+
+
+def parse_columns(text: str | Sequence[str] | None, flag: str) -> list[tuple[str, str | None]]:
+    """``age,sex:categorical`` -> [("age", None), ("sex", "categorical")] (None: inferred)."""
+    if text is None:
+        return []
+    items = text.split(",") if isinstance(text, str) else list(text)
+    out = []
+    for item in items:
+        name, _, kind = str(item).strip().partition(":")
+        if not name:
+            raise ConfigError(f"{flag} expects COL[,COL...] (optionally COL:numeric or COL:categorical); got {text!r}")
+        if kind and kind not in KINDS:
+            raise ConfigError(f"{flag}: {name}:{kind}: the kind must be 'numeric' or 'categorical'")
+        out.append((name, kind or None))
+    names = [n for n, _ in out]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"{flag} names a column twice: {names}")
+    return out
+
+
+def _is_number(v) -> bool:
+    try:
+        float(v)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _sort_levels(labels) -> tuple[str, ...]:
+    labels = sorted(set(labels))
+    if all(_is_number(v) for v in labels):
+        return tuple(sorted(labels, key=float))
+    return tuple(labels)
+
+
+def infer_spec(frames: Mapping[str, pd.DataFrame], columns: list[tuple[str, str | None]], flag: str) -> AuxiliarySpec:
+    """Kinds and levels of auxiliary columns from every silo's column (its operator's agreed coding).
+
+    Inferred kind: text -> categorical; numbers with exactly two distinct values -> categorical (binary);
+    other numbers -> numeric. Levels are the union over silos, sorted (numerically when all are numbers);
+    the first is the reference. A column with about one value per row is refused (``check_not_identifying``).
+    """
+    from vcmc.silo.lca import _label
+
+    out = []
+    for name, kind in columns:
+        values = []
+        for silo, df in frames.items():
+            if name not in df.columns:
+                raise DataError(f"silo {silo!r}: {flag} column {name!r} is not in its file; found "
+                                f"{list(df.columns)}")
+            check_not_identifying(df[name], name, f"silo {silo!r}")
+            if flag == "--covariates" and df[name].isna().any():
+                raise DataError(f"silo {silo!r}: covariate {name!r} has {int(df[name].isna().sum())} missing "
+                                "value(s); StepMix's covariate model refuses missing covariates and so does vcmc "
+                                "(nothing is dropped silently): remove or impute those rows first")
+            values.extend(df[name].dropna().tolist())
+        if not values:
+            raise DataError(f"{flag} column {name!r} has no observed value in any silo")
+        numeric = all(_is_number(v) for v in values)
+        labels = {_label(float(v)) if numeric else str(v) for v in values}
+        if kind is None:
+            kind = "numeric" if numeric and len(labels) > 2 else "categorical"
+        if kind == "numeric" and not numeric:
+            raise DataError(f"{flag} column {name!r} is said to be numeric but holds text")
+        if kind == "categorical" and len(labels) < 2:
+            raise DataError(f"{flag} column {name!r} has a single observed level; it cannot be modelled")
+        out.append(AuxiliaryColumn(name, kind, _sort_levels(labels) if kind == "categorical" else ()))
+    return AuxiliarySpec(tuple(out))
+
+
+def lca_silos(frames: Mapping[str, pd.DataFrame], *, covariates=None, distal=None, schema=None, id_column=None,
+              na_values=("",), privacy=None, min_count: int = 1, exclude=()):
+    """LocalSilos from one data frame per silo (name -> frame); auxiliary columns kept out of the clustering.
+
+    ``exclude`` names further columns left out of the clustering (and not used at all).
+
+    Returns ``(silos, covariate_spec or None, distal_spec or None)``.
+    """
+    from vcmc.data import infer_schema
+    from vcmc.data.readers import from_dataframe
+    from vcmc.silo.local import LocalSilo
+
+    cov_cols = parse_columns(covariates, "--covariates")
+    dis_cols = parse_columns(distal, "--distal")
+    both = {n for n, _ in cov_cols} & {n for n, _ in dis_cols}
+    if both:
+        raise ConfigError(f"columns {sorted(both)} are given both as covariates and as distal outcomes")
+    aux_names = [n for n, _ in cov_cols + dis_cols]
+    na = set(na_values) | {""}
+    clustering, auxiliary = {}, {}
+    for name, df in frames.items():
+        missing = [c for c in aux_names if c not in df.columns]
+        if missing:
+            raise DataError(f"silo {name!r}: columns {missing} (covariates / distal outcomes) are not in its "
+                            f"file; found {list(df.columns)}")
+        absent = [c for c in exclude if c not in df.columns]
+        if absent:
+            raise DataError(f"silo {name!r}: excluded columns {absent} are not in its file")
+        df = df.drop(columns=list(exclude))
+        aux = df[aux_names].copy()
+        for c in aux_names:   # the same missing-value texts as the clustering columns, nothing else
+            aux[c] = aux[c].map(lambda v: np.nan if (v is None or (isinstance(v, str) and v in na)
+                                                     or (isinstance(v, float) and np.isnan(v))) else v)
+        auxiliary[name] = aux.reset_index(drop=True)
+        clustering[name] = df.drop(columns=aux_names)
+    # the auxiliary columns' coding first: their errors are the ones about the flags just typed
+    cov_spec = infer_spec(auxiliary, cov_cols, "--covariates") if cov_cols else None
+    dis_spec = infer_spec(auxiliary, dis_cols, "--distal") if dis_cols else None
+    if schema is None:
+        schema = infer_schema(list(clustering.values()), id_column=id_column, na_values=tuple(na),
+                              min_count=min_count)
+    silos = []
+    for name, df in clustering.items():
+        data = from_dataframe(df, schema=schema, name=name, id_column=id_column, na_values=tuple(na))
+        silos.append(LocalSilo(data, privacy=privacy, auxiliary=auxiliary[name]))
+    return silos, cov_spec, dis_spec
+
+
+@dataclass(frozen=True)
+class LcaAnalysis:
+    """One K: the measurement model, its classification error and the three-step models."""
+
+    fit: LcaFit
+    error: np.ndarray | None = None
+    covariates: CovariateFit | None = None
+    distal: DistalFit | None = None
+    variable_names: tuple[str, ...] = ()
+    modality_labels: tuple[tuple[str, ...], ...] = ()
+
+    def profiles_table(self) -> pd.DataFrame:
+        """Item-response probabilities (poLCA's ``probs``): cluster, variable, modality, probability, se.
+
+        Standard errors from the complete-data information at the estimate (``sqrt(p (1 - p) / N_kq)``,
+        ``N_kq`` the class's expected rows observing the variable): the usual poLCA-style approximation.
+        """
+        from vcmc.model import profile_offsets
+
+        f = self.fit
+        offsets = profile_offsets(f.n_modalities)
+        n_k = f.pi * f.n_rows
+        rows = []
+        for c in range(f.k):
+            for q in range(len(f.n_modalities)):
+                for m in range(f.n_modalities[q]):
+                    p = float(f.profiles[c, offsets[q] + m])
+                    se = float(np.sqrt(max(p * (1 - p), 0.0) / max(n_k[c], 1e-12)))
+                    rows.append({"cluster": c + 1, "variable": self.variable_names[q] if self.variable_names else q,
+                                 "modality": self.modality_labels[q][m] if self.modality_labels else m,
+                                 "probability": p, "se": se, "ci95_low": max(p - 1.96 * se, 0.0),
+                                 "ci95_high": min(p + 1.96 * se, 1.0)})
+        return pd.DataFrame(rows)
+
+
+def _schema_names(silos):
+    schema = silos[0].data.schema
+    return tuple(schema.names), tuple(tuple(str(m) for m in v.modalities) for v in schema.variables)
+
+
+def analyse(silos, k: int, *, covariates: AuxiliarySpec | None = None, distal: AuxiliarySpec | None = None,
+            n_starts: int = 10, max_iter: int = 1000, rng: RngLike = None, transport=None) -> LcaAnalysis:
+    """Fit the K-class model, then (optionally) the three-step covariate and distal models."""
+    from vcmc.federation.transport import InProcessTransport
+
+    tr = transport or InProcessTransport(silos)
+    names = list(tr.silos)
+    n_mod = silos[0].n_modalities if silos else ()
+    fit = fit_lca(tr.call, names, n_mod, int(k), n_starts=n_starts, max_iter=max_iter, rng=rng)
+    error = cov_fit = dis_fit = None
+    if covariates is not None or distal is not None:
+        error = classification_error(tr.call, names, fit)
+        if covariates is not None:
+            cov_fit = fit_covariates(tr.call, names, fit, covariates, error=error)
+        if distal is not None:
+            dis_fit = fit_distal(tr.call, names, fit, distal, error=error)
+    var_names, labels = _schema_names(silos)
+    return LcaAnalysis(fit=fit, error=error, covariates=cov_fit, distal=dis_fit, variable_names=var_names,
+                       modality_labels=labels)
+
+
+def waic(transport, fit: LcaFit, *, n_draws: int = 200, rng: RngLike = None) -> float:
+    """WAIC (deviance scale, ``-2 elpd_waic``) of the ML fit, from the silos' WAIC sums (docs/design.md §15.2).
+
+    The draws are those of the mean-field posterior at the estimate (weights ``Dirichlet(1 + N_k)``,
+    profiles ``Dirichlet(1 + N_kqm)`` from the expected counts): the variational posterior of a K-class
+    model, so that the ML fits of every K get a WAIC on the same footing. The silos compute the sums of
+    ``log mean p(x_i | theta_t)`` and ``var log p(x_i | theta_t)`` over their rows (the assessment request).
+    """
+    from vcmc.lca.em import estep
+    from vcmc.model import profile_offsets
+    from vcmc.protocol import AssessRequest
+
+    gen = as_generator(rng)
+    names = list(transport.silos)
+    totals = estep(transport.call, names, fit.pi, fit.profiles)
+    offsets = profile_offsets(fit.n_modalities)
+    pi = gen.dirichlet(1.0 + totals.cluster, size=n_draws)
+    prof = np.empty((n_draws, fit.k, int(offsets[-1])))
+    for c in range(fit.k):
+        for q in range(len(fit.n_modalities)):
+            sl = slice(offsets[q], offsets[q + 1])
+            prof[:, c, sl] = gen.dirichlet(1.0 + totals.modality[c, sl], size=n_draws)
+    seed = int(gen.integers(2**63))
+    requests = {n: AssessRequest(pi=pi, profiles=prof, pairs=np.zeros((0, 2), dtype=np.int64), seed_entropy=seed,
+                                 spawn_key=(15, i)) for i, n in enumerate(names)}
+    replies = transport.call(requests)
+    failed = [n for n, r in replies.items() if isinstance(r, Exception)]
+    if failed:
+        return float("nan")
+    return float(-2.0 * sum(float(replies[n].elpd) for n in names))
+
+
+def compare(silos, ks: Sequence[int], *, n_starts: int = 10, max_iter: int = 1000, rng: RngLike = None,
+            waic_draws: int = 200, transport=None) -> tuple[pd.DataFrame, dict[int, LcaFit]]:
+    """Fit every K of ``ks`` and tabulate ``COMPARISON_COLUMNS`` (one row per K)."""
+    from vcmc.federation.transport import InProcessTransport
+
+    ks = [int(k) for k in ks]
+    if not ks or min(ks) < 1:
+        raise ConfigError(f"compare needs numbers of classes >= 1; got {ks}")
+    tr = transport or InProcessTransport(silos)
+    seeds = as_seed_sequence(rng).spawn(len(ks))
+    rows, fits = [], {}
+    for k, seed in zip(ks, seeds, strict=True):
+        fit_rng, waic_rng = seed.spawn(2)
+        fit = fit_lca(tr.call, list(tr.silos), silos[0].n_modalities, k, n_starts=n_starts, max_iter=max_iter,
+                      rng=fit_rng)
+        fits[k] = fit
+        w = waic(tr, fit, n_draws=waic_draws, rng=waic_rng) if waic_draws > 0 else float("nan")
+        rows.append({"k": k, **fit.statistics, "waic": w})
+    return pd.DataFrame(rows, columns=list(COMPARISON_COLUMNS)), fits
+
+
+def three_step_at(silo_data, auxiliary, pi, profiles, *, covariates=None, distal=None) -> LcaAnalysis:
+    """The three-step models on a given measurement model (the estimator's fitted point), federated.
+
+    ``silo_data``: the fit's ``SiloData``; ``auxiliary``: one row-aligned frame per silo holding the
+    covariate and outcome columns; ``covariates``, ``distal``: column names (``COL[:kind]``).
+    """
+    from vcmc.federation.transport import InProcessTransport
+    from vcmc.lca.em import point_fit
+    from vcmc.silo.local import LocalSilo
+
+    if len(auxiliary) != len(silo_data):
+        raise DataError(f"give one frame of covariates / outcomes per silo: {len(silo_data)} silos, "
+                        f"{len(auxiliary)} frames")
+    for d, frame in zip(silo_data, auxiliary, strict=True):
+        if len(frame) != d.n_rows:
+            raise DataError(f"silo {d.name!r}: its covariate / outcome frame has {len(frame)} rows, the silo "
+                            f"{d.n_rows}")
+    frames = {d.name: f.reset_index(drop=True) for d, f in zip(silo_data, auxiliary, strict=True)}
+    cov_spec = infer_spec(frames, parse_columns(covariates, "covariates"), "--covariates") if covariates else None
+    dis_spec = infer_spec(frames, parse_columns(distal, "distal"), "--distal") if distal else None
+    silos = [LocalSilo(d, auxiliary=frames[d.name]) for d in silo_data]
+    tr = InProcessTransport(silos)
+    names = list(tr.silos)
+    fit = point_fit(tr.call, names, silos[0].n_modalities, pi, profiles)
+    error = classification_error(tr.call, names, fit)
+    cov_fit = fit_covariates(tr.call, names, fit, cov_spec, error=error) if cov_spec else None
+    dis_fit = fit_distal(tr.call, names, fit, dis_spec, error=error) if dis_spec else None
+    var_names, labels = _schema_names(silos)
+    return LcaAnalysis(fit=fit, error=error, covariates=cov_fit, distal=dis_fit, variable_names=var_names,
+                       modality_labels=labels)

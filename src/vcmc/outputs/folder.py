@@ -1,0 +1,121 @@
+"""``--out``: a folder that exists or can be created, writable, held by this run alone, and left without the
+temporary files of a run that was killed."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+from vcmc.exceptions import VcmcError
+from vcmc.outputs import lock, signals
+
+#: What a run of ``vcmc fit`` writes into ``--out`` (a folder holding any of them holds a run's results).
+RESULT_NAMES = ("result.json", "assignments.csv", "profiles.csv", "posterior.nc", "memberships.csv",
+                "schema.json", "report.html", "characterisation.csv")
+#: The files that make one result set (``predict`` and ``report`` read them; they must come from one run).
+CORE_NAMES = ("result.json", "assignments.csv", "profiles.csv", "posterior.nc", "memberships.csv", "schema.json")
+OUTPUT_NAMES = (*RESULT_NAMES, "summaries", "silo-state", ".vcmc-run.json")
+#: Sub-folders a run writes temporary files into.
+_TEMP_FOLDERS = ("", "silo-state", "summaries", "figures")
+
+
+class OutputError(VcmcError):
+    """``--out`` cannot take the run's results (not a folder, not writable, too little room, another run's)."""
+
+
+def check_out_dir(text, *, command: str = "vcmc", flag: str = "--out") -> Path:
+    """``--out`` is a folder that exists or can be created, and a file can be written in it; then this
+    process holds its lock (:mod:`vcmc.outputs.lock`), SIGTERM/SIGHUP end the run like Ctrl-C, and the
+    temporary files a killed run left are removed (no other run can be writing them: the lock is ours)."""
+    if text is None or not str(text).strip():
+        raise OutputError(f"{flag} must name a folder for the results; got {text!r} (an empty name would write "
+                          "into the working folder). Give e.g. --out results/run1")
+    out = Path(text)
+    if out.exists() and not out.is_dir():
+        raise OutputError(f"{flag} {text}: is a file, not a folder; choose a folder for the results (it is "
+                          "created if it does not exist)")
+    parent = out
+    while not parent.exists():     # the nearest existing ancestor: a file there also blocks the folder
+        parent = parent.parent
+    if not parent.is_dir():
+        raise OutputError(f"{flag} {text}: {parent} is a file, so the folder cannot be created")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".vcmc-probe.", dir=out)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise OutputError(f"{flag} {text}: cannot write there ({err.strerror or err}); choose a folder you can "
+                          "write to") from None
+    lock.acquire(out, command)
+    signals.end_like_ctrl_c()
+    remove_leftovers(out)
+    return out
+
+
+def leftovers(out: Path) -> list[Path]:
+    """Temporary files of interrupted writes (``vcmc.atomic`` names them ``.<stem>.<random>.tmp<suffix>``)."""
+    found = []
+    for sub in _TEMP_FOLDERS:
+        folder = out / sub if sub else out
+        if folder.is_dir():
+            found += [p for p in folder.iterdir() if p.name.startswith(".") and ".tmp" in p.name and p.is_file()]
+    return sorted(found)
+
+
+def remove_leftovers(out: Path) -> list[Path]:
+    """Remove what :func:`leftovers` finds; only under this process's lock of ``out``."""
+    if not lock.holds(out):
+        raise RuntimeError(f"remove_leftovers({out}) without holding its lock")
+    gone = leftovers(out)
+    for p in gone:
+        with contextlib.suppress(FileNotFoundError):
+            p.unlink()
+    return gone
+
+
+def remove_stale(out: Path, written) -> None:
+    """After ``--overwrite``: the earlier run's result files this run did not write (they would not match)."""
+    keep = {Path(p).name for p in written}
+    for name in RESULT_NAMES:
+        if name not in keep:
+            with contextlib.suppress(FileNotFoundError):
+                (out / name).unlink()
+
+
+def same_folder(a, b) -> bool:
+    with contextlib.suppress(OSError):
+        return Path(a).resolve() == Path(b).resolve()
+    return False
+
+
+def check_simulation_folder(out: Path, *, design: str, seed: int, overwrite: bool) -> None:
+    """``vcmc simulate --out``: a folder holding another simulation (another design or seed) or a fit's
+    results is refused unless ``--overwrite``; the same simulation again rewrites the same files."""
+    import json
+
+    truth = out / "truth.json"
+    if (out / "result.json").exists() and not overwrite:
+        raise OutputError(f"--out {out} holds the results of a vcmc fit; choose another --out for the simulated "
+                          "files, or add --overwrite")
+    if not truth.is_file() or overwrite:
+        return
+    try:
+        previous = json.loads(truth.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        previous = {}
+    if previous.get("design") != design or str(previous.get("seed")) != str(seed):
+        raise OutputError(f"--out {out} holds another simulation (design {previous.get('design')!r}, seed "
+                          f"{previous.get('seed')}): it is kept; choose another --out, or add --overwrite to "
+                          "replace it")
+
+
+def remove_other_silo_files(out: Path, written) -> None:
+    """After a simulation: silo files an earlier simulation with more silos left (they would be read as
+    silos of this one by ``vcmc fit out/silo_*.csv``)."""
+    keep = {Path(p).name for p in written}
+    for p in out.glob("silo_*.csv"):
+        if p.name not in keep:
+            p.unlink()

@@ -1,0 +1,667 @@
+"""The one gate at the silo boundary: every request is admitted by it and every reply released by it.
+
+``LocalSilo.handle`` is the silo's only entry point and calls ``Gate.admit`` on the request before any
+handler runs and ``Gate.release`` on the reply before it is returned (docs/federation.md, "Threat model"
+and "Disclosure table"). The silo's operator sets the limits: the disclosure limits of ``PrivacyConfig``
+(which the server can only tighten) and the operator-only ``SiloPolicy`` (which the server cannot touch).
+
+``admit`` (request validation, ``vcmc.silo.requests_check`` holds the shape and probability rules):
+    allow-list of request types; per-run budget of each type (counted in the silo's log); the run order
+    (nothing but hello and summarize before the silo's own summary exists); strategies that cannot be made
+    safe refused unless allowed; caps on iterations and CPU time; the global posterior draws announced once
+    per summary and checked against what the silo sent; assign and assess restricted to announced draws.
+``release`` (one rule per reply type, ``RELEASE_RULES``; a reply type without a rule is never sent):
+    the minimum cluster size on every per-cluster quantity (soft expected counts included), suppression
+    and rounding of every count, DP noise with the stricter epsilon of operator and server, the schema
+    fingerprint keyed per run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import hmac
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping
+
+import numpy as np
+
+from vcmc.config import PrivacyConfig, config_from_mapping
+from vcmc.exceptions import ConfigError, DisclosureError, NotFittedError
+from vcmc.protocol import (
+    AnnounceReply,
+    AnnounceRequest,
+    AssessReply,
+    AssessRequest,
+    AssignReply,
+    AssignRequest,
+    CountsReply,
+    CountsRequest,
+    DivergenceReply,
+    DivergenceRequest,
+    ErrorReply,
+    HelloReply,
+    HelloRequest,
+    Message,
+    SiloSummary,
+    SummarizeRequest,
+)
+from vcmc.protocol.lca import (
+    LcaClassifyReply,
+    LcaClassifyRequest,
+    LcaEStepReply,
+    LcaEStepRequest,
+    LcaStructuralReply,
+    LcaStructuralRequest,
+)
+from vcmc.silo import requests_check as rc
+from vcmc.silo.disclosure import protect_counts, round_counts, suppress_small_cells
+
+silo_log = logging.getLogger("vcmc.silo")
+
+REQUEST_NAME: dict[type[Message], str] = {
+    HelloRequest: "hello", SummarizeRequest: "summarize", DivergenceRequest: "divergence",
+    CountsRequest: "counts", AnnounceRequest: "announce", AssignRequest: "assign", AssessRequest: "assess",
+    LcaEStepRequest: "lca_estep", LcaClassifyRequest: "lca_classify", LcaStructuralRequest: "lca_structural",
+}
+"""The operator's name of each request type (allow-list, budgets, node config keys)."""
+
+SAFE_STRATEGIES = ("contingency",)
+UNSAFE_STRATEGIES = ("federated-gradient", "design", "lca")
+"""Strategies (and "lca", the maximum-likelihood latent class analysis, docs/design.md §15) whose round trips let the server choose the parameters at which a silo sums its rows
+(docs/federation.md, "Strategies that cannot be made safe"): refused unless the operator allows them."""
+
+DEFAULT_BUDGET = {"hello": None, "summarize": 4, "divergence": 5000, "announce": 4, "assign": 2, "assess": 1,
+                  "counts": 5000, "lca_estep": 20000, "lca_classify": 200, "lca_structural": 20000}
+"""Requests of each type a run may make (None: no limit). A summarize request is retried after a failure;
+the honest server sends one assign and one assess per run."""
+
+
+@dataclasses.dataclass(frozen=True)
+class SiloPolicy:
+    """Operator-only limits of the silo boundary (the server's configuration cannot change them).
+
+    Attributes
+    ----------
+    allowed_requests : tuple of str
+        Request types the silo answers (``REQUEST_NAME`` values); any other is refused.
+    allowed_strategies : tuple of str
+        Aggregation strategies the silo takes part in. The default is ``("contingency",)``: the
+        "federated-gradient" and "design" strategies need count round trips at parameters the server chooses
+        and are refused unless listed here.
+    budget : mapping of str to int or None
+        Most requests of each type per run (missing types: ``DEFAULT_BUDGET``).
+    max_iterations : int or None
+        Most Gibbs iterations (all chains together) a summarize request may ask for.
+    max_cpu_seconds : float or None
+        Most CPU seconds of the sampler (checked as it runs, between blocks of iterations).
+    profile_floor : float
+        Server-chosen probabilities (profiles, weights of divergence references) are raised to at least this
+        before use, so no row's likelihood can be made exactly 0 by the server.
+    draw_tolerance : float
+        Largest total-variation distance, per variable, between an announced global profile draw and the
+        silo's own profile of a local cluster mapped to it (the consistency check of ``AnnounceRequest``).
+    max_draws, max_clusters, max_pairs : int
+        Shape caps of every server-chosen array.
+    require_announcement : bool
+        Assign and assess requests are answered only after the global draws were announced, and the draws
+        are announced once per summary (default). False (the analyst's own session): assign and assess may
+        come without an announcement and a new announcement replaces the last (the server steps re-run on
+        the same summaries); once draws are announced, later requests must use them whatever this says.
+    fingerprint_key : str
+        A secret the silos' operators share out of band; the schema fingerprint sent is keyed with it and the
+        run id, so it cannot be inverted offline (empty: keyed with the run id only).
+    """
+
+    allowed_requests: tuple[str, ...] = tuple(REQUEST_NAME.values())
+    allowed_strategies: tuple[str, ...] = SAFE_STRATEGIES
+    budget: Mapping[str, int | None] = dataclasses.field(default_factory=dict)
+    max_iterations: int | None = None
+    max_cpu_seconds: float | None = None
+    profile_floor: float = 1e-12
+    draw_tolerance: float = 0.6
+    max_draws: int = 20000
+    max_clusters: int = 500
+    max_pairs: int = 20000
+    fingerprint_key: str = ""
+    require_announcement: bool = True
+
+    def __post_init__(self):
+        names = set(REQUEST_NAME.values())
+        bad = [r for r in self.allowed_requests if r not in names]
+        if bad:
+            raise ConfigError(f"allowed requests must be among {sorted(names)}; got {bad}")
+        known = set(SAFE_STRATEGIES + UNSAFE_STRATEGIES)
+        bad = [s for s in self.allowed_strategies if s not in known]
+        if bad:
+            raise ConfigError(f"allowed strategies must be among {sorted(known)}; got {bad}")
+        bad = [k for k, v in self.budget.items() if k not in names or (v is not None and int(v) < 0)]
+        if bad:
+            raise ConfigError(f"request budgets must name request types {sorted(names)} with counts >= 0; "
+                              f"got {bad}")
+        if not (0 < float(self.profile_floor) < 1e-3):
+            raise ConfigError(f"profile_floor must be in (0, 1e-3); got {self.profile_floor!r}")
+        if self.max_iterations is not None and int(self.max_iterations) < 1:
+            raise ConfigError(f"max_iterations must be >= 1; got {self.max_iterations!r}")
+        if self.max_cpu_seconds is not None and not float(self.max_cpu_seconds) > 0:
+            raise ConfigError(f"max_cpu_seconds must be > 0; got {self.max_cpu_seconds!r}")
+
+    @classmethod
+    def own_data(cls) -> SiloPolicy:
+        """The policy of a silo built in the analyst's own Python session (``LocalSilo`` without a policy):
+        the analyst is the data's operator and chose the strategy, so every strategy is allowed, budgets are
+        unlimited, assign/assess may come without an announcement (then with any valid draws) and a new
+        announcement replaces the last; the release
+        rules, the run order, the shape and probability checks, and the announced draws once announced, hold."""
+        return cls(allowed_strategies=SAFE_STRATEGIES + UNSAFE_STRATEGIES,
+                   budget={k: None for k in REQUEST_NAME.values()}, require_announcement=False)
+
+    def budget_of(self, name: str) -> int | None:
+        value = self.budget.get(name, DEFAULT_BUDGET[name])
+        return None if value is None else int(value)
+
+
+def _digest_rows(a: np.ndarray) -> list[str]:
+    """sha256 of each row's float64 bytes: a later request's draw must be byte-identical to an announced one."""
+    a = np.ascontiguousarray(np.asarray(a, dtype=np.float64))
+    return [hashlib.sha256(a[i].tobytes()).hexdigest()[:32] for i in range(a.shape[0])]
+
+
+@dataclasses.dataclass
+class _RunState:
+    """What the gate remembers within a run (exported with the silo's state; discarded with the run)."""
+
+    counts: dict[str, int] = dataclasses.field(default_factory=dict)
+    summarized: bool = False
+    strategy: str = ""
+    beta: float = 0.5
+    announced: bool = False
+    assignment: list[int] | None = None
+    n_global: int = 0
+    pi_rows: list[str] = dataclasses.field(default_factory=list)
+    profile_rows: list[str] = dataclasses.field(default_factory=list)
+    out_dir_written: bool = False
+    noise_entropy: int = 0
+    noise_key: list[int] = dataclasses.field(default_factory=list)
+    n_releases: int = 0
+
+
+class Gate:
+    """The silo boundary of one ``LocalSilo``: ``admit`` every request, ``release`` every reply.
+
+    Parameters
+    ----------
+    silo : LocalSilo
+        The silo it guards (read for its data shape, operator limits and local posterior).
+    policy : SiloPolicy
+    run_key : str or None
+        The run's identity (Flower: the run id); keys the schema fingerprint. None in the analyst's own
+        session (the fingerprint is sent as it is: nobody else receives it).
+    """
+
+    def __init__(self, silo, policy: SiloPolicy, *, run_key: str | None = None):
+        self.silo = silo
+        self.policy = policy
+        self.run_key = run_key
+        self.state = _RunState()
+
+    # -- the two doors ------------------------------------------------------------------------------------
+
+    def admit(self, request: Message) -> Message:
+        """Validate ``request`` against the protocol and the operator's limits; returns the request to answer
+        (server-chosen probabilities floored). Raises ``DisclosureError`` or ``ConfigError`` (their text holds
+        names, shapes and limits only)."""
+        name = REQUEST_NAME.get(type(request))
+        if name is None:
+            raise ConfigError(f"silo {self.silo.name!r} cannot answer a "
+                              f"{getattr(request, 'KIND', type(request).__name__)!r} message")
+        if name not in self.policy.allowed_requests:
+            raise DisclosureError(f"silo {self.silo.name!r}: its operator does not allow {name} requests")
+        # the latent class analysis has no summary: its requests, and its WAIC round (an assess request), come
+        # without one where the operator allows "lca" (its assess then still needs announced draws where the
+        # policy requires an announcement, so a deployment's LCA gives no WAIC)
+        lca = "lca" in self.policy.allowed_strategies and (name.startswith("lca_") or name == "assess")
+        if name not in ("hello", "summarize") and not lca and not self.state.summarized:
+            raise NotFittedError(f"silo {self.silo.name!r} received a {name} request before a summarize request "
+                                 "of this run (or lost its state); only hello and summarize requests come first")
+        used = self.state.counts.get(name, 0) + 1
+        limit = self.policy.budget_of(name)
+        if limit is not None and used > limit:
+            silo_log.warning("silo %r refused %s request number %d of this run (budget %d)", self.silo.name,
+                             name, used, limit)
+            raise DisclosureError(f"silo {self.silo.name!r}: the run's budget of {name} requests ({limit}) is "
+                                  "spent")
+        self.state.counts[name] = used
+        silo_log.info("silo %r: %s request %d of this run (budget %s)", self.silo.name, name, used,
+                      "unlimited" if limit is None else limit)
+        return ADMIT_RULES[type(request)](self, request)
+
+    def release(self, request: Message, reply: Message) -> Message:
+        """The reply as it may leave the silo: every rule of the operator's limits applied."""
+        rule = RELEASE_RULES.get(type(reply))
+        if rule is None:
+            raise DisclosureError(f"silo {self.silo.name!r}: a {getattr(reply, 'KIND', type(reply).__name__)!r} "
+                                  "reply has no disclosure rule and is not sent")
+        expected = _REPLY_OF.get(type(request))
+        if expected is not None and type(reply) is not expected:
+            raise DisclosureError(f"silo {self.silo.name!r}: a {request.KIND!r} is answered by a "
+                                  f"{expected.KIND!r}, not a {reply.KIND!r}")
+        self.state.n_releases += 1
+        return rule(self, request, reply)
+
+    # -- limits in force --------------------------------------------------------------------------------
+
+    @property
+    def privacy(self) -> PrivacyConfig:
+        return self.silo.privacy_in_force
+
+    @property
+    def min_size(self) -> int:
+        return max(int(self.privacy.min_cluster_size), 1)
+
+    def noise_rng(self) -> np.random.Generator:
+        """Stream of the noise of one release (used only with ``secure_noise=False``): a child of the
+        summarize request's noise seed, one per release, so repeated releases get fresh noise."""
+        seq = np.random.SeedSequence(int(self.state.noise_entropy),
+                                     spawn_key=(*self.state.noise_key, 7, int(self.state.n_releases)))
+        return np.random.default_rng(seq)
+
+    def protect_table(self, counts: np.ndarray, privacy: PrivacyConfig, rng) -> tuple[np.ndarray, int]:
+        """DP noise, suppression and rounding of a cluster-by-modality table (``protect_counts``)."""
+        return protect_counts(counts, privacy, rng, n_modalities=self.silo.n_modalities,
+                              secure=self.silo.secure_noise)
+
+    def cpu_guard(self, progress: Callable | None) -> Callable | None:
+        """The sampler's progress callback, raising once the operator's CPU-time cap is passed."""
+        cap = self.policy.max_cpu_seconds
+        if cap is None:
+            return progress
+        start = time.process_time()
+
+        def guarded(n):
+            if time.process_time() - start > float(cap):
+                raise DisclosureError(f"silo {self.silo.name!r}: the sampler passed its operator's CPU-time cap "
+                                      f"({float(cap):g} s)")
+            if progress is not None:
+                progress(n)
+
+        return guarded
+
+    def fingerprint(self, plain: str) -> str:
+        """The schema fingerprint as sent: plain in the analyst's session; in a deployment an HMAC keyed
+        with the operators' shared secret and the run id (equal across the silos of one run, different
+        from run to run, and not invertible offline without the secret)."""
+        if self.run_key is None:
+            return plain
+        key = f"{self.policy.fingerprint_key}|{self.run_key}".encode()
+        return "hmac-" + hmac.new(key, plain.encode(), hashlib.sha256).hexdigest()[:40]
+
+    def may_write_out_dir(self) -> bool:
+        """True once per run: only the first assign of a run writes the silo's out-dir."""
+        if self.state.out_dir_written:
+            silo_log.warning("silo %r: a second assign request in this run; out-dir not written again",
+                             self.silo.name)
+            return False
+        self.state.out_dir_written = True
+        return True
+
+    # -- state ----------------------------------------------------------------------------------------------
+
+    def export_state(self) -> dict[str, np.ndarray]:
+        return {"gate.state": np.asarray([json.dumps(dataclasses.asdict(self.state))])}
+
+    def restore_state(self, state: Mapping) -> None:
+        if "gate.state" in state:
+            self.state = _RunState(**json.loads(str(np.asarray(state["gate.state"]).ravel()[0])))
+
+
+# -- admission rules, one per request type ------------------------------------------------------------------
+
+def _admit_hello(gate: Gate, request: HelloRequest) -> HelloRequest:
+    return request
+
+
+def _admit_summarize(gate: Gate, request: SummarizeRequest) -> SummarizeRequest:
+    try:
+        config = config_from_mapping(json.loads(request.config_json))
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"summarize: the request's configuration is not valid ({type(exc).__name__})") from None
+    strategy = config.aggregation.strategy
+    if strategy not in gate.policy.allowed_strategies:
+        raise DisclosureError(f"silo {gate.silo.name!r}: its operator does not allow the {strategy!r} strategy "
+                              "(its count round trips sum the silo's rows at parameters the server chooses; "
+                              "docs/federation.md)")
+    total = int(config.sampler.n_iter) * int(config.sampler.n_chains)
+    cap = gate.policy.max_iterations
+    if cap is not None and total > int(cap):
+        raise DisclosureError(f"silo {gate.silo.name!r}: the request asks for {total} Gibbs iterations "
+                              f"(iterations x chains); its operator allows at most {int(cap)}")
+    if not 1 <= int(request.n_silos) <= 10000 or len(request.spawn_key) > 16:
+        raise ConfigError("summarize: n_silos must be in [1, 10000] and the spawn key at most 16 numbers")
+    if int(config.postprocess.summary_draws) > gate.policy.max_draws:
+        raise ConfigError(f"summarize: at most {gate.policy.max_draws} summary draws may be asked for")
+    st = gate.state
+    st.summarized, st.announced, st.strategy = False, False, strategy
+    st.beta = float(config.prior.beta)
+    st.assignment, st.pi_rows, st.profile_rows = None, [], []
+    noise = np.random.SeedSequence(int(request.seed_entropy), spawn_key=tuple(int(k) for k in request.spawn_key))
+    st.noise_entropy, st.noise_key = int(noise.entropy), [int(k) for k in noise.spawn_key]
+    return request
+
+
+def _admit_divergence(gate: Gate, request: DivergenceRequest) -> DivergenceRequest:
+    p = gate.silo.n_columns
+    pi = rc.probabilities("divergence reference_pi", request.reference_pi, ndim=1, floor=0.0, sums_to_one=True)
+    c = pi.shape[0]
+    rc.cap("divergence", clusters=c, max_clusters=gate.policy.max_clusters)
+    prof = rc.profiles("divergence reference_profiles", request.reference_profiles, (c, p),
+                       gate.silo.n_modalities, floor=gate.policy.profile_floor)
+    if request.rule not in ("penalised", "augmented"):
+        raise ConfigError(f"divergence: rule must be 'penalised' or 'augmented'; got {request.rule!r}")
+    if not (np.isfinite(request.penalty_multiplier) and 0 < float(request.penalty_multiplier) <= 1e6):
+        raise ConfigError("divergence: penalty_multiplier must be finite and in (0, 1e6]")
+    return dataclasses.replace(request, reference_pi=pi, reference_profiles=prof)
+
+
+def _admit_counts(gate: Gate, request: CountsRequest) -> CountsRequest:
+    if gate.state.strategy not in UNSAFE_STRATEGIES and not set(UNSAFE_STRATEGIES) & set(
+            gate.policy.allowed_strategies):
+        raise DisclosureError(f"silo {gate.silo.name!r}: counts requests belong to the federated-gradient and "
+                              f"design strategies; this run's summary was for {gate.state.strategy!r}")
+    n_global = int(request.n_global)
+    rc.cap("counts", clusters=n_global, max_clusters=gate.policy.max_clusters)
+    if request.mode == "soft":
+        if request.pi is None or request.profiles is None:
+            raise ConfigError("a soft counts request needs pi (M, C) and profiles (M, C, P)")
+        pi = rc.probabilities("counts pi", request.pi, ndim=2, floor=0.0, sums_to_one=True)
+        rc.cap("counts", draws=pi.shape[0], max_draws=gate.policy.max_draws)
+        prof = rc.profiles("counts profiles", request.profiles, (*pi.shape, gate.silo.n_columns),
+                           gate.silo.n_modalities, floor=gate.policy.profile_floor)
+        return dataclasses.replace(request, pi=pi, profiles=prof)
+    if request.mode != "hard":
+        raise ConfigError(f"counts request mode must be 'soft' or 'hard'; got {request.mode!r}")
+    if not gate.privacy.share_counts:
+        raise DisclosureError(f"silo {gate.silo.name!r} does not send count tables: its operator set "
+                              "share-counts = false")
+    return request
+
+
+def _admit_announce(gate: Gate, request: AnnounceRequest) -> AnnounceRequest:
+    st = gate.state
+    if st.announced and gate.policy.require_announcement:
+        raise DisclosureError(f"silo {gate.silo.name!r}: the global draws of this run were announced already "
+                              "(once per summary)")
+    local = gate.silo.local
+    n_global = int(request.n_global)
+    rc.cap("announce", clusters=n_global, max_clusters=gate.policy.max_clusters)
+    assignment = rc.assignment("announce", request.assignment, local.n_clusters, n_global)
+    pi = rc.probabilities("announce pi", request.pi, ndim=2, floor=0.0, sums_to_one=True)
+    profiles = rc.profiles("announce profiles", request.profiles, (None, n_global, gate.silo.n_columns),
+                           gate.silo.n_modalities, floor=0.0)
+    rc.cap("announce", draws=max(pi.shape[0], profiles.shape[0]), max_draws=gate.policy.max_draws)
+    if pi.shape[1] != n_global:
+        raise ConfigError(f"announce: pi must have {n_global} columns; got shape {pi.shape}")
+    rc.check_weights_are_the_silos(pi, local.pi_draws, assignment, n_global, silo=gate.silo.name)
+    rc.check_profiles_near_the_silos(profiles, local, assignment, gate.silo.n_modalities,
+                                     tolerance=gate.policy.draw_tolerance, silo=gate.silo.name)
+    st.announced, st.assignment, st.n_global = True, assignment.tolist(), n_global
+    st.pi_rows, st.profile_rows = _digest_rows(pi), _digest_rows(profiles.reshape(profiles.shape[0], -1))
+    return request
+
+
+def _require_announced(gate: Gate, what: str) -> bool:
+    """True when draws were announced (later requests must use them); raises if they must have been."""
+    if gate.state.announced:
+        return True
+    if gate.policy.require_announcement:
+        raise DisclosureError(f"silo {gate.silo.name!r}: a {what} request needs the run's global draws "
+                              "announced first (AnnounceRequest)")
+    return False
+
+
+def _check_announced_draws(gate: Gate, what: str, pi: np.ndarray, profiles: np.ndarray) -> None:
+    known_pi, known_prof = set(gate.state.pi_rows), set(gate.state.profile_rows)
+    if not set(_digest_rows(pi)) <= known_pi or not set(
+            _digest_rows(profiles.reshape(profiles.shape[0], -1))) <= known_prof:
+        raise DisclosureError(f"silo {gate.silo.name!r}: the {what} request uses draws that were not announced "
+                              "in this run")
+
+
+def _admit_assign(gate: Gate, request: AssignRequest) -> AssignRequest:
+    announced = _require_announced(gate, "assign")
+    st = gate.state
+    n_global = int(request.n_global)
+    rc.cap("assign", clusters=n_global, max_clusters=gate.policy.max_clusters)
+    if announced and (n_global != st.n_global or np.asarray(request.assignment).ravel().tolist() != st.assignment):
+        raise DisclosureError(f"silo {gate.silo.name!r}: the assign request's matching differs from the one "
+                              "announced in this run")
+    if (request.pi is None) != (request.profiles is None):
+        raise ConfigError("assign: pi and profiles come together or not at all")
+    if request.pi is None:
+        return request
+    pi = np.atleast_2d(np.asarray(request.pi, dtype=np.float64))
+    profiles = np.asarray(request.profiles, dtype=np.float64)
+    if profiles.ndim == 2:
+        profiles = profiles[None]
+    if pi.ndim != 2 or profiles.ndim != 3 or pi.shape[0] != profiles.shape[0]:
+        raise ConfigError(f"assign: pi and profiles must be draws of the same clusters; got shapes {pi.shape} and "
+                          f"{profiles.shape}")
+    rc.cap("assign", draws=pi.shape[0], max_draws=gate.policy.max_draws)
+    if announced:
+        _check_announced_draws(gate, "assign", pi, profiles)
+    pi = rc.probabilities("assign pi", pi, ndim=2, floor=0.0, sums_to_one=True)
+    prof = rc.profiles("assign profiles", profiles, (pi.shape[0], n_global, gate.silo.n_columns),
+                       gate.silo.n_modalities, floor=gate.policy.profile_floor)
+    return dataclasses.replace(request, pi=pi, profiles=prof)
+
+
+def _admit_assess(gate: Gate, request: AssessRequest) -> AssessRequest:
+    if gate.privacy.dp_epsilon is not None:
+        raise DisclosureError(f"silo {gate.silo.name!r} does not take part in model assessment under "
+                              "differential privacy (its whole-silo sums are not noised)")
+    announced = _require_announced(gate, "assess")
+    pi = np.asarray(request.pi, dtype=np.float64)
+    profiles = np.asarray(request.profiles, dtype=np.float64)
+    if pi.ndim != 2 or profiles.ndim != 3 or pi.shape[0] != profiles.shape[0]:
+        raise ConfigError(f"assess: pi must be (R, C) draws and profiles (R, C, P) draws of the same clusters; "
+                          f"got shapes {pi.shape} and {profiles.shape}")
+    rc.cap("assess", draws=pi.shape[0], max_draws=gate.policy.max_draws)
+    if announced:
+        _check_announced_draws(gate, "assess", pi, profiles)
+    pi = rc.probabilities("assess pi", pi, ndim=2, floor=0.0, sums_to_one=True)
+    pairs = np.asarray(request.pairs)
+    if pairs.size and (pairs.dtype.kind not in "iu" or pairs.reshape(-1, 2).shape[0] > gate.policy.max_pairs):
+        raise ConfigError(f"assess: pairs must be at most {gate.policy.max_pairs} pairs of integer columns")
+    if len(request.spawn_key) > 16:
+        raise ConfigError("assess: the spawn key must be at most 16 numbers")
+    prof = rc.profiles("assess profiles", profiles, (pi.shape[0], pi.shape[1], gate.silo.n_columns),
+                       gate.silo.n_modalities, floor=gate.policy.profile_floor)
+    return dataclasses.replace(request, profiles=prof)
+
+
+def _admit_lca(gate: Gate, request):
+    """The latent class analysis: EM rounds at parameters the server chooses, so allowed only where the
+    operator lists "lca" (like the count round-trip strategies); parameters finite, floored, capped."""
+    if "lca" not in gate.policy.allowed_strategies:
+        raise DisclosureError(f"silo {gate.silo.name!r}: its operator does not allow the 'lca' analysis (its "
+                              "E-step sums are taken at parameters the server chooses; docs/federation.md)")
+    pi = rc.probabilities("lca pi", request.pi, ndim=1, floor=0.0, sums_to_one=False)
+    rc.cap("lca", clusters=pi.shape[0], max_clusters=gate.policy.max_clusters)
+    prof = rc.profiles("lca profiles", request.profiles, (pi.shape[0], gate.silo.n_columns), gate.silo.n_modalities,
+                       floor=gate.policy.profile_floor)
+    if np.array_equal(prof, np.asarray(request.profiles, dtype=np.float64)):
+        return request                       # unchanged (an honest fit's profiles are above the floor)
+    return dataclasses.replace(request, profiles=prof)
+
+
+ADMIT_RULES: dict[type[Message], Callable] = {
+    HelloRequest: _admit_hello, SummarizeRequest: _admit_summarize, DivergenceRequest: _admit_divergence,
+    CountsRequest: _admit_counts, AnnounceRequest: _admit_announce, AssignRequest: _admit_assign,
+    AssessRequest: _admit_assess, LcaEStepRequest: _admit_lca, LcaClassifyRequest: _admit_lca,
+    LcaStructuralRequest: _admit_lca,
+}
+
+
+# -- release rules, one per reply type ----------------------------------------------------------------------
+
+def _small(values: np.ndarray, minimum: int) -> np.ndarray:
+    """Entries describing fewer than ``minimum`` people but more than none: withheld (sent as 0)."""
+    v = np.asarray(values, dtype=np.float64)
+    return (v > 0) & (v < minimum)
+
+
+def _withhold(values: np.ndarray, minimum: int) -> np.ndarray:
+    """``values`` with the entries under the minimum size (but above 0) set to 0, dtype kept."""
+    v = np.asarray(values)
+    return np.where(_small(v, minimum), np.zeros((), dtype=v.dtype), v)
+
+
+def _round_real(values: np.ndarray, base: int) -> np.ndarray:
+    """Real-valued counts (soft sums) to the nearest multiple of ``base``, halves up, as ``round_counts``."""
+    v = np.asarray(values, dtype=np.float64)
+    return v if base <= 1 else np.floor(v / base + 0.5) * base
+
+
+def _protect_vector(gate: Gate, counts: np.ndarray) -> np.ndarray:
+    """Suppression (cells in [1, below) to 0) and rounding of a vector of whole-silo counts."""
+    privacy = gate.privacy
+    out = np.asarray(counts, dtype=np.int64).copy()
+    if privacy.suppress_cells_below > 1:
+        out[(out >= 1) & (out < privacy.suppress_cells_below)] = 0
+    return round_counts(out, privacy.round_to)
+
+
+def _release_hello(gate: Gate, request, reply: HelloReply) -> HelloReply:
+    return dataclasses.replace(reply, schema_fingerprint=gate.fingerprint(reply.schema_fingerprint))
+
+
+def _release_summary(gate: Gate, request, reply: SiloSummary) -> SiloSummary:
+    privacy = gate.privacy
+    gate.state.summarized = True
+    if reply.cluster_sizes.size == 0 or int(np.min(reply.cluster_sizes)) < gate.min_size:
+        raise DisclosureError(f"silo {gate.silo.name!r}: a local cluster below the minimum cluster size "
+                              f"({gate.min_size}) would be sent")
+    changes: dict[str, object] = {"schema_fingerprint": gate.fingerprint(reply.schema_fingerprint)}
+    protected = privacy.suppress_cells_below > 1 or privacy.round_to > 1 or privacy.dp_epsilon is not None
+    if reply.counts is not None:
+        # the table was noised, suppressed and rounded once when it was built (``Gate.protect_table``, so a
+        # cached summary re-sent spends no new privacy budget); suppression and rounding are re-applied here,
+        # which leaves a protected table unchanged and protects any table that was not
+        counts, _ = suppress_small_cells(reply.counts, privacy.suppress_cells_below, reply.n_modalities)
+        changes["counts"] = round_counts(counts, privacy.round_to)
+    if protected and gate.silo.local is not None:
+        # the point estimate of the profiles must not undo the table's protection (size x estimate would
+        # give back the suppressed cells): with suppression, rounding or noise it is computed from the
+        # protected table (the silo's own, also when the table itself is not sent)
+        if reply.counts is not None:
+            table = np.asarray(changes["counts"])
+        else:
+            table, _ = gate.protect_table(gate.silo.local_table(), privacy, gate.noise_rng())
+        changes["profile_estimate"] = rc.estimate_from_table(table, reply.n_modalities, gate.state.beta)
+    return reply.with_changes(**changes)
+
+
+def _release_divergence(gate: Gate, request, reply: DivergenceReply) -> DivergenceReply:
+    # one row per local cluster, each of at least the minimum size (checked when the summary was released)
+    k = gate.silo.local.n_clusters
+    cost = np.asarray(reply.cost, dtype=np.float64)
+    if cost.ndim != 2 or cost.shape[0] != k:
+        raise DisclosureError(f"silo {gate.silo.name!r}: a divergence reply must have one row per local cluster")
+    return reply
+
+
+def _release_counts(gate: Gate, request: CountsRequest, reply: CountsReply) -> CountsReply:
+    privacy = gate.privacy
+    cluster = np.asarray(reply.cluster, dtype=np.float64)
+    modality = np.asarray(reply.modality, dtype=np.float64)
+    small = _small(cluster, gate.min_size)                       # (C,) or (M, C): clusters too small to send
+    cluster = np.where(small, 0.0, cluster)
+    modality = np.where(small[..., None], 0.0, modality)
+    if privacy.dp_epsilon is not None:
+        rng = gate.noise_rng()
+        shape = modality.shape
+        flat = modality.reshape(-1, shape[-1])
+        noisy, _ = protect_counts(np.rint(flat), dataclasses.replace(privacy, suppress_cells_below=0, round_to=1),
+                                  rng, n_modalities=gate.silo.n_modalities, secure=gate.silo.secure_noise)
+        modality = noisy.reshape(shape).astype(np.float64)
+    if privacy.suppress_cells_below > 1:
+        modality = np.where((modality > 0) & (modality < privacy.suppress_cells_below), 0.0, modality)
+    cluster = _withhold(_round_real(cluster, privacy.round_to), gate.min_size)
+    # rounding can take a cluster under the minimum: its modality counts go with it
+    modality = np.where((cluster == 0)[..., None], 0.0, _round_real(modality, privacy.round_to))
+    return CountsReply(cluster=cluster, modality=modality, loglik=np.asarray(reply.loglik, dtype=np.float64))
+
+
+def _release_announce(gate: Gate, request, reply: AnnounceReply) -> AnnounceReply:
+    return reply
+
+
+def _release_assign(gate: Gate, request, reply: AssignReply) -> AssignReply:
+    privacy = gate.privacy
+    counts = np.asarray(reply.counts, dtype=np.int64)
+    if privacy.dp_epsilon is not None:
+        counts = np.maximum(protect_counts(counts[None], dataclasses.replace(privacy, suppress_cells_below=0,
+                                                                            round_to=1), gate.noise_rng(),
+                                           secure=gate.silo.secure_noise)[0][0], 0)
+    withheld = _small(counts, gate.min_size)
+    expected = None if reply.expected is None else np.asarray(reply.expected, dtype=np.float64)
+    probability = None if reply.probability is None else np.asarray(reply.probability, dtype=np.float64)
+    if expected is not None:
+        withheld_e = withheld | _small(expected, gate.min_size)
+        expected = _round_real(np.where(withheld_e, 0.0, expected), privacy.round_to)
+    if probability is not None:
+        probability = _round_real(np.where(withheld | _small(probability, gate.min_size), 0.0, probability),
+                                  privacy.round_to)
+    counts = _withhold(_protect_vector(gate, np.where(withheld, 0, counts)), gate.min_size)
+    # rounding can take a quantity under the minimum: withheld again after it
+    expected = None if expected is None else _withhold(expected, gate.min_size)
+    probability = None if probability is None else _withhold(np.where(counts == 0, 0.0, probability), gate.min_size)
+    return AssignReply(counts=counts, expected=expected, probability=probability, entropy=float(reply.entropy))
+
+
+def _release_assess(gate: Gate, request, reply: AssessReply) -> AssessReply:
+    fields = ("n_observed", "observed", "replicated", "pair_n_observed", "pair_observed", "pair_replicated")
+    return dataclasses.replace(reply, **{f: _protect_vector(gate, getattr(reply, f)) for f in fields})
+
+
+def _release_lca(gate: Gate, request, reply):
+    """Latent class sums: suppression and rounding of the count-like sums where the operator set them. The
+    minimum cluster size is not applied (EM needs every class's sums; an operator who allows "lca" accepts
+    sums at server-chosen parameters, docs/federation.md)."""
+    privacy = gate.privacy
+    if privacy.round_to <= 1 and privacy.suppress_cells_below <= 1:
+        return reply
+
+    def protect(v):
+        v = np.asarray(v, dtype=np.float64)
+        if privacy.suppress_cells_below > 1:
+            v = np.where((v > 0) & (v < privacy.suppress_cells_below), 0.0, v)
+        return _round_real(v, privacy.round_to)
+
+    if isinstance(reply, LcaEStepReply):
+        return dataclasses.replace(reply, cluster=protect(reply.cluster), modality=protect(reply.modality))
+    if isinstance(reply, LcaClassifyReply):
+        return dataclasses.replace(reply, cross=protect(reply.cross))
+    return reply
+
+
+def _release_error(gate: Gate, request, reply: ErrorReply) -> ErrorReply:
+    return reply
+
+
+RELEASE_RULES: dict[type[Message], Callable] = {
+    HelloReply: _release_hello, SiloSummary: _release_summary, DivergenceReply: _release_divergence,
+    CountsReply: _release_counts, AnnounceReply: _release_announce, AssignReply: _release_assign,
+    AssessReply: _release_assess, ErrorReply: _release_error, LcaEStepReply: _release_lca,
+    LcaClassifyReply: _release_lca, LcaStructuralReply: _release_lca,
+}
+"""The disclosure rule of every reply type (tests/silo/test_gate.py checks every reply of
+``vcmc.protocol.MESSAGE_TYPES`` has one)."""
+
+_REPLY_OF = {HelloRequest: HelloReply, SummarizeRequest: SiloSummary, DivergenceRequest: DivergenceReply,
+             CountsRequest: CountsReply, AnnounceRequest: AnnounceReply, AssignRequest: AssignReply,
+             AssessRequest: AssessReply, LcaEStepRequest: LcaEStepReply, LcaClassifyRequest: LcaClassifyReply,
+             LcaStructuralRequest: LcaStructuralReply}
+

@@ -1,0 +1,124 @@
+"""The attacks of a curious (modified) server, sent through a Flower ``Grid`` to the deployed ClientApp.
+
+Each attack records what came back (the reply's fields, or the error text); the test
+(tests/federation/test_curious_server.py) asserts that nothing below the silo operator's limits was learnt.
+"""
+
+import json
+
+import numpy as np
+from flwr.app import Message as FlowerMessage
+
+from vcmc.exceptions import SiloFailure
+from vcmc.flower.records import decode_record, encode_record
+from vcmc.flower.server import FlowerTransport, discover_silos, wait_for_nodes
+from vcmc.model import profile_offsets
+from vcmc.protocol import (
+    AnnounceRequest,
+    AssessRequest,
+    AssignRequest,
+    CountsRequest,
+    DivergenceRequest,
+    HelloRequest,
+    SummarizeRequest,
+)
+
+def _plain(reply) -> dict:
+    if isinstance(reply, SiloFailure):
+        return {"ok": False, "reason": reply.reason}
+    out = {"ok": True, "kind": reply.KIND}
+    for key, value in reply.to_arrays().items():
+        if isinstance(value, np.ndarray):
+            out[key] = value.tolist()
+        elif isinstance(value, (int, float, str, bool)):
+            out[key] = value
+    return out
+
+
+def run_attacks(grid, plan: dict) -> dict:
+    """Every attack, in the order a run allows them; returns what the server received for each."""
+    nodes = wait_for_nodes(grid, 1, timeout=120)
+    names, _ = discover_silos(grid, nodes, timeout=120)
+    silo = sorted(names)[0]
+    tr = FlowerTransport(grid, names, default_timeout=240)
+    n_mod = tuple(plan["n_modalities"])
+    offsets = profile_offsets(n_mod)
+    target = plan["target_row"]                      # the record the attacker wants (side knowledge)
+    person = np.full(int(offsets[-1]), 1e-300)
+    for q, code in enumerate(target):
+        block = slice(int(offsets[q]), int(offsets[q + 1]))
+        person[block] = 0.0
+        person[int(offsets[q]) + int(code)] = 1.0
+    results = {}
+
+    def ask(name, request):
+        results[name] = _plain(tr.call({silo: request})[silo])
+        return results[name]
+
+    def summarize(config: dict):
+        return SummarizeRequest(config_json=json.dumps(config), n_silos=1, seed_entropy=5, spawn_key=(0, 0))
+
+    k_guess = 3
+    one = np.tile(person, (1, k_guess, 1))
+    uniform_pi = np.full((1, k_guess), 1 / k_guess)
+    # -- before any summary: soft counts, assign with parameters, assess at server-chosen draws
+    ask("soft-counts-before-summary", CountsRequest(mode="soft", pi=uniform_pi, profiles=one, n_global=k_guess))
+    ask("assign-before-summary", AssignRequest(assignment=np.zeros(k_guess, np.int64), n_global=k_guess,
+                                               pi=uniform_pi, profiles=one))
+    ask("assess-before-summary", AssessRequest(pi=uniform_pi, profiles=one, pairs=np.zeros((0, 2), np.int64),
+                                               seed_entropy=1, spawn_key=(2, 0)))
+    # -- a message on the wrong handler: a summarize request sent as query.hello
+    wrong = FlowerMessage(encode_record(summarize(plan["config"])), dst_node_id=tr.node_ids[silo],
+                          message_type="query.hello", group_id="wrong")
+    reply = grid.send_and_receive([wrong], timeout=120)[0]
+    results["wrong-handler"] = ({"ok": False, "reason": reply.error.reason} if reply.has_error()
+                                else {"ok": True, "kind": decode_record(reply.content).KIND})
+    # -- unsafe strategies and the iteration cap
+    ask("federated-gradient-strategy", summarize({**plan["config"], "aggregation": {
+        **plan["config"]["aggregation"], "strategy": "federated-gradient"}}))
+    ask("design-strategy", summarize({**plan["config"], "aggregation": {
+        **plan["config"]["aggregation"], "strategy": "design"}}))
+    ask("huge-n-iter", summarize({**plan["config"], "sampler": {**plan["config"]["sampler"], "n_iter": 100000000}}))
+    # -- the honest summary
+    summary = ask("summary", summarize(plan["config"]))
+    if not summary["ok"]:
+        results["abort"] = True
+    else:
+        k = int(len(summary["cluster_sizes"]))
+        pi_draws = np.asarray(summary["pi_draws"], dtype=np.float64)
+        prof_draws = np.asarray(summary["profile_draws"], dtype=np.float64)
+        person_k = np.tile(person, (1, k, 1))
+        ask("soft-counts-after-summary", CountsRequest(mode="soft", pi=np.full((1, k), 1 / k), profiles=person_k,
+                                                       n_global=k))
+        ask("hard-counts-no-share", CountsRequest(mode="hard", assignment=np.arange(k), n_global=k))
+        nan = np.array(prof_draws[0], copy=True)
+        nan[0, 0] = np.nan
+        ask("nan-divergence", DivergenceRequest(reference_pi=np.full(k, 1 / k), reference_profiles=nan,
+                                                rule="penalised"))
+        ask("negative-divergence", DivergenceRequest(reference_pi=np.full(k, 1 / k) * np.r_[-1, np.ones(k - 1)],
+                                                     reference_profiles=prof_draws[0], rule="penalised"))
+        ask("assign-without-announcement", AssignRequest(assignment=np.arange(k), n_global=k))
+        crafted = np.array(prof_draws, copy=True)
+        crafted[0, 0] = person
+        ask("announce-one-person-profile", AnnounceRequest(assignment=np.arange(k), n_global=k, pi=pi_draws,
+                                                           profiles=crafted))
+        ask("announce-server-weights", AnnounceRequest(assignment=np.arange(k), n_global=k,
+                                                       pi=np.tile(np.r_[1.0, np.zeros(k - 1)], (1, 1)),
+                                                       profiles=prof_draws))
+        ask("announce-honest", AnnounceRequest(assignment=np.arange(k), n_global=k, pi=pi_draws, profiles=prof_draws))
+        ask("announce-again", AnnounceRequest(assignment=np.arange(k), n_global=k, pi=pi_draws, profiles=crafted))
+        ask("assign-unannounced-draws", AssignRequest(assignment=np.arange(k), n_global=k, pi=pi_draws[:1],
+                                                      profiles=person_k))
+        ask("assign-honest", AssignRequest(assignment=np.arange(k), n_global=k, pi=pi_draws[:20],
+                                           profiles=prof_draws[:20]))
+        ask("assign-again", AssignRequest(assignment=np.arange(k), n_global=k, pi=pi_draws[:1],
+                                          profiles=prof_draws[:1]))
+        pairs = np.array([[int(offsets[0]), int(offsets[1])]], dtype=np.int64)
+        ask("assess-honest", AssessRequest(pi=pi_draws[:10], profiles=prof_draws[:10], pairs=pairs, seed_entropy=1,
+                                           spawn_key=(2, 0)))
+        moved = np.array(prof_draws[:10], copy=True)
+        moved[:, 0, int(offsets[0]):int(offsets[1])] = moved[:, 0, int(offsets[0]):int(offsets[1])][:, ::-1]
+        ask("assess-differencing", AssessRequest(pi=pi_draws[:10], profiles=moved, pairs=pairs, seed_entropy=1,
+                                                 spawn_key=(2, 0)))
+    ask("hello", HelloRequest())
+    return results

@@ -1,0 +1,157 @@
+"""A curious server against the deployed ClientApp, through real Flower with TLS and SuperNode authentication.
+
+One SuperLink (TLS, ``--enable-supernode-auth``), one registered SuperNode whose operator set the review's
+limits (min-cluster-size 10, suppress-cells-below 8, round-to 5, share-counts false, an iteration cap and an
+assign budget), and a modified ServerApp (``curious_app/``) that runs the attacks of issue 20 and records what
+came back. Each test asserts that the server learnt nothing below the operator's limits.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("flwr")
+
+sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parent / "curious_app"))
+from flowerlab import Lab, make_node_key  # noqa: E402
+
+APP = Path(__file__).parent / "curious_app"
+N_ROWS = 199
+NODE = ('min-cluster-size=10 suppress-cells-below=8 round-to=5 share-counts=false max-iterations=1000000 '
+        'request-budget="assign=3"')
+
+
+def _setup(folder):
+    from vcmc.config import FitConfig, PostprocessConfig, SamplerConfig
+    from vcmc.simulate import simulate_design
+
+    sim = simulate_design("homogeneous", "easy", rng=8, n_per_silo=N_ROWS)
+    data = sim.silos[0]
+    sim.schema.to_json(folder / "schema.json")
+    data.to_frame().to_csv(folder / "silo.csv", index=False)
+    config = FitConfig(sampler=SamplerConfig(n_iter=400, burn_in=200, thin=5),
+                       postprocess=PostprocessConfig(min_cluster_fraction=0.05)).to_dict()
+    plan = {"config": config, "n_modalities": list(data.schema.n_modalities),
+            "target_row": [int(c) for c in data.codes[0]], "out": str(folder / "attacks.json")}
+    (folder / "plan.json").write_text(json.dumps(plan))
+    return plan, data, sim.schema
+
+
+def _node_config(folder) -> dict:
+    """The SuperNode's node config as Flower parses NODE (the same keys and values)."""
+    return {"data-path": str(folder / "silo.csv"), "schema-path": str(folder / "schema.json"),
+            "silo-name": "hospital", "out-dir": str(folder / "out"), "min-cluster-size": 10,
+            "suppress-cells-below": 8, "round-to": 5, "share-counts": False, "max-iterations": 1000000,
+            "request-budget": "assign=3"}
+
+
+@pytest.fixture(scope="module", params=["flower-wire", pytest.param("tls-auth", marks=pytest.mark.slow)])
+def attacked(request, tmp_path_factory):
+    folder = tmp_path_factory.mktemp(f"curious-{request.param}")
+    plan, data, schema = _setup(folder)
+    if request.param == "flower-wire":
+        # the deployed handler behind Flower's protobuf wire encoding, in this process
+        from test_flower_boundary import WireGrid
+        from vcmc_curious.attacks import run_attacks
+
+        from flwr.supercore.task_identity import TaskIdentity
+
+        saved = {k: getattr(TaskIdentity, k, None) for k in ("_run_id", "_node_id", "_task_id")}
+        TaskIdentity._run_id, TaskIdentity._node_id, TaskIdentity._task_id = 1, 0, 1
+        try:
+            yield run_attacks(WireGrid({7: _node_config(folder)}), plan), data, folder, schema
+        finally:
+            for k, v in saved.items():
+                setattr(TaskIdentity, k, v)
+        return
+    lab = Lab(folder, secure=True)
+    try:
+        lab.start_superlink()
+        key = make_node_key(folder, "silo-key")
+        lab.register(key)
+        lab.start_supernode(f'data-path="{folder / "silo.csv"}" schema-path="{folder / "schema.json"}" '
+                            f'silo-name="hospital" out-dir="{folder / "out"}" {NODE}', key=key, log="node.log")
+        status, log = lab.run_app(APP, f'plan="{folder / "plan.json"}"', done_file=Path(plan["out"]), timeout=400)
+        assert status == "finished:completed", f"status {status}; server log:\n{log}"
+        yield json.loads(Path(plan["out"]).read_text()), data, folder, schema
+    finally:
+        lab.close()
+
+
+REFUSED = {
+    "soft-counts-before-summary": "before a summarize request",
+    "assign-before-summary": "before a summarize request",
+    "assess-before-summary": "before a summarize request",
+    "wrong-handler": "arrived on the 'query.hello' handler",
+    "federated-gradient-strategy": "does not allow the 'federated-gradient' strategy",
+    "design-strategy": "does not allow the 'design' strategy",
+    "huge-n-iter": "allows at most 1000000",
+    "soft-counts-after-summary": "counts requests belong",
+    "hard-counts-no-share": "counts requests belong",
+    "nan-divergence": "finite",
+    "negative-divergence": "probabilities",
+    "assign-without-announcement": "announced first",
+    "announce-one-person-profile": "farther than",
+    "announce-server-weights": "not one of the silo's own draws",
+    "announce-again": "announced already",
+    "assign-unannounced-draws": "not announced",
+    "assign-again": "budget of assign requests",
+    "assess-differencing": "budget of assess requests",
+}
+
+
+@pytest.mark.flower
+@pytest.mark.parametrize("attack", sorted(REFUSED))
+def test_attack_is_refused(attacked, attack):
+    results, *_ = attacked
+    got = results[attack]
+    assert not got["ok"], f"the silo answered {attack}: {got}"
+    assert REFUSED[attack] in got["reason"], got["reason"]
+
+
+@pytest.mark.flower
+def test_the_honest_summary_respects_the_limits(attacked):
+    results, *_ = attacked
+    summary = results["summary"]
+    assert summary["ok"] and min(summary["cluster_sizes"]) >= 10
+    assert "counts" not in summary                       # share-counts = false: no table leaves the silo
+
+
+@pytest.mark.flower
+def test_honest_assign_sends_nothing_under_the_limits_and_writes_out_dir_once(attacked):
+    results, data, folder, _ = attacked
+    reply = results["assign-honest"]
+    assert reply["ok"] and results["announce-honest"]["ok"]
+    for field in ("counts", "expected", "probability"):
+        v = np.asarray(reply[field], dtype=float)
+        assert not np.any((v > 0) & (v < 10)) and np.all(v % 5 == 0), (field, v)
+    files = sorted(p.name for p in (folder / "out").iterdir())
+    assert "assignments.csv" in files and "memberships.csv" in files
+    # the refused second assign did not rewrite them: the labels are those of the honest draws, all finite
+    text = (folder / "out" / "memberships.csv").read_text()
+    assert "nan" not in text.lower()
+
+
+@pytest.mark.flower
+def test_honest_assess_counts_are_suppressed_and_rounded(attacked):
+    results, *_ = attacked
+    reply = results["assess-honest"]
+    assert reply["ok"], reply
+    for field in ("n_observed", "observed", "replicated", "pair_n_observed", "pair_observed", "pair_replicated"):
+        v = np.asarray(reply[field], dtype=float)
+        assert np.all(v % 5 == 0) and not np.any((v > 0) & (v < 8)), field
+
+
+@pytest.mark.flower
+def test_the_schema_fingerprint_is_keyed(attacked):
+    results, _, _, schema = attacked
+    assert results["hello"]["ok"]
+    sent = results["hello"]["schema_fingerprint"]
+    assert sent.startswith("hmac-") and schema.fingerprint() not in sent
+    assert results["summary"]["schema_fingerprint"] == sent      # the same key within the run

@@ -1,0 +1,396 @@
+"""The gate at the silo boundary (vcmc.silo.gate): every request admitted, every reply released, each rule.
+
+The deployed silo here is set as the security review set it: min-cluster-size 10, suppress-cells-below 8,
+round-to 5, the default ``SiloPolicy()`` of a SuperNode.
+"""
+
+import dataclasses
+import json
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from vcmc.config import FitConfig, PostprocessConfig, PrivacyConfig, SamplerConfig
+from vcmc.exceptions import ConfigError, DisclosureError, NotFittedError
+from vcmc.model import one_hot_counts, profile_offsets
+from vcmc.protocol import (
+    MESSAGE_TYPES,
+    REPLY_TYPE,
+    AnnounceReply,
+    AnnounceRequest,
+    AssessRequest,
+    AssignReply,
+    AssignRequest,
+    CountsReply,
+    CountsRequest,
+    DivergenceRequest,
+    HelloRequest,
+    SiloSummary,
+    SummarizeRequest,
+)
+from vcmc.silo import gate as gate_module
+from vcmc.silo.gate import ADMIT_RULES, RELEASE_RULES, Gate, SiloPolicy
+from vcmc.silo.local import LocalSilo
+from vcmc.silo.requests_check import estimate_from_table
+
+LIMITS = PrivacyConfig(min_cluster_size=10, suppress_cells_below=8, round_to=5)
+CFG = FitConfig(sampler=SamplerConfig(n_iter=400, burn_in=200, thin=5),
+                postprocess=PostprocessConfig(min_cluster_fraction=0.05),
+                privacy=PrivacyConfig(min_cluster_size=5))
+
+
+def _req(cfg=CFG, entropy=99):
+    return SummarizeRequest(config_json=json.dumps(cfg.to_dict()), n_silos=4, seed_entropy=entropy, spawn_key=(0, 1))
+
+
+def _with(section: str, **changes) -> FitConfig:
+    return dataclasses.replace(CFG, **{section: dataclasses.replace(getattr(CFG, section), **changes)})
+
+
+@pytest.fixture(scope="module")
+def silo_data():
+    from vcmc.simulate import simulate_design
+
+    return simulate_design("homogeneous", "easy", rng=5, n_per_silo=200).silos[0]
+
+
+def _deployed(silo_data, **policy):
+    silo = LocalSilo(silo_data, privacy=LIMITS, policy=SiloPolicy(**policy), run_key="run-1")
+    summary = silo.handle(_req())
+    return silo, summary
+
+
+@pytest.fixture
+def deployed(silo_data):
+    return _deployed(silo_data)
+
+
+def _honest_announcement(silo):
+    local = silo.local
+    k = local.n_clusters
+    return AnnounceRequest(assignment=np.arange(k), n_global=k, pi=np.asarray(local.pi_draws, dtype=np.float64),
+                           profiles=np.asarray(local.profile_draws, dtype=np.float64))
+
+
+def _one_person_profile(silo, row: int):
+    """The attack's profile: probability 1 on one person's value of every variable, uniform elsewhere (floored)."""
+    n_mod = silo.n_modalities
+    offsets = profile_offsets(n_mod)
+    prof = np.zeros(offsets[-1])
+    for q, k in enumerate(n_mod):
+        prof[offsets[q] + silo.codes[row, q]] = 1.0
+    return prof
+
+
+# -- coverage: every message type has its rule, and handle cannot bypass the gate --------------------------
+
+def test_every_message_type_has_a_gate_rule():
+    requests = set(REPLY_TYPE)
+    replies = {m for m in MESSAGE_TYPES if m not in requests}
+    assert set(ADMIT_RULES) == requests, "a request type without an admission rule"
+    assert set(RELEASE_RULES) == replies, "a reply type without a release rule"
+    assert set(LocalSilo._HANDLERS) == requests
+    assert set(gate_module.REQUEST_NAME) == requests
+
+
+def test_handle_releases_every_reply_through_the_gate(silo_data, monkeypatch):
+    released, admitted = [], []
+    real_release, real_admit = Gate.release, Gate.admit
+
+    def spy_release(self, request, reply):
+        released.append(type(reply))
+        return real_release(self, request, reply)
+
+    def spy_admit(self, request):
+        admitted.append(type(request))
+        return real_admit(self, request)
+
+    monkeypatch.setattr(Gate, "release", spy_release)
+    monkeypatch.setattr(Gate, "admit", spy_admit)
+    silo = LocalSilo(silo_data, privacy=LIMITS)           # the analyst's own session: every strategy allowed
+    silo.hello()
+    summary = silo.summarize(_req())
+    k = summary.n_clusters
+    pi = np.asarray(summary.pi_draws[:3])
+    prof = np.asarray(summary.profile_draws[:3])
+    silo.membership_divergence(DivergenceRequest(reference_pi=pi[0], reference_profiles=prof[0], rule="penalised"))
+    silo.counts(CountsRequest(mode="soft", pi=pi, profiles=prof, n_global=k))
+    silo.counts(CountsRequest(mode="hard", assignment=np.arange(k), n_global=k))
+    silo.announce(_honest_announcement(silo))
+    silo.assign(AssignRequest(assignment=np.arange(k), n_global=k, pi=pi, profiles=prof))
+    silo.assess(AssessRequest(pi=pi, profiles=prof, pairs=np.zeros((0, 2), int), seed_entropy=1, spawn_key=(2, 0)))
+    from vcmc.protocol.lca import LcaClassifyRequest, LcaEStepRequest, LcaStructuralReply, LcaStructuralRequest
+
+    silo.handle(LcaEStepRequest(pi=pi[0], profiles=prof[0]))
+    silo.handle(LcaClassifyRequest(pi=pi[0], profiles=prof[0]))
+    # admitted; this silo has no auxiliary columns, so the handler refuses (tests/protocol/test_requests.py
+    # sends it to silos that have them, through the same ``handle``)
+    with pytest.raises(Exception):  # noqa: B017
+        silo.handle(LcaStructuralRequest(model="covariate", spec_json="{}", pi=pi[0], profiles=prof[0],
+                                         log_error=np.zeros((k, k)), params=np.zeros(1)))
+    assert set(admitted) == set(REPLY_TYPE)
+    assert set(released) == set(REPLY_TYPE.values()) - {LcaStructuralReply}
+    assert len(released) == len(admitted) - 1
+
+
+# -- request validation -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("make", [
+    lambda k: AssignRequest(assignment=np.zeros(k, int), n_global=1),
+    lambda k: CountsRequest(mode="hard", assignment=np.zeros(k, int), n_global=1),
+    lambda k: DivergenceRequest(reference_pi=np.ones(2) / 2, reference_profiles=np.full((2, 3), 1 / 3),
+                                rule="penalised"),
+])
+def test_nothing_but_hello_and_summarize_before_the_summary(silo_data, make):
+    silo = LocalSilo(silo_data, privacy=LIMITS, policy=SiloPolicy())
+    silo.handle(HelloRequest())
+    with pytest.raises(NotFittedError, match="before a summarize request"):
+        silo.handle(make(3))
+
+
+def test_unsafe_strategies_are_refused_unless_the_operator_allows_them(silo_data):
+    fg = _with("aggregation", strategy="federated-gradient")
+    silo = LocalSilo(silo_data, privacy=LIMITS, policy=SiloPolicy())
+    with pytest.raises(DisclosureError, match="does not allow the 'federated-gradient' strategy"):
+        silo.handle(_req(fg))
+    allowed = LocalSilo(silo_data, privacy=LIMITS,
+                        policy=SiloPolicy(allowed_strategies=("contingency", "federated-gradient")))
+    assert allowed.handle(_req(fg)).counts is None
+
+
+def test_soft_counts_at_server_parameters_are_refused_in_a_contingency_run(deployed):
+    silo, summary = deployed
+    k = summary.n_clusters
+    prof = np.tile(_one_person_profile(silo, 0), (1, k, 1))
+    with pytest.raises(DisclosureError, match="counts requests belong"):
+        silo.handle(CountsRequest(mode="soft", pi=np.full((1, k), 1 / k), profiles=prof, n_global=k))
+
+
+def test_operator_caps_iterations_and_cpu_time(silo_data):
+    silo = LocalSilo(silo_data, privacy=LIMITS, policy=SiloPolicy(max_iterations=100))
+    with pytest.raises(DisclosureError, match="at most 100"):
+        silo.handle(_req())
+    slow = LocalSilo(silo_data, privacy=LIMITS, policy=SiloPolicy(max_cpu_seconds=1e-9))
+    with pytest.raises(DisclosureError, match="CPU-time cap"):
+        slow.handle(_req())
+
+
+def test_allow_list_and_budget(silo_data):
+    silo = LocalSilo(silo_data, privacy=LIMITS, policy=SiloPolicy(allowed_requests=("hello", "summarize")))
+    silo.handle(_req())
+    with pytest.raises(DisclosureError, match="does not allow announce requests"):
+        silo.handle(_honest_announcement(silo))
+    budgeted = LocalSilo(silo_data, privacy=LIMITS, policy=SiloPolicy(budget={"hello": 2}))
+    budgeted.handle(HelloRequest())
+    budgeted.handle(HelloRequest())
+    with pytest.raises(DisclosureError, match="budget of hello requests"):
+        budgeted.handle(HelloRequest())
+
+
+def test_non_finite_or_negative_parameters_are_refused(deployed):
+    silo, summary = deployed
+    p = silo.n_columns
+    bad = np.full((2, p), 0.5)
+    bad[0, 0] = np.nan
+    with pytest.raises(ConfigError, match="finite"):
+        silo.handle(DivergenceRequest(reference_pi=np.ones(2) / 2, reference_profiles=bad, rule="penalised"))
+    with pytest.raises(ConfigError, match="probabilities"):
+        silo.handle(DivergenceRequest(reference_pi=np.array([1.5, -0.5]), reference_profiles=np.full((2, p), 0.5),
+                                      rule="penalised"))
+
+
+def test_server_probabilities_are_floored(deployed):
+    silo, _ = deployed
+    prof = np.stack([_one_person_profile(silo, 0), _one_person_profile(silo, 1)])
+    req = silo.gate.admit(DivergenceRequest(reference_pi=np.ones(2) / 2, reference_profiles=prof, rule="penalised"))
+    assert np.min(req.reference_profiles) >= silo.gate.policy.profile_floor
+
+
+def test_announcement_checked_against_what_the_silo_sent(deployed):
+    silo, summary = deployed
+    honest = _honest_announcement(silo)
+    k = honest.n_global
+    # a profile singling out one person's record is refused
+    crafted = np.array(honest.profiles, copy=True)
+    crafted[0, 0] = _one_person_profile(silo, 0)
+    with pytest.raises(DisclosureError, match="farther than"):
+        silo.handle(dataclasses.replace(honest, profiles=crafted))
+    # weights that are not the silo's own draws are refused
+    with pytest.raises(DisclosureError, match="not one of the silo's own draws"):
+        silo.handle(dataclasses.replace(honest, pi=np.full((1, k), 1 / k)))
+    assert isinstance(silo.handle(honest), AnnounceReply)
+    with pytest.raises(DisclosureError, match="announced already"):
+        silo.handle(honest)
+
+
+def test_assign_and_assess_only_with_announced_draws(silo_data):
+    silo, summary = _deployed(silo_data, budget={"assign": 5, "assess": 2})
+    k = summary.n_clusters
+    with pytest.raises(DisclosureError, match="announced first"):
+        silo.handle(AssignRequest(assignment=np.arange(k), n_global=k))
+    honest = _honest_announcement(silo)
+    silo.handle(honest)
+    other = np.array(honest.profiles[:1], copy=True)
+    other[0, 0] = np.roll(other[0, 0], 1)      # not an announced draw (any change of any byte)
+    with pytest.raises(DisclosureError, match="not announced"):
+        silo.handle(AssignRequest(assignment=np.arange(k), n_global=k, pi=honest.pi[:1], profiles=other))
+    with pytest.raises(DisclosureError, match="matching differs"):
+        silo.handle(AssignRequest(assignment=np.zeros(k, int), n_global=k))
+    reply = silo.handle(AssignRequest(assignment=np.arange(k), n_global=k, pi=honest.pi[:5],
+                                      profiles=honest.profiles[:5]))
+    assert isinstance(reply, AssignReply)
+    with pytest.raises(DisclosureError, match="not announced"):
+        silo.handle(AssessRequest(pi=honest.pi[:2], profiles=other.repeat(2, 0), pairs=np.zeros((0, 2), int),
+                                  seed_entropy=1, spawn_key=(2, 0)))
+
+
+def test_hard_counts_with_share_counts_false_are_refused(silo_data):
+    limits = dataclasses.replace(LIMITS, share_counts=False)
+    silo = LocalSilo(silo_data, privacy=limits, policy=SiloPolicy(allowed_strategies=("contingency", "design")))
+    summary = silo.handle(_req())
+    with pytest.raises(DisclosureError, match="share-counts = false"):
+        silo.handle(CountsRequest(mode="hard", assignment=np.arange(summary.n_clusters), n_global=summary.n_clusters))
+
+
+def test_a_wrong_reply_type_is_never_sent(deployed):
+    silo, _ = deployed
+    with pytest.raises(DisclosureError, match="is answered by"):
+        silo.gate.release(HelloRequest(), AnnounceReply(n_pi_draws=1, n_profile_draws=1))
+
+
+# -- release rules -------------------------------------------------------------------------------------------
+
+def test_hard_counts_are_withheld_suppressed_and_rounded(silo_data):
+    silo = LocalSilo(silo_data, privacy=LIMITS)           # own session: count round trips allowed
+    summary = silo.handle(_req())
+    k = summary.n_clusters
+    reply = silo.handle(CountsRequest(mode="hard", assignment=np.arange(k), n_global=k + 1))
+    assert np.all(reply.cluster % 5 == 0) and np.all(reply.modality % 5 == 0)
+    assert not np.any((reply.modality > 0) & (reply.modality < 8))
+    assert reply.cluster[k] == 0                          # the empty global cluster stays empty
+
+
+def test_assign_counts_under_the_minimum_are_withheld(deployed):
+    silo, summary = deployed
+    k = summary.n_clusters
+    silo.handle(_honest_announcement(silo))
+    reply = silo.handle(AssignRequest(assignment=np.arange(k), n_global=k))
+    for field in (reply.counts, reply.expected, reply.probability):
+        v = np.asarray(field)
+        assert not np.any((v > 0) & (v < 10)) and np.all(np.asarray(v) % 5 == 0)
+
+
+def test_suppressed_cells_cannot_be_recovered_from_the_profile_estimate(deployed, silo_data):
+    silo, summary = deployed
+    assert summary.counts is not None and summary.counts_suppressed > 0
+    truth = silo.local_table()
+    suppressed = (truth >= 1) & (truth < 8)
+    # the estimate is the prior-smoothed protected table: size x estimate gives the protected cell, not the truth
+    np.testing.assert_allclose(summary.profile_estimate, estimate_from_table(summary.counts, summary.n_modalities,
+                                                                             CFG.prior.beta))
+    offsets = profile_offsets(summary.n_modalities)
+    block_sum = np.repeat(np.add.reduceat(summary.counts + CFG.prior.beta, offsets[:-1], axis=1), np.diff(offsets), 1)
+    recovered = np.rint(summary.profile_estimate * block_sum - CFG.prior.beta)
+    assert np.all(recovered[suppressed] == 0)
+
+
+def test_fingerprint_is_keyed_per_run(silo_data):
+    plain = silo_data.schema.fingerprint()
+    a = LocalSilo(silo_data, run_key="run-1").handle(HelloRequest()).schema_fingerprint
+    b = LocalSilo(silo_data, run_key="run-1").handle(HelloRequest()).schema_fingerprint
+    c = LocalSilo(silo_data, run_key="run-2").handle(HelloRequest()).schema_fingerprint
+    d = LocalSilo(silo_data, run_key="run-1", policy=SiloPolicy(fingerprint_key="s3cret")).handle(
+        HelloRequest()).schema_fingerprint
+    assert a == b and a != c and a != d and plain not in (a, c, d)
+    assert LocalSilo(silo_data).handle(HelloRequest()).schema_fingerprint == plain   # the analyst's own session
+
+
+def test_the_stricter_epsilon_is_in_force(silo_data):
+    operator = dataclasses.replace(LIMITS, dp_epsilon=10.0)
+    server = _with("privacy", dp_epsilon=0.5)
+    silo = LocalSilo(silo_data, privacy=operator, secure_noise=False)
+    silo.handle(_req(server))
+    assert silo.gate.privacy.dp_epsilon == 0.5
+    with pytest.raises(DisclosureError, match="differential privacy"):
+        silo.handle(AssessRequest(pi=np.asarray(silo.local.pi_draws[:2]), profiles=np.asarray(
+            silo.local.profile_draws[:2]), pairs=np.zeros((0, 2), int), seed_entropy=1, spawn_key=(2, 0)))
+
+
+# -- properties: no reply under the minimum size, no unrounded count -----------------------------------------
+
+def _fake_gate(min_size, round_to, suppress):
+    silo = SimpleNamespace(name="s", privacy_in_force=PrivacyConfig(min_cluster_size=min_size, round_to=round_to,
+                                                                    suppress_cells_below=suppress),
+                           n_modalities=(2, 3), secure_noise=False, local=None)
+    return Gate(silo, SiloPolicy())
+
+
+_limits = st.tuples(st.integers(1, 30), st.integers(1, 10), st.integers(0, 12))
+
+
+@settings(max_examples=60, deadline=None)
+@given(limits=_limits, counts=st.lists(st.integers(0, 200), min_size=1, max_size=8),
+       soft=st.lists(st.floats(0, 300, allow_nan=False), min_size=8, max_size=8))
+def test_property_assign_replies(limits, counts, soft):
+    g = _fake_gate(*limits)
+    c = np.asarray(counts)
+    e = np.asarray(soft[:c.size])
+    out = g.release(AssignRequest(assignment=np.zeros(1, int), n_global=c.size),
+                    AssignReply(counts=c, expected=e, probability=np.minimum(e, c), entropy=1.0))
+    min_size, round_to, _ = limits
+    for v in (out.counts, out.expected, out.probability):
+        v = np.asarray(v, dtype=float)
+        assert not np.any((v > 0) & (v < min_size))
+        assert np.allclose(np.mod(v, round_to), 0) or round_to == 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(limits=_limits, m=st.integers(1, 3), c=st.integers(1, 4), data=st.data())
+def test_property_counts_replies(limits, m, c, data):
+    g = _fake_gate(*limits)
+    soft = data.draw(st.booleans())
+    shape = (m, c) if soft else (c,)
+    cluster = np.asarray(data.draw(st.lists(st.floats(0, 100, allow_nan=False), min_size=int(np.prod(shape)),
+                                            max_size=int(np.prod(shape))))).reshape(shape)
+    modality = np.asarray(data.draw(st.lists(st.floats(0, 100, allow_nan=False), min_size=int(np.prod(shape)) * 5,
+                                             max_size=int(np.prod(shape)) * 5))).reshape((*shape, 5))
+    request = CountsRequest(mode="soft" if soft else "hard")
+    out = g.release(request, CountsReply(cluster=cluster, modality=modality, loglik=np.zeros(m if soft else 0)))
+    min_size, round_to, suppress = limits
+    assert not np.any((out.cluster > 0) & (out.cluster < min_size))
+    assert np.all(out.modality[out.cluster == 0] == 0)          # a withheld cluster sends no modality count
+    if round_to > 1:
+        assert np.allclose(np.mod(out.cluster, round_to), 0) and np.allclose(np.mod(out.modality, round_to), 0)
+    if suppress > 1 and round_to == 1:
+        assert not np.any((out.modality > 0) & (out.modality < suppress))
+
+
+@settings(max_examples=40, deadline=None)
+@given(limits=_limits, data=st.data())
+def test_property_summary_counts(limits, data):
+    min_size, round_to, suppress = limits
+    g = _fake_gate(*limits)
+    k = data.draw(st.integers(1, 4))
+    table = np.asarray(data.draw(st.lists(st.integers(0, 60), min_size=5 * k, max_size=5 * k))).reshape(k, 5)
+    sizes = np.maximum(table[:, :2].sum(axis=1), min_size)
+    summary = SiloSummary(silo="s", n_rows=int(sizes.sum()), n_modalities=(2, 3), schema_fingerprint="f",
+                          cluster_sizes=sizes, pi_draws=np.full((1, k), 1 / k),
+                          profile_draws=np.tile([0.5, 0.5, 1 / 3, 1 / 3, 1 / 3], (1, k, 1)),
+                          pi_estimate=np.full(k, 1 / k), profile_estimate=np.tile([0.5, 0.5, 1 / 3, 1 / 3, 1 / 3], (k, 1)),
+                          n_clusters_posterior=np.ones(1), counts=table)
+    out = g.release(_req(), summary)
+    if round_to > 1:
+        assert np.all(out.counts % round_to == 0)
+    elif suppress > 1:
+        assert not np.any((out.counts > 0) & (out.counts < suppress))
+
+
+def test_counts_one_hot_reference(silo_data):
+    # the table the gate protects is the silo's one-hot table of its local partition
+    silo = LocalSilo(silo_data, privacy=LIMITS)
+    silo.handle(_req())
+    np.testing.assert_array_equal(silo.local_table(), one_hot_counts(silo.codes, silo.local.partition,
+                                                                     silo.local.n_clusters, silo.n_modalities))
