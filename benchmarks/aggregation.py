@@ -11,7 +11,7 @@ Target: at most 2 s. Reports the median over ``--repeats`` runs.
 Case ``--case application``: the shape of the paper's EHR application (section 6) without running any
 sampler. 289,821 people in 27 true clusters of the sizes of the paper's Table 7, 80 binary conditions, a
 uniform random allocation to 30 silos (~9,660 rows each); each silo's summary holds exact conjugate draws
-given its true local partition (``vcmc.study.oracle``), local clusters below ``--min-size`` members being
+given its true local partition (``vcmc.research.study.oracle``), local clusters below ``--min-size`` members being
 absorbed by the largest one, as a sampler would. Ball matching with a numeric radius gives about 27 global
 clusters (``--radius 0.6``) or about 130 (``--radius 0.27``). Each server stage is timed separately
 (Ball matching, ``build_matched_draws``, the optimiser, the push-forward) with the peak of the memory it
@@ -45,7 +45,7 @@ from vcmc.config import AggregationConfig, PriorConfig
 from vcmc.matching import match_ball
 from vcmc.matching.types import MatchedDraws, build_matched_draws
 from vcmc.model import beta_per_column, fractionate, one_hot_counts, profile_offsets
-from vcmc.study.oracle import oracle_summary
+from vcmc.research.study.oracle import oracle_summary
 
 N_MOD = (2, 2, 2, 2, 3, 3, 3, 3, 3, 3)
 NESTED = np.array([[1 / 6] * 6, [0.2] * 5 + [0], [1 / 3] * 3 + [0] * 3, [0.5] * 2 + [0] * 4])

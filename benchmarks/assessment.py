@@ -34,7 +34,7 @@ def _timed(fn, runs: int) -> dict:
 def main() -> None:
     from vcmc.assessment import choose_pairs
     from vcmc.config import PriorConfig, SamplerConfig
-    from vcmc.ehr import simulate_ehr
+    from vcmc.research.ehr import simulate_ehr
     from vcmc.silo.apply import run_apply_step
     from vcmc.silo.memberships import memberships_to_target
     from vcmc.silo.ppc import assess_rows

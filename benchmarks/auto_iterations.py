@@ -28,12 +28,12 @@ from _provenance import commit
 def _designs(which: str):
     """(name, simulate(rng), C+) of the paper's six designs or of the generalisation suite."""
     from vcmc.config import PriorConfig
-    from vcmc.simulate import DESIGNS, simulate_design
+    from vcmc.research.simulate import DESIGNS, simulate_design
 
     if which == "paper":
         return [(f"{d}/{s}", lambda rng, d=d, s=s: simulate_design(d, s, rng=rng), PriorConfig().n_components)
                 for d in DESIGNS for s in ("easy", "poor")]
-    from vcmc.study.designs import GENERALISATION_DESIGNS
+    from vcmc.research.study.designs import GENERALISATION_DESIGNS
 
     return [(name, d.simulate, d.n_components) for name, d in GENERALISATION_DESIGNS.items()]
 

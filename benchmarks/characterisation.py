@@ -1,6 +1,6 @@
 """How well the report's characterisation finds the conditions the EHR generator made characteristic.
 
-Simulates the synthetic multimorbidity cohort (``vcmc.ehr``: per cluster Table 8's high/low conditions and
+Simulates the synthetic multimorbidity cohort (``vcmc.research.ehr``: per cluster Table 8's high/low conditions and
 the secondary ones are *designed*, every other condition is within an odds ratio of 2.5 of the cohort),
 fits it with ``vcmc fit`` (or reads a folder already fitted), writes the report, and compares the listed
 conditions of every fitted cluster with the designed ones of the true cluster it matches (its majority

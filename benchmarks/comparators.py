@@ -19,9 +19,6 @@ from pathlib import Path
 
 import numpy as np
 
-from vcmc.baselines.discgs import fit_discgs
-from vcmc.baselines.fed_kmodes import fit_fed_kmodes
-from vcmc.baselines.fedmerdel import fit_fedmerdel
 from vcmc.metrics import (
     adjusted_rand_index,
     align_clusters,
@@ -29,7 +26,10 @@ from vcmc.metrics import (
     relative_bias,
     variation_of_information,
 )
-from vcmc.simulate import simulate_design
+from vcmc.research.baselines.discgs import fit_discgs
+from vcmc.research.baselines.fed_kmodes import fit_fed_kmodes
+from vcmc.research.baselines.fedmerdel import fit_fedmerdel
+from vcmc.research.simulate import simulate_design
 
 SCENARIOS = [(d, s) for d in ("homogeneous", "nested", "non_nested") for s in ("easy", "poor")]
 PAPER_KEY = {"fed-kmodes": "fed_kmodes", "fedmerdel": "fedmerdel", "discgs": None}

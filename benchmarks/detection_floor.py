@@ -2,7 +2,7 @@
 
 A federated fit can only report a cluster that at least one silo's own posterior separates: the matching
 links local clusters, it cannot create them. This benchmark measures, on the synthetic cohort of
-``vcmc.ehr`` (27 clusters of Table 7's sizes, 80 binary conditions, 30 silos of about 9,700 people), which
+``vcmc.research.ehr`` (27 clusters of Table 7's sizes, 80 binary conditions, 30 silos of about 9,700 people), which
 true clusters a silo's local sampler separates as a function of how many members the cluster has *in that
 silo*: each of ``--silos`` silos runs the apply step exactly as in a federated fit (C+ = 30, the prior
 fractionated over the 30 silos), and every true cluster is scored by its best F1 against the local
@@ -66,8 +66,8 @@ def main() -> None:
 
     from vcmc._rng import spawn_generators
     from vcmc.config import PriorConfig, SamplerConfig
-    from vcmc.ehr import simulate_ehr
     from vcmc.metrics import best_f1
+    from vcmc.research.ehr import simulate_ehr
     from vcmc.silo.apply import run_apply_step
 
     data = simulate_ehr(n=args.n, allocation=args.allocation, rng=args.seed)

@@ -127,7 +127,7 @@ def _pooled(data_dir: Path):
 
 
 def _run_full(args, data_dir: Path) -> dict:
-    from vcmc.baselines.full_mcmc import fit_full_mcmc
+    from vcmc.research.baselines.full_mcmc import fit_full_mcmc
 
     silos, schema = _pooled(data_dir)
     config = _config(args)
@@ -142,7 +142,7 @@ def _run_full(args, data_dir: Path) -> dict:
 
 
 def _run_fedmerdel(args, data_dir: Path) -> dict:
-    from vcmc.baselines.fedmerdel import fit_fedmerdel
+    from vcmc.research.baselines.fedmerdel import fit_fedmerdel
 
     silos, schema = _pooled(data_dir)
     t0 = time.perf_counter()
@@ -380,7 +380,7 @@ def main() -> None:
         Path(args.data, f"run-{args.worker}.json").write_text(json.dumps(out))
         return
 
-    from vcmc.ehr import simulate_ehr
+    from vcmc.research.ehr import simulate_ehr
 
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -32,7 +32,7 @@ def main() -> None:
     from vcmc.api import fit
     from vcmc.config import FitConfig, SamplerConfig
     from vcmc.metrics import adjusted_rand_index
-    from vcmc.simulate import simulate_design
+    from vcmc.research.simulate import simulate_design
 
     cfg = FitConfig(sampler=SamplerConfig(n_iter=args.iterations, burn_in=args.iterations // 2))
     warm = FitConfig(sampler=SamplerConfig(n_iter=200, burn_in=100))

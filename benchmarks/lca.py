@@ -12,7 +12,7 @@ simulated replicates (vcmc only) give the coverage of the 95% intervals of the c
 effects (must be >= 90%).
 
 Datasets: ``simulated`` (vcmc.lca.simulate: 3 classes, 8 binary items, 5% missing cells, covariates age and
-sex, outcomes death and score), ``nested`` (vcmc.simulate's nested design, easy: 6 categorical variables
+sex, outcomes death and score), ``nested`` (vcmc.research.simulate's nested design, easy: 6 categorical variables
 of 2-4 modalities) and ``ability`` (the real SAPA ability items shipped with vcmc, 1,525 rows, 16 binary
 items with missing answers), each split into 5 silos.
 
@@ -92,7 +92,7 @@ def _split(df: pd.DataFrame, n_silos: int, rng) -> dict[str, pd.DataFrame]:
 
 def datasets(seed: int, ability_csv: Path):
     from vcmc.lca.simulate import simulate_lca
-    from vcmc.simulate import simulate_design
+    from vcmc.research.simulate import simulate_design
 
     rng = np.random.default_rng(seed)
     sim = simulate_lca((300,) * 5, missing=0.05, rng=rng)

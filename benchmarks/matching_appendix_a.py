@@ -3,7 +3,7 @@
 For the six scenarios of docs/design.md §10 and each matching method, prints the percentage of datasets
 where the correct matching (docs/design.md §9.1) is recovered, the mean ARI of the propagated partition on all
 silos pooled and the mean number of global clusters. Oracle summaries come from exact conjugate draws
-given the true partition (``vcmc.study.oracle``); minimum divergence talks to in-process silos.
+given the true partition (``vcmc.research.study.oracle``); minimum divergence talks to in-process silos.
 
 Usage::
 
@@ -20,8 +20,8 @@ import numpy as np
 
 from vcmc.config import MatchingConfig
 from vcmc.matching import in_process_divergence, match
-from vcmc.simulate import DESIGNS, SEPARABILITIES, simulate_design
-from vcmc.study.evaluate import appendix_a_silos, evaluate_matching
+from vcmc.research.simulate import DESIGNS, SEPARABILITIES, simulate_design
+from vcmc.research.study.evaluate import appendix_a_silos, evaluate_matching
 
 METHODS = {
     "hungarian": MatchingConfig(method="hungarian"),

@@ -38,10 +38,10 @@ def main() -> None:
     args = ap.parse_args()
 
     from vcmc.config import FitConfig, PriorConfig, SamplerConfig
-    from vcmc.ehr import simulate_ehr
     from vcmc.federation.transport import InProcessTransport, ProcessPoolTransport
     from vcmc.metrics import adjusted_rand_index, best_f1
     from vcmc.pipeline import run_vcmc
+    from vcmc.research.ehr import simulate_ehr
     from vcmc.silo.local import LocalSilo
     from vcmc.silo.sampler import run_chain
 

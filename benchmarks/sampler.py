@@ -453,8 +453,8 @@ def breakdown_sparse(n, k, c, iters, runs, thin=5, data="ehr", seed=0):
 def layout_model(runs=5):
     """Allocation step of both paths (tables, uniforms or not, draws, count expansion; no parameter step)
     timed in isolation on a few data sets, next to ``work_estimates``: the check behind the path choice."""
+    from vcmc.research.simulate import simulate_design
     from vcmc.silo.sampler.layout import choose_layout
-    from vcmc.simulate import simulate_design
 
     sets = {
         "paper_silo_c15": (simulate_design("nested", "easy", rng=0).silos[0].codes, [2] * 4 + [3] * 6, 15),

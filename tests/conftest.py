@@ -11,7 +11,7 @@ from vcmc.config import FitConfig, PostprocessConfig, PrivacyConfig, SamplerConf
 @pytest.fixture(scope="session")
 def nested_easy():
     """The paper's nested design, easy separability, 4 silos of 1,000 (seeded)."""
-    from vcmc.simulate import simulate_design
+    from vcmc.research.simulate import simulate_design
 
     return simulate_design("nested", "easy", rng=11)
 
@@ -33,7 +33,7 @@ N_ROWS = 137   # prime, and equal to no other dimension of any message (the row-
 
 @pytest.fixture(scope="session")
 def small_sim():
-    from vcmc.simulate import simulate_design
+    from vcmc.research.simulate import simulate_design
 
     return simulate_design("nested", "easy", rng=21, n_per_silo=N_ROWS)
 

@@ -16,7 +16,7 @@ SILO_SIDE = ("vcmc.silo", "vcmc.flower.client")
 #: Server-side code a silo must never import.
 SERVER_SIDE = ("vcmc.matching", "vcmc.aggregation", "vcmc.pipeline", "vcmc.assessment", "vcmc.federation",
                "vcmc.results",
-               "vcmc.report", "vcmc.study", "vcmc.baselines", "vcmc.api", "vcmc.cli", "vcmc.estimator",
+               "vcmc.report", "vcmc.research", "vcmc.result_builder", "vcmc.api", "vcmc.cli", "vcmc.estimator",
                "vcmc.flower.server", "vcmc.lca")
 #: The public facade re-exports the whole library lazily; it is nobody's dependency.
 FACADE = "vcmc"
@@ -57,8 +57,10 @@ GRAPH = {m: _imports(m) for m in MODULES}
 
 
 def _package(module: str) -> str:
+    """``vcmc.silo``, ``vcmc.pipeline``, ...; inside the research harness one level deeper
+    (``vcmc.research.study``), whose parts are packages of their own."""
     parts = module.split(".")
-    return ".".join(parts[:2])
+    return ".".join(parts[:3] if parts[1:2] == ["research"] and len(parts) > 2 else parts[:2])
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -134,3 +136,92 @@ def test_no_reference_to_files_outside_the_repository():
     hits = [f"{p.relative_to(SRC)}:{i}: {line.strip()}" for p in MODULES.values()
             for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if outside.search(line)]
     assert hits == [], "\n".join(hits[:20]) + f"\n... {len(hits)} in all"
+
+
+#: The library core's only doors into the research harness: the method registry (the comparators, named by
+#: module path and imported when run) and the CLI commands that exist to run the harness.
+RESEARCH = "vcmc.research"
+DOORS_TO_RESEARCH = ("vcmc.methods", "vcmc.cli.simulate", "vcmc.cli.study", "vcmc.cli.demo")
+
+
+def test_the_core_never_imports_the_research_harness():
+    bad = sorted(f"{m} -> {t}" for m, targets in GRAPH.items() for t in targets
+                 if t.startswith(RESEARCH) and not m.startswith(RESEARCH) and m not in DOORS_TO_RESEARCH
+                 and m != FACADE)
+    assert bad == [], "core modules import the research harness:\n" + "\n".join(bad)
+
+
+def test_protocol_imports_only_leaves():
+    """CONTRIBUTING.md: ``protocol/`` imports nothing of vcmc's but the exceptions and the model's layout,
+    which themselves import nothing of vcmc's."""
+    used = {t for m, targets in GRAPH.items() if m.startswith("vcmc.protocol") for t in targets
+            if not t.startswith("vcmc.protocol")}
+    assert used <= {"vcmc.exceptions", "vcmc.model"}, used
+    assert GRAPH["vcmc.exceptions"] == set() and GRAPH["vcmc.model"] == set()
+
+
+def _calls_of(attribute: str) -> list[str]:
+    hits = []
+    for m, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            # llvmlite's IR builder (the numba intrinsics) has a ``call`` of its own
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == attribute
+                    and not (isinstance(node.func.value, ast.Name) and node.func.value.id == "builder")):
+                hits.append(m)
+    return sorted(set(hits))
+
+
+def test_gather_is_the_one_place_replies_are_collected():
+    """docs/design.md §12.1 and CONTRIBUTING.md: every stage of the server algorithm collects the silos'
+    replies through ``vcmc.federation.faults.gather`` (which validates them and applies the fault policy);
+    nothing else calls a transport's ``call``. The Flower ServerApp's hello round, which runs before
+    there is a run to collect replies for, is the one other caller."""
+    assert _calls_of("call") == ["vcmc.federation.faults", "vcmc.flower.server"]
+
+
+#: Private names shared inside one package whose modules are one unit: the numba kernels of the sampler
+#: (split over modules only for size; compiled together, never called from outside ``vcmc.silo.sampler``)
+#: and the Dirichlet sampler they inline. Anything else shared is made public or moved.
+PACKAGE_PRIVATE = ("vcmc.silo.sampler.", "vcmc.dirichlet")
+
+
+def test_no_module_imports_another_modules_private_names():
+    hits = []
+    for m, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom) or not (node.module or "").startswith("vcmc"):
+                continue
+            for alias in node.names:
+                private = alias.name.startswith("_") and not alias.name.startswith("__")
+                own_submodule = f"{node.module}.{alias.name}" in MODULES and _package(node.module) == _package(m)
+                kernels = m.startswith("vcmc.silo.sampler.") and node.module.startswith(PACKAGE_PRIVATE)
+                if private and not own_submodule and not kernels:
+                    hits.append(f"{m}: from {node.module} import {alias.name}")
+    assert hits == [], "\n".join(hits)
+
+
+def test_the_paths_from_a_flag_in_contributing_name_code_that_exists():
+    """CONTRIBUTING.md lists the path from --iterations and from the disclosure minimum to the code that
+    uses them, in at most 4 steps; every function it names exists (a rename must update it)."""
+    import importlib
+
+    text = (SRC.parent / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    section = text.split("## From a flag to the code that uses it", 1)[1].split("\n## ", 1)[0]
+    for flag in ("`--iterations`", "`--min-cluster-size`"):
+        steps = re.findall(r"^(\d)\. ", section.split(flag, 1)[1].split("\n\n`", 1)[0], flags=re.M)
+        assert steps and int(steps[-1]) <= 4, flag
+    names = set(re.findall(r"`(vcmc\.[\w.]+)", section))
+    assert len(names) >= 8
+    for name in sorted(names):
+        parts = name.split(".")
+        for cut in range(len(parts), 0, -1):          # the longest importable prefix, then attributes
+            try:
+                obj = importlib.import_module(".".join(parts[:cut]))
+            except ImportError:
+                continue
+            for attr in parts[cut:]:
+                obj = getattr(obj, attr)
+            break
+        else:  # pragma: no cover
+            raise AssertionError(name)

@@ -67,7 +67,7 @@ def test_rows_are_labelled_by_the_global_posterior_and_the_classification_is_rep
     """A small silo's rows are classified better with profiles estimated from every silo than with its own;
     each silo keeps its rows' memberships and sends only cluster-level sums."""
     from vcmc.config import AggregationConfig, FitConfig, SamplerConfig
-    from vcmc.simulate import simulate
+    from vcmc.research.simulate import simulate
 
     w = [[0.4, 0.3, 0.3], [0.4, 0.3, 0.3]]
     data = simulate(n_per_silo=[150, 3000], weights=w, n_modalities=(3,) * 8, concentration=1.0, rng=4)

@@ -29,8 +29,8 @@ _EXPORTS = {
     "read_silos": "vcmc.data",
     "infer_schema": "vcmc.data",
     "from_dataframe": "vcmc.data",
-    "simulate": "vcmc.simulate",
-    "simulate_design": "vcmc.simulate",
+    "simulate": "vcmc.research.simulate",
+    "simulate_design": "vcmc.research.simulate",
     "FederatedLatentClassModel": "vcmc.estimator",
 }
 

@@ -8,14 +8,19 @@ from collections.abc import Sequence
 from vcmc._rng import RngLike, as_seed_sequence, root_entropy
 from vcmc.config import FitConfig
 from vcmc.exceptions import ConfigError, SchemaError
+from vcmc.methods import get as get_method
+from vcmc.methods import names as method_names
 from vcmc.progress import progress_bar
 from vcmc.results import GlobalResult
 
-METHODS = ("vcmc", "consensus", "full-mcmc", "fed-kmodes", "fedmerdel", "discgs")
+METHODS = method_names()
+"""The methods ``fit`` runs (from the one registry, ``vcmc.methods``)."""
 
 
-def _as_silos(silos) -> list:
-    """Accept a SimulatedData, a sequence of SiloData; check that they share one schema."""
+def as_silos(silos) -> list:
+    """The silos of a fit, checked once here for every entry point (``vcmc.fit``, the estimator): a
+    ``SimulatedData``'s silos or a sequence of ``SiloData``, at least one, unique names, one schema; returned
+    in the canonical order of ``vcmc.federation.order`` (the result lists the silos in that order)."""
     if hasattr(silos, "silos") and not isinstance(silos, Sequence):
         silos = silos.silos
     silos = list(silos)
@@ -30,7 +35,10 @@ def _as_silos(silos) -> list:
             raise SchemaError(f"silo {s.name!r} uses a different schema from silo {silos[0].name!r} "
                               f"(fingerprints {s.schema.fingerprint()} vs {ref.fingerprint()}); all silos "
                               "must encode their data with the same schema file.")
-    return silos
+    # one canonical order, whatever order the silos came in (vcmc.federation.order; docs/design.md §12.1)
+    from vcmc.federation.order import silo_sort_key
+
+    return sorted(silos, key=lambda s: silo_sort_key(s.name))
 
 
 def make_transport(silos, config: FitConfig, *, jobs: int = 1, kind: str = "auto", progress=None,
@@ -64,7 +72,7 @@ def fit(silos, *, config: FitConfig | None = None, method: str = "vcmc", rng: Rn
 
     Parameters
     ----------
-    silos : sequence of vcmc.data.SiloData, or vcmc.simulate.SimulatedData
+    silos : sequence of vcmc.data.SiloData, or vcmc.research.simulate.SimulatedData
         One entry per silo, all encoded with the same schema.
     config : FitConfig, optional
         Priors, sampler, post-processing, privacy, matching and aggregation options (defaults: the
@@ -92,13 +100,11 @@ def fit(silos, *, config: FitConfig | None = None, method: str = "vcmc", rng: Rn
     -------
     GlobalResult
     """
-    if method not in METHODS:
-        raise ConfigError(f"The 'method' parameter of vcmc.fit must be one of {', '.join(METHODS)}. "
-                          f"Got {method!r} instead.")
+    spec = get_method(method)
     if not isinstance(jobs, int) or jobs < 1:
         raise ConfigError(f"The 'jobs' parameter of vcmc.fit must be an int >= 1. Got {jobs!r} instead.")
     config = config or FitConfig()
-    data = _as_silos(silos)
+    data = as_silos(silos)
     rng = as_seed_sequence(rng) if rng is None else rng
     seed = root_entropy(rng)
     n_mod = data[0].schema.n_modalities
@@ -106,7 +112,7 @@ def fit(silos, *, config: FitConfig | None = None, method: str = "vcmc", rng: Rn
     names = [d.name for d in data]
     t0 = time.perf_counter()
 
-    if method in ("vcmc", "consensus"):
+    if spec.adapter is None:           # VCMC and consensus: the pipeline
         from vcmc.pipeline import run_vcmc
 
         total = len(data) * config.sampler.n_iter * config.sampler.n_chains
@@ -114,30 +120,13 @@ def fit(silos, *, config: FitConfig | None = None, method: str = "vcmc", rng: Rn
                 make_transport(data, config, jobs=jobs, kind=transport, progress=bar.update,
                                state_dir=state_dir) as tr:
             return run_vcmc(tr, config, rng=rng, method=method, policy=policy, save_dir=save_dir)
-    if method == "full-mcmc":
-        from vcmc.baselines.full_mcmc import fit_full_mcmc
-
+    if spec.pooled_sampler:
         total = config.sampler.n_iter * config.sampler.n_chains
         with progress_bar(total, "Gibbs sampling (pooled data)", enabled=show_progress) as bar:
-            res = fit_full_mcmc(codes, n_mod, prior=config.prior, sampler=config.sampler,
-                                postprocess=config.postprocess, rng=rng, jobs=jobs, silo_names=names,
-                                progress=bar.update)
-    elif method == "fed-kmodes":
-        from vcmc.baselines.fed_kmodes import fit_fed_kmodes
-
-        if n_clusters is None:
-            raise ConfigError("method 'fed-kmodes' needs n_clusters (K-modes does not infer the number of "
-                              "clusters; the paper sets it to the truth).")
-        res = fit_fed_kmodes(codes, n_mod, n_clusters=n_clusters, rng=rng, silo_names=names)
-    elif method == "fedmerdel":
-        from vcmc.baselines.fedmerdel import fit_fedmerdel
-
-        res = fit_fedmerdel(codes, n_mod, k_init=config.prior.n_components, alpha=config.prior.alpha, rng=rng,
-                            silo_names=names)
+            res = spec.run(codes, n_mod, config=config, rng=rng, jobs=jobs, silo_names=names,
+                           n_clusters=n_clusters, progress=bar.update)
     else:
-        from vcmc.baselines.discgs import fit_discgs
-
-        res = fit_discgs(codes, n_mod, rng=rng, silo_names=names)
+        res = spec.run(codes, n_mod, config=config, rng=rng, jobs=jobs, silo_names=names, n_clusters=n_clusters)
     timings = dict(res.timings)
     timings.setdefault("total", time.perf_counter() - t0)
     import dataclasses

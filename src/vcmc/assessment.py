@@ -18,6 +18,7 @@ import numpy as np
 
 from vcmc.model import profile_offsets, variable_of_column
 from vcmc.protocol import AssessReply, AssessRequest
+from vcmc.spacing import evenly_spaced
 
 __all__ = ["WAIC_DEFINITION", "assess_requests", "choose_pairs", "combine_assessment", "even_draws",
            "local_k_posterior"]
@@ -42,7 +43,7 @@ PPC_DEFINITION = (
 
 def even_draws(n_total: int, n_take: int) -> np.ndarray:
     """``n_take`` indices evenly spaced over ``0..n_total-1`` (all of them when there are fewer)."""
-    return np.unique(np.linspace(0, n_total - 1, min(n_total, n_take)).round().astype(np.int64))
+    return evenly_spaced(n_total, n_take)      # the one rule (vcmc.spacing)
 
 
 def indicator_columns(n_modalities) -> np.ndarray:

@@ -20,13 +20,28 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from vcmc.config import FitConfig
-from vcmc.config.options import MatchingMethod, Strategy, choices
+from vcmc.config.schema import option, param_constraint
 from vcmc.exceptions import DataError
+from vcmc.methods import names as method_names
 from vcmc.model import log_likelihood_rows
+from vcmc.spacing import evenly_spaced
 
 __all__ = ["FederatedLatentClassModel"]
 
-_METHODS = ("vcmc", "consensus", "full-mcmc", "fedmerdel", "discgs")
+_METHODS = method_names(estimator=True)     # the one registry's (vcmc.methods)
+
+#: The estimator's parameters that are ``FitConfig`` options, by run-config key: their defaults, types and
+#: allowed values come from the option table (``vcmc.config.schema``), their ranges are checked by the
+#: config dataclasses when ``fit`` builds the config (the library's one message for each).
+_OPTION_PARAMS = {
+    "n_components": "prior.n-components", "alpha": "prior.alpha", "beta": "prior.beta",
+    "n_iter": "sampler.n-iter", "burn_in": "sampler.burn-in", "thin": "sampler.thin",
+    "n_chains": "sampler.n-chains", "matching": "matching.method", "strategy": "aggregation.strategy",
+}
+
+
+def _default(param: str):
+    return option(_OPTION_PARAMS[param]).default
 # Posterior draws used by predict_proba and score (evenly spaced over the global draws).
 _PREDICT_DRAWS = 100
 
@@ -83,24 +98,19 @@ class FederatedLatentClassModel(ClusterMixin, BaseEstimator):
     """
 
     _parameter_constraints: dict = {
-        "n_components": [Interval(numbers.Integral, 1, None, closed="left")],
-        "alpha": [Interval(numbers.Real, 0, None, closed="neither")],
-        "beta": [Interval(numbers.Real, 0, None, closed="neither")],
-        "n_iter": [Interval(numbers.Integral, 1, None, closed="left")],
-        "burn_in": [Interval(numbers.Integral, 0, None, closed="left"), None],
-        "thin": [Interval(numbers.Integral, 1, None, closed="left")],
-        "n_chains": [Interval(numbers.Integral, 1, None, closed="left")],
-        "matching": [StrOptions(set(choices(MatchingMethod)))],
-        "strategy": [StrOptions(set(choices(Strategy)))],
+        **{param: param_constraint(option(key)) for param, key in _OPTION_PARAMS.items()},
+        "beta": [numbers.Real],            # one concentration for every variable (the config also takes one each)
         "method": [StrOptions(set(_METHODS))],
         "config": [FitConfig, None],
         "random_state": ["random_state", np.random.Generator],
         "n_jobs": [Interval(numbers.Integral, 1, None, closed="left")],
     }
 
-    def __init__(self, *, n_components: int = 15, alpha: float = 0.01, beta: float = 0.5, n_iter: int = 50_000,
-                 burn_in: int | None = None, thin: int = 5, n_chains: int = 1, matching: str = "calibrated",
-                 strategy: str = "contingency", method: str = "vcmc", config: FitConfig | None = None,
+    def __init__(self, *, n_components: int = _default("n_components"), alpha: float = _default("alpha"),
+                 beta: float = _default("beta"), n_iter: int = _default("n_iter"),
+                 burn_in: int | None = _default("burn_in"), thin: int = _default("thin"),
+                 n_chains: int = _default("n_chains"), matching: str = _default("matching"),
+                 strategy: str = _default("strategy"), method: str = "vcmc", config: FitConfig | None = None,
                  random_state=None, n_jobs: int = 1):
         self.n_components = n_components
         self.alpha = alpha
@@ -129,12 +139,12 @@ class FederatedLatentClassModel(ClusterMixin, BaseEstimator):
         import dataclasses
 
         base = self.config if self.config is not None else FitConfig()
-        burn_in = self.n_iter // 2 if self.burn_in is None else self.burn_in
+        burn_in = None if self.burn_in is None else int(self.burn_in)   # None: the config's half of n_iter
         return dataclasses.replace(
             base,
             prior=dataclasses.replace(base.prior, n_components=int(self.n_components), alpha=float(self.alpha),
                                       beta=float(self.beta)),
-            sampler=dataclasses.replace(base.sampler, n_iter=int(self.n_iter), burn_in=int(burn_in),
+            sampler=dataclasses.replace(base.sampler, n_iter=int(self.n_iter), burn_in=burn_in,
                                         thin=int(self.thin), n_chains=int(self.n_chains)),
             matching=dataclasses.replace(base.matching, method=self.matching),
             aggregation=dataclasses.replace(base.aggregation, strategy=self.strategy))
@@ -146,10 +156,11 @@ class FederatedLatentClassModel(ClusterMixin, BaseEstimator):
         ``SiloData``, or a ``SimulatedData``'s silos)."""
         from scipy import sparse
 
+        from vcmc.api import as_silos
         from vcmc.data import SiloData
 
         if hasattr(x, "silos") and not isinstance(x, list | tuple):
-            return list(x.silos)
+            return as_silos(x)
         if isinstance(x, list | tuple) and x and all(
                 isinstance(p, SiloData | pd.DataFrame) or (np.ndim(p) == 2 and not sparse.issparse(p)) for p in x):
             return list(x)
@@ -179,11 +190,12 @@ class FederatedLatentClassModel(ClusterMixin, BaseEstimator):
         return frame
 
     def _silos_for_fit(self, x):
+        from vcmc.api import as_silos
         from vcmc.data import SiloData, from_dataframe, infer_schema
 
         parts = self._as_parts(x)
         if all(isinstance(p, SiloData) for p in parts):
-            return parts, None
+            return as_silos(parts), None
         if any(isinstance(p, SiloData) for p in parts):
             raise DataError("mixing SiloData with data frames or arrays in one fit is ambiguous (their schemas "
                             "may differ); pass all silos in one form.")
@@ -245,7 +257,9 @@ class FederatedLatentClassModel(ClusterMixin, BaseEstimator):
         self.n_clusters_ = int(keep.sum())
         self._pi_draws = result.pi_draws[:, keep] / result.pi_draws[:, keep].sum(axis=1, keepdims=True)
         self._profile_draws = result.profile_draws[:, keep]
-        self.labels_ = (np.concatenate([index[a] for a in result.assignments]) if result.assignments is not None
+        # the result lists the silos in the canonical order (vcmc.federation.order): labels in X's order
+        by_name = dict(zip(result.silos, result.assignments or (), strict=False))
+        self.labels_ = (np.concatenate([index[by_name[s.name]] for s in silos]) if result.assignments is not None
                         else None)
         if covariates is not None or distal is not None:
             self._three_step(silos, covariates, distal)
@@ -286,8 +300,7 @@ class FederatedLatentClassModel(ClusterMixin, BaseEstimator):
         return float(self._point_statistics(X)["entropy"])
 
     def _draws(self):
-        t = self._pi_draws.shape[0]
-        idx = np.unique(np.linspace(0, t - 1, min(t, _PREDICT_DRAWS)).round().astype(int))
+        idx = evenly_spaced(self._pi_draws.shape[0], _PREDICT_DRAWS)
         return self._pi_draws[idx], self._profile_draws[idx]
 
     def predict_proba(self, X) -> np.ndarray:

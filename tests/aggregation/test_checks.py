@@ -7,8 +7,8 @@ from vcmc.aggregation import aggregate
 from vcmc.aggregation.checks import describe_prior_dominated, prior_dominated_profiles
 from vcmc.config import AggregationConfig, MatchingConfig, PriorConfig
 from vcmc.matching import match, matched_draws
-from vcmc.simulate import simulate
-from vcmc.study.evaluate import appendix_a_silos
+from vcmc.research.simulate import simulate
+from vcmc.research.study.evaluate import appendix_a_silos
 
 PREV = np.array([[0.7, 0.2, 0.6, 0.1, 0.5, 0.8, 0.3, 0.05],
                  [0.2, 0.7, 0.3, 0.8, 0.4, 0.1, 0.6, 0.05],

@@ -1,6 +1,6 @@
 """Small clusters under structural zeros (the paper's Table 4, heterogeneous-poor designs).
 
-The Appendix A setting (true local partitions, exact conjugate local draws from ``vcmc.study.oracle``),
+The Appendix A setting (true local partitions, exact conjugate local draws from ``vcmc.research.study.oracle``),
 Ball matching and the default aggregation. Cluster 6 lives in one silo only, so its global weight is
 ``omega^1_0 pi^1_6``: the pi block's weights must pool the silos by their sizes for it to be unbiased.
 The paper reports relative biases of pi_6 of -0.198 (nested poor) and 0.009 (non-nested poor) for VCMC,
@@ -13,8 +13,8 @@ import pytest
 from vcmc.aggregation import aggregate, aggregate_with_weights, uniform_weights
 from vcmc.config import MatchingConfig, PriorConfig
 from vcmc.matching import match, matched_draws
-from vcmc.simulate import simulate_design
-from vcmc.study.oracle import oracle_summary
+from vcmc.research.simulate import simulate_design
+from vcmc.research.study.oracle import oracle_summary
 
 
 def _pi6_relative_bias(design, seed, uniform=False):

@@ -522,7 +522,9 @@ def test_ctrl_c(tmp_path):
     m = re.fullmatch(r"vcmc fit: interrupted; kept the finished sampling of ([1-4]) of 4 silo\(s\) in (.+); "
                      r"resume with: (vcmc fit .* --seed (\d+))", lines[0])
     assert m and m.group(2) == str(out / "silo-state"), stderr
-    time.sleep(0.5)
+    deadline = time.monotonic() + 30       # the workers exit with the interrupted run: wait for them to go
+    while [p for p in _descendants(os.getpid()) if _cmdline(p).find(str(out)) >= 0] and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert not [p for p in _descendants(os.getpid()) if _cmdline(p).find(str(out)) >= 0]
     import shlex
 

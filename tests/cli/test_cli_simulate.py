@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from vcmc.cli import main
-from vcmc.simulate import simulate_design
+from vcmc.research.simulate import simulate_design
 
 
 def test_simulate_writes_the_contract_files(tmp_path, capsys):
@@ -97,7 +97,7 @@ def test_help_works_from_the_installed_entry_point():
 
 # -- design ehr: the synthetic cohort of the paper's section 6 ------------------------------------------------
 def test_ehr_writes_the_contract_files_and_matches_the_library(tmp_path, capsys):
-    from vcmc.ehr import CONDITIONS, simulate_ehr
+    from vcmc.research.ehr import CONDITIONS, simulate_ehr
 
     out = tmp_path / "ehr"
     assert main(["simulate", "--design", "ehr", "--n", "6000", "--silos", "5", "--seed", "3",
@@ -133,7 +133,7 @@ def test_ehr_seed_determines_the_files(tmp_path):
 
 
 def test_ehr_region_allocation_writes_one_file_per_region(tmp_path):
-    from vcmc.ehr import REGIONS
+    from vcmc.research.ehr import REGIONS
 
     out = tmp_path / "reg"
     assert main(["simulate", "--design", "ehr", "--n", "4000", "--allocation", "region", "--seed", "1",

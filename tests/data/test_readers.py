@@ -15,9 +15,9 @@ from vcmc.data import (
     read_silos,
     split_by_column,
 )
-from vcmc.datasets import ability_path
 from vcmc.exceptions import DataError, SchemaError
 from vcmc.model import MISSING
+from vcmc.research.datasets import ability_path
 
 ABILITY = ability_path()
 
@@ -230,7 +230,7 @@ def test_mixed_types_code_consistently_and_input_not_mutated():
 
 
 def test_simulated_files_read_back_exactly(tmp_path):
-    from vcmc.simulate import simulate_design
+    from vcmc.research.simulate import simulate_design
 
     d = simulate_design("non-nested", "easy", rng=2, n_per_silo=50, missing_rate=0.1)
     d.write(tmp_path)

@@ -1,7 +1,7 @@
 """A real Flower deployment on 127.0.0.1 for tests: a SuperLink and SuperNodes in subprocesses.
 
 ``Lab(tmp_path, secure=True)`` runs the SuperLink with TLS (a CA and a server certificate for 127.0.0.1
-generated here, with ``cryptography``, which Flower itself depends on) and SuperNode authentication
+made by the openssl commands of docs/federation.md, run as documented) and SuperNode authentication
 (``--enable-supernode-auth``: only SuperNodes whose public key was registered with
 ``flwr supernode register`` may connect). Flags and behaviour as in the installed flwr 1.42: the SuperLink
 serves its HTTP API over TLS when given ``--ssl-ca-certfile/--ssl-certfile/--ssl-keyfile``; a SuperNode
@@ -12,8 +12,6 @@ OpenSSH format); an unregistered SuperNode fails to activate, logs Flower's exit
 from __future__ import annotations
 
 import contextlib
-import datetime
-import ipaddress
 import json
 import os
 import signal
@@ -47,41 +45,31 @@ def processes_with(marker: str) -> list[int]:
     return found
 
 
-def make_tls(folder: Path) -> dict[str, Path]:
-    """A CA and a server certificate for 127.0.0.1 / localhost signed by it (EC P-384, one day)."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "federation.md"
+_TLS_MARKER = "<!-- tls-commands:"
 
-    now = datetime.datetime.now(datetime.UTC)
-    ca_key = ec.generate_private_key(ec.SECP384R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "vcmc test CA")])
-    usage = {k: False for k in ("digital_signature", "content_commitment", "key_encipherment", "data_encipherment",
-                                "key_agreement", "key_cert_sign", "crl_sign", "encipher_only", "decipher_only")}
-    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
-          .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
-          .not_valid_after(now + datetime.timedelta(days=1))
-          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-          .add_extension(x509.KeyUsage(**{**usage, "digital_signature": True, "key_cert_sign": True,
-                                          "crl_sign": True}), critical=True)
-          .sign(ca_key, hashes.SHA256()))
-    key = ec.generate_private_key(ec.SECP384R1())
-    cert = (x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]))
-            .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-                                                        x509.DNSName("localhost")]), critical=False)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .sign(ca_key, hashes.SHA256()))
-    paths = {"ca": folder / "ca.crt", "cert": folder / "server.pem", "key": folder / "server.key"}
-    paths["ca"].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    paths["cert"].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    paths["key"].write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                               serialization.NoEncryption()))
-    paths["key"].chmod(0o600)
-    return paths
+
+def documented_tls_commands(san: str) -> str:
+    """The openssl block of docs/federation.md (the fenced block after its ``tls-commands`` marker), with
+    its ``SAN=`` line set to ``san``; every other line as documented."""
+    text = DOCS.read_text(encoding="utf-8")
+    after = text[text.index(_TLS_MARKER):]
+    block = after[after.index("```bash\n") + len("```bash\n"):]
+    block = block[:block.index("\n```")]
+    lines = block.splitlines()
+    assert lines[0].startswith("SAN="), f"the documented TLS block must start with SAN=...; got {lines[0]!r}"
+    return "\n".join([f'SAN="{san}"', *lines[1:]]) + "\n"
+
+
+def make_tls(folder: Path, san: str = "DNS:localhost,IP:127.0.0.1") -> dict[str, Path]:
+    """A CA and a server certificate for 127.0.0.1 / localhost, made by running docs/federation.md's openssl
+    commands in ``folder`` (so the documented commands are the tested ones)."""
+    script = documented_tls_commands(san)
+    (folder / "make-tls.sh").write_text(script)
+    done = subprocess.run(["bash", "-euo", "pipefail", "make-tls.sh"], cwd=folder, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and "server.pem: OK" in done.stdout, done.stdout + done.stderr
+    return {"ca": folder / "ca.crt", "cert": folder / "server.pem", "key": folder / "server.key"}
 
 
 def make_node_key(folder: Path, name: str) -> Path:
@@ -176,6 +164,7 @@ class Lab:
         submitted = self.flwr("run", str(app_dir), "t", "--format", "json", "--run-config", run_config)
         assert submitted.returncode == 0, submitted.stdout + submitted.stderr
         run_id = json.loads(submitted.stdout)["run-id"]
+        self.last_run_id = run_id
         status, last_list = None, 0.0
         t0 = time.monotonic()
         while time.monotonic() - t0 < timeout:

@@ -29,7 +29,7 @@ NODE = ('min-cluster-size=10 suppress-cells-below=8 round-to=5 share-counts=fals
 
 def _setup(folder):
     from vcmc.config import FitConfig, PostprocessConfig, SamplerConfig
-    from vcmc.simulate import simulate_design
+    from vcmc.research.simulate import simulate_design
 
     sim = simulate_design("homogeneous", "easy", rng=8, n_per_silo=N_ROWS)
     data = sim.silos[0]
@@ -57,10 +57,9 @@ def attacked(request, tmp_path_factory):
     plan, data, schema = _setup(folder)
     if request.param == "flower-wire":
         # the deployed handler behind Flower's protobuf wire encoding, in this process
+        from flwr.supercore.task_identity import TaskIdentity
         from test_flower_boundary import WireGrid
         from vcmc_curious.attacks import run_attacks
-
-        from flwr.supercore.task_identity import TaskIdentity
 
         saved = {k: getattr(TaskIdentity, k, None) for k in ("_run_id", "_node_id", "_task_id")}
         TaskIdentity._run_id, TaskIdentity._node_id, TaskIdentity._task_id = 1, 0, 1

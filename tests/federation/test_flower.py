@@ -69,7 +69,7 @@ def test_records_carry_the_assessment_messages():
 def test_node_config_out_dir_must_be_absolute_and_receives_the_silos_files(tmp_path):
     from vcmc.exceptions import ConfigError
     from vcmc.flower.client import silo_from_node_config, write_local_results
-    from vcmc.simulate import simulate_design
+    from vcmc.research.simulate import simulate_design
 
     sim = simulate_design("homogeneous", "easy", rng=1, n_per_silo=40)
     sim.silos[0].to_frame().to_csv(tmp_path / "a.csv", index=False)
@@ -90,7 +90,7 @@ def test_silo_operator_sets_data_and_limits_in_node_config(tmp_path):
     from vcmc.config import PrivacyConfig
     from vcmc.exceptions import ConfigError
     from vcmc.flower.client import privacy_from_node_config, silo_from_node_config
-    from vcmc.simulate import simulate_design
+    from vcmc.research.simulate import simulate_design
 
     sim = simulate_design("homogeneous", "easy", rng=1, n_per_silo=40)
     sim.silos[0].to_frame().to_csv(tmp_path / "a.csv", index=False)
@@ -113,14 +113,14 @@ def test_silo_operator_sets_data_and_limits_in_node_config(tmp_path):
 # flowerlab.py), plain or with TLS and SuperNode authentication
 
 N_SILOS = 3
-OVERRIDES = {"sampler.n-iter": 600, "sampler.burn-in": 300, "aggregation.max-iter": 100,
+OVERRIDES = {"sampler.n-iter": 600, "aggregation.max-iter": 100,   # burn-in: derived, half of n-iter
              "privacy.min-cluster-size": 5}
 SEED = 5
 
 
 @pytest.fixture(params=["plain", "tls-auth"])
 def federation(request, tmp_path):
-    from vcmc.simulate import simulate_design
+    from vcmc.research.simulate import simulate_design
 
     secure = request.param == "tls-auth"
     sim = simulate_design("nested", "easy", rng=8, n_per_silo=150)
@@ -152,12 +152,20 @@ def federation(request, tmp_path):
 def test_flower_run_equals_in_process_run(federation):
     lab, tmp, csvs, schema_path = federation
     out_dir = tmp / "results"
-    run_config = " ".join([f'out-dir="{out_dir}"', f"seed={SEED}", f"min-nodes={N_SILOS}", "wait-nodes=90",
+    run_config = " ".join([f'out-dir="{out_dir}"', f'schema-path="{schema_path}"', f"seed={SEED}",
+                           f"min-nodes={N_SILOS}", "wait-nodes=90",
                            "round-timeout=300", *(f"{k}={v}" for k, v in OVERRIDES.items())])
     status, server_log = lab.run_app(APP_DIR, run_config, done_file=out_dir / "result.json", timeout=170)
     assert status == "finished:completed", f"status {status}; server log:\n{server_log}"
 
     flower = json.loads((out_dir / "result.json").read_text())
+    # the operators' view: vcmc's progress reaches `flwr log` (Flower streams the ServerApp's output)
+    streamed = lab.flwr("log", str(lab.last_run_id), "t", "--show", timeout=60).stdout
+    for name, _ in csvs:
+        assert f"summarize: silo '{name}' replied in" in streamed, streamed[-3000:]
+    assert f"results written to {out_dir}" in streamed
+    assert f"summarize: {N_SILOS} of {N_SILOS} silos replied" in (out_dir / "server.log").read_text()
+    assert (out_dir / "schema.json").is_file()
 
     # the same run in this process, from the same files, seed and options
     from vcmc.data import read_csv
@@ -230,3 +238,317 @@ def test_unauthorised_and_plain_text_supernodes_are_refused(tmp_path):
         assert "SuperNode ID" not in (tmp_path / "plain.log").read_text()
     finally:
         lab.close()
+
+
+# ------------------------------------------------------------------------------------------------------
+# Operations: progress in the log, dropped sites, node state, the schema in the results, the silo order
+
+
+@pytest.fixture
+def task_identity(monkeypatch):
+    """The identity Flower gives a ServerApp process (needed to build Flower messages outside one)."""
+    from flwr.supercore.task_identity import TaskIdentity
+
+    monkeypatch.setattr(TaskIdentity, "_run_id", 1)
+    monkeypatch.setattr(TaskIdentity, "_node_id", 0)
+    monkeypatch.setattr(TaskIdentity, "_task_id", 1)
+
+
+class LoopbackGrid:
+    """A ``Grid`` with Flower's push/pull interface whose SuperNodes are the ClientApp handler in this
+    process (each with its own ``Context``, so node state persists between messages as on a SuperNode).
+
+    ``dead = {node id: message type}``: from that message on, the node is gone and the reply is the error
+    the SuperLink itself sends for a node whose heartbeats stopped (Flower's own
+    ``create_message_error_unavailable_res_message``, from the SuperLink's node id). Replies become
+    available on the second pull, so the transport has to poll."""
+
+    def __init__(self, node_configs: dict[int, dict], dead: dict[int, str] | None = None,
+                 silent: set[int] | None = None):
+        from flwr.app import Context, RecordDict
+
+        self.contexts = {n: Context(run_id=1, node_id=n, node_config=c, state=RecordDict(), run_config={})
+                         for n, c in node_configs.items()}
+        self.dead = dict(dead or {})
+        self.silent = set(silent or ())      # connected, never answering (a stuck ClientApp)
+        self._gone: set[int] = set()
+        self._replies: dict[str, tuple[int, object]] = {}
+        self._count = 0
+
+    def get_node_ids(self):
+        return list(self.contexts)
+
+    def push_messages(self, messages):
+        from flwr.server.superlink.linkstate.utils import create_message_error_unavailable_res_message
+
+        from vcmc.flower.client import client_handle
+
+        ids = []
+        for m in messages:
+            self._count += 1
+            m.metadata.__dict__["_message_id"] = f"msg-{self._count}"
+            node = int(m.metadata.dst_node_id)
+            if self.dead.get(node) == m.metadata.message_type:
+                self._gone.add(node)
+            ids.append(m.metadata.message_id)
+            if node in self.silent:
+                continue
+            reply = (create_message_error_unavailable_res_message(m.metadata, "node_unavail") if node in self._gone
+                     else client_handle(m, self.contexts[node]))
+            self._replies[m.metadata.message_id] = (0, reply)
+        return ids
+
+    def pull_messages(self, message_ids):
+        out = []
+        for mid in message_ids:
+            if mid in self._replies:
+                polls, reply = self._replies[mid]
+                if polls >= 1:
+                    out.append(reply)
+                    del self._replies[mid]
+                else:
+                    self._replies[mid] = (polls + 1, reply)
+        return out
+
+
+def _labelled_silos(folder: Path, n_silos: int = 4, n_rows: int = 120, rng: int = 8):
+    """Simulated silos written with named variables and text modalities, and their shared schema."""
+    from vcmc.data import infer_schema
+    from vcmc.research.simulate import simulate_design
+
+    sim = simulate_design("nested", "easy", rng=rng, n_per_silo=n_rows)
+    frames = {}
+    for d in sim.silos[:n_silos]:
+        f = d.to_frame()
+        f.columns = [f"item_{c.lower()}" for c in f.columns]
+        frames[d.name] = f.apply(lambda col: col.map(lambda v: f"level_{v}"))
+    schema = infer_schema(list(frames.values()))
+    folder.mkdir(parents=True, exist_ok=True)
+    schema.to_json(folder / "schema.json")
+    paths = {}
+    for name, f in frames.items():
+        paths[name] = folder / f"{name}.csv"
+        f.to_csv(paths[name], index=False)
+    return paths, folder / "schema.json", schema
+
+
+def _server_context(run_config: dict):
+    from flwr.app import Context, RecordDict
+
+    return Context(run_id=1, node_id=0, node_config={}, state=RecordDict(), run_config=run_config)
+
+
+FAST = {"sampler.n-iter": 400, "sampler.burn-in": 200, "aggregation.max-iter": 20, "aggregation.n-starts": 20,
+        "privacy.min-cluster-size": 5}
+
+
+def test_silo_order_is_canonical_whatever_the_order_given():
+    from vcmc.federation.order import canonical_order
+
+    assert canonical_order(["silo_10", "silo_2", "silo_1", "site_b", "site_a"]) == \
+        ["silo_1", "silo_2", "silo_10", "site_a", "site_b"]
+    assert canonical_order(["s01", "s1", "s001"]) == ["s001", "s01", "s1"]     # total: ties by the text
+
+
+@pytest.mark.slow
+def test_vcmc_fit_result_does_not_depend_on_the_order_of_the_silos():
+    from vcmc.api import fit
+    from vcmc.research.simulate import simulate_design
+
+    sim = simulate_design("nested", "easy", rng=4, n_per_silo=80)
+    silos = list(sim.silos[:3])
+    cfg = config_from_mapping({**FAST, "assessment.enabled": False})
+    given = fit(silos, config=cfg, rng=3)
+    shuffled = fit(silos[::-1], config=cfg, rng=3)
+    assert given.silos == shuffled.silos == ("silo_1", "silo_2", "silo_3")
+    np.testing.assert_array_equal(given.weights, shuffled.weights)
+    for a, b in zip(given.assignments, shuffled.assignments, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_dead_node_is_named_with_the_superlinks_error_and_the_time(tmp_path, task_identity):
+    """The SuperLink's own error reply for a node that stopped sending heartbeats comes from the SuperLink's
+    node id: it is matched to its silo by message id at once, not reported as a timeout at the round's end."""
+    from vcmc.flower.server import FlowerTransport
+    from vcmc.protocol import HelloRequest
+
+    paths, schema, _ = _labelled_silos(tmp_path, n_silos=3, n_rows=40)
+    configs = {10 + i: {"data-path": str(p), "schema-path": str(schema), "silo-name": n}
+               for i, (n, p) in enumerate(paths.items())}
+    grid = LoopbackGrid(configs, dead={11: "query.hello"})
+    tr = FlowerTransport(grid, {"silo_1": 10, "silo_2": 11, "silo_3": 12}, default_timeout=600)
+    t0 = time.monotonic()
+    out = tr.call({n: HelloRequest() for n in tr.silos})
+    assert time.monotonic() - t0 < 30                       # the round did not wait out its 600 s
+    assert isinstance(out["silo_1"], HelloReply) and isinstance(out["silo_3"], HelloReply)
+    reason = out["silo_2"].reason
+    assert "SuperNode 11 became unavailable during hello_request" in reason
+    assert "failed to report a heartbeat" in reason and "NODE_UNAVAILABLE" in reason
+    assert "s after the request was sent" in reason and "within" not in reason.split("(")[0]
+
+
+def test_a_connected_silent_node_is_reported_at_the_round_timeout(tmp_path, task_identity):
+    from vcmc.flower.server import FlowerTransport
+    from vcmc.protocol import HelloRequest
+
+    paths, schema, _ = _labelled_silos(tmp_path, n_silos=2, n_rows=40)
+    configs = {10 + i: {"data-path": str(p), "schema-path": str(schema), "silo-name": n}
+               for i, (n, p) in enumerate(paths.items())}
+    tr = FlowerTransport(LoopbackGrid(configs, silent={11}), {"silo_1": 10, "silo_2": 11}, default_timeout=3)
+    out = tr.call({n: HelloRequest() for n in tr.silos})
+    assert isinstance(out["silo_1"], HelloReply)
+    assert "no reply to hello_request within the round timeout of 3 s (node 11)" in out["silo_2"].reason
+    assert "did not report the node as unavailable" in out["silo_2"].reason
+
+
+def test_silo_data_are_read_once_per_run_and_kept_in_the_node_state(tmp_path, task_identity, monkeypatch):
+    from flwr.app import Array, ArrayRecord, Context, Message, RecordDict
+
+    import vcmc.flower.client as client
+    from vcmc.flower.node_data import DATA_KEY
+    from vcmc.flower.records import encode_record
+    from vcmc.protocol import HelloRequest
+
+    paths, schema, sch = _labelled_silos(tmp_path, n_silos=1, n_rows=40)
+    csv = paths["silo_1"]
+    context = Context(run_id=1, node_id=3, state=RecordDict(), run_config={},
+                      node_config={"data-path": str(csv), "schema-path": str(schema), "silo-name": "silo_1"})
+    reads = []
+    real_read = client.read_node_data
+    monkeypatch.setattr(client, "read_node_data", lambda *a, **k: reads.append(1) or real_read(*a, **k))
+
+    def hello():
+        return client.client_handle(Message(encode_record(HelloRequest()), dst_node_id=3,
+                                            message_type="query.hello"), context)
+
+    first = decode_record(hello().content)
+    assert context.state[DATA_KEY]["codes"].numpy().shape == (40, len(sch.names))
+    for _ in range(3):
+        assert decode_record(hello().content) == first
+    assert len(reads) == 1                          # one reading of the file for the run's four messages
+    # replaced before the run has silo state (only hellos so far): read again, as it is now
+    frame = pd.read_csv(csv)
+    frame.iloc[:20].to_csv(csv, index=False)
+    again = hello()
+    assert not again.has_error(), again.error.reason
+    assert decode_record(again.content) == first and len(reads) == 2
+    assert context.state[DATA_KEY]["codes"].numpy().shape == (20, len(sch.names))
+    # replaced after the summary was computed from it: refused, not silently answered from other rows
+    context.state["vcmc-silo-state"] = ArrayRecord({"local.partition": Array(np.zeros(20, dtype=np.int64))})
+    frame.to_csv(csv, index=False)
+    reply = hello()
+    assert reply.has_error() and "DataError" in reply.error.reason and len(reads) == 2
+
+
+def test_a_hello_imports_no_plotting_or_diagnostics_library(tmp_path):
+    """Flower starts a ClientApp process per message: a message that needs no ArviZ, matplotlib,
+    scipy.stats or numba must not pay for importing them."""
+    import subprocess
+
+    paths, schema, _ = _labelled_silos(tmp_path, n_silos=1, n_rows=40)
+    code = f"""
+import sys
+from flwr.supercore.task_identity import TaskIdentity
+TaskIdentity._run_id = 1; TaskIdentity._node_id = 3; TaskIdentity._task_id = 1
+from flwr.app import Context, Message, RecordDict
+from vcmc.flower.client import client_handle
+from vcmc.flower.records import encode_record
+from vcmc.protocol import HelloRequest
+ctx = Context(run_id=1, node_id=3, state=RecordDict(), run_config={{}},
+              node_config={{"data-path": {str(paths['silo_1'])!r}, "schema-path": {str(schema)!r}}})
+reply = client_handle(Message(encode_record(HelloRequest()), dst_node_id=3, message_type="query.hello"), ctx)
+assert not reply.has_error(), reply.error.reason
+print(sorted(m for m in ("arviz", "matplotlib", "scipy.stats", "numba", "xarray") if m in sys.modules))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("default::UserWarning")     # a dropped silo's warning, logged as the ServerApp does
+def test_serverapp_results_name_the_schema_and_serve_report_and_predict_like_vcmc_fit(tmp_path, task_identity):
+    """The ServerApp (run-config schema-path) writes schema.json and named profiles; ``vcmc report`` and
+    ``vcmc predict`` work on its folder as on ``vcmc fit``'s, with the same predictions; its progress,
+    warnings and the result paths are in server.log; a silo that dies is dropped with the SuperLink's
+    reason (min-silos)."""
+    from vcmc.cli import main
+    from vcmc.flower.server import server_main
+
+    paths, schema, sch = _labelled_silos(tmp_path / "data")
+    configs = {20 + i: {"data-path": str(p), "schema-path": str(schema), "silo-name": n}
+               for i, (n, p) in enumerate(paths.items())}
+    out = tmp_path / "flower"
+    run_config = {"out-dir": str(out), "schema-path": str(schema), "min-nodes": 4, "seed": 5, **FAST}
+    server_main(LoopbackGrid(configs), _server_context(run_config))
+    fit_dir = tmp_path / "fit"
+    sets = [x for k, v in FAST.items() for x in ("--set", f"{k}={v}")]
+    assert main(["fit", *map(str, paths.values()), "--schema", str(schema), "--out", str(fit_dir), "--seed", "5",
+                 *sets]) == 0
+
+    assert json.loads((out / "schema.json").read_text()) == json.loads((fit_dir / "schema.json").read_text())
+    prof = pd.read_csv(out / "profiles.csv")
+    assert set(prof.variable) == set(sch.names) and set(prof.modality) <= {f"level_{k}" for k in range(1, 9)}
+    pd.testing.assert_frame_equal(prof, pd.read_csv(fit_dir / "profiles.csv"))
+    for folder in (out, fit_dir):
+        assert main(["report", str(folder)]) == 0
+        assert (folder / "report.html").is_file()
+        assert main(["predict", str(folder), str(paths["silo_2"]), "--out", str(folder / "pred")]) == 0
+    np.testing.assert_allclose(pd.read_csv(out / "pred" / "memberships.csv").filter(like="p_").to_numpy(),
+                               pd.read_csv(fit_dir / "pred" / "memberships.csv").filter(like="p_").to_numpy(),
+                               rtol=1e-12)
+
+    log = (out / "server.log").read_text()
+    for silo in paths:
+        assert f"summarize: silo '{silo}' replied in" in log
+    assert "summarize: 4 of 4 silos replied in" in log and "assess: 4 of 4 silos replied" in log
+    assert f"results written to {out}" in log
+    for w in json.loads((out / "result.json").read_text())["diagnostics"]["warnings"]:
+        assert f"warning: {w}" in log
+
+    # silo_3's node dies during summarize: dropped with the SuperLink's reason, the run goes on
+    dropped = tmp_path / "dropped"
+    server_main(LoopbackGrid(configs, dead={22: "query.summarize"}),
+                _server_context({**run_config, "out-dir": str(dropped), "min-silos": 3}))
+    result = json.loads((dropped / "result.json").read_text())
+    assert result["silos"] == ["silo_1", "silo_2", "silo_4"]
+    log = (dropped / "server.log").read_text()
+    assert "summarize: silo 'silo_3' failed after" in log and "NODE_UNAVAILABLE" in log
+    assert "SiloDroppedWarning: silo 'silo_3' dropped at stage 'summarize'" in log      # as it happened
+    assert any("silo_3" in w and "became unavailable" in w for w in result["diagnostics"]["warnings"])
+
+
+def test_a_run_config_schema_that_is_not_the_silos_is_refused_before_sampling(tmp_path, task_identity):
+    from vcmc.exceptions import ConfigError
+    from vcmc.flower.server import server_main
+
+    paths, schema, sch = _labelled_silos(tmp_path / "data", n_silos=2, n_rows=40)
+    other = tmp_path / "other.json"
+    from vcmc.data import infer_schema
+
+    infer_schema([pd.read_csv(paths["silo_1"]).iloc[:, :3]]).to_json(other)
+    configs = {20 + i: {"data-path": str(p), "schema-path": str(schema), "silo-name": n}
+               for i, (n, p) in enumerate(paths.items())}
+    out = tmp_path / "out"
+    with pytest.raises(ConfigError, match="is not the schema silos 'silo_1'"):
+        server_main(LoopbackGrid(configs), _server_context({"out-dir": str(out), "schema-path": str(other),
+                                                             "min-nodes": 2, **FAST}))
+    assert not (out / "summaries").exists()
+    assert "run failed: ConfigError" in (out / "server.log").read_text()
+
+
+@pytest.mark.slow
+def test_estimator_labels_follow_the_order_of_x_though_the_result_is_in_canonical_order():
+    import dataclasses
+
+    from vcmc.estimator import FederatedLatentClassModel
+    from vcmc.research.simulate import simulate_design
+
+    sim = simulate_design("nested", "easy", rng=4, n_per_silo=80)
+    silos = [dataclasses.replace(sim.silos[0], name="site_b"), dataclasses.replace(sim.silos[1], name="site_a")]
+    est = FederatedLatentClassModel(n_iter=400, burn_in=200, random_state=3).fit(silos)
+    assert est.result_.silos == ("site_a", "site_b")
+    keep = est.result_.cluster_sizes > 0
+    index = np.cumsum(keep) - 1
+    np.testing.assert_array_equal(est.labels_[:80], index[est.result_.assignments[1]])    # site_b, given first
+    np.testing.assert_array_equal(est.labels_[80:], index[est.result_.assignments[0]])

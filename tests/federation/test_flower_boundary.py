@@ -70,7 +70,7 @@ class WireGrid:
 
 @pytest.fixture(scope="module")
 def silo_files(tmp_path_factory):
-    from vcmc.simulate import simulate_design
+    from vcmc.research.simulate import simulate_design
 
     folder = tmp_path_factory.mktemp("boundary")
     sim = simulate_design("nested", "easy", rng=3, n_per_silo=N_ROWS)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from vcmc.protocol import SiloSummary
-from vcmc.study.evaluate import appendix_a_silos, in_process_divergence
+from vcmc.research.study.evaluate import appendix_a_silos, in_process_divergence
 
 
 def make_summary(name, profiles, sizes=None, n_rows=1000, n_modalities=None):
@@ -35,7 +35,7 @@ def binary_profiles(points):
 @functools.cache
 def appendix_a(design, separability, seed, n_draws=100):
     """(data, summaries, local posteriors, local labels) with local partitions set to the truth."""
-    from vcmc.simulate import simulate_design
+    from vcmc.research.simulate import simulate_design
 
     data = simulate_design(design, separability, rng=seed)
     codes = [s.codes for s in data.silos]

@@ -7,8 +7,8 @@ from vcmc.config import MatchingConfig, PriorConfig
 from vcmc.exceptions import ConfigError, InconsistentSiloSummaries
 from vcmc.matching import build_matched_draws, match, match_ball
 from vcmc.matching.ball import ball_radius
-from vcmc.study.evaluate import correct_matching, evaluate_matching
-from vcmc.study.oracle import oracle_posterior_and_summary
+from vcmc.research.study.evaluate import correct_matching, evaluate_matching
+from vcmc.research.study.oracle import oracle_posterior_and_summary
 
 
 def test_radius_rates_from_method_md():

@@ -10,8 +10,8 @@ from vcmc.config import MatchingConfig
 from vcmc.exceptions import ConfigError
 from vcmc.matching import match, match_ball, match_calibrated
 from vcmc.matching.calibrated import cluster_closeness
-from vcmc.simulate import simulate
-from vcmc.study.evaluate import appendix_a_silos, evaluate_matching, local_cluster_identity
+from vcmc.research.simulate import simulate
+from vcmc.research.study.evaluate import appendix_a_silos, evaluate_matching, local_cluster_identity
 
 
 def _oracle(n_per_silo, weights, n_modalities, concentration, seed, n_draws=400):

@@ -9,8 +9,8 @@ import pytest
 from vcmc.config import MatchingConfig
 from vcmc.matching import match
 from vcmc.matching.checks import matching_checks, summarise_checks
-from vcmc.simulate import simulate
-from vcmc.study.evaluate import appendix_a_silos
+from vcmc.research.simulate import simulate
+from vcmc.research.study.evaluate import appendix_a_silos
 
 
 def _wide(seed, n_draws=300):

@@ -6,7 +6,7 @@ import pytest
 from vcmc.config import MatchingConfig
 from vcmc.exceptions import ConfigError
 from vcmc.matching import match, match_hungarian
-from vcmc.study.evaluate import evaluate_matching
+from vcmc.research.study.evaluate import evaluate_matching
 
 
 def test_one_to_one_assignment_equals_brute_force(mh):

@@ -9,8 +9,8 @@ from vcmc.data import SiloData
 from vcmc.exceptions import InconsistentSiloSummaries
 from vcmc.federation.transport import InProcessTransport
 from vcmc.protocol import (
-    AnnounceRequest,
     MESSAGE_TYPES,
+    AnnounceRequest,
     AssessRequest,
     AssignRequest,
     CountsRequest,

@@ -130,9 +130,9 @@ def test_the_paper_sized_report_stays_readable(browser, tmp_path):
     """27 clusters x 80 conditions (the paper's application), with the exact posterior given the true
     labels of the synthetic cohort: the heatmap keeps at least 20 px per condition and per cluster, and the
     characterisation table one row per cluster."""
-    from vcmc.ehr import simulate_ehr
     from vcmc.report import write_outputs
     from vcmc.report.build import write_report
+    from vcmc.research.ehr import simulate_ehr
 
     from .conftest import exact_posterior_fit
 

@@ -1,5 +1,5 @@
 """The characterisation of a real VCMC fit of the synthetic multimorbidity cohort lists the conditions the
-generator made characteristic (Table 8's and the secondary ones, ``vcmc.ehr``) and few others."""
+generator made characteristic (Table 8's and the secondary ones, ``vcmc.research.ehr``) and few others."""
 
 import json
 

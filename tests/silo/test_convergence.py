@@ -1,14 +1,16 @@
 """``--iterations auto``: chains stop at the convergence targets, reproducibly, and say what they reached."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 from sklearn.metrics import adjusted_rand_score
 
 from vcmc.config import FitConfig, PriorConfig, SamplerConfig
 from vcmc.exceptions import ConfigError
+from vcmc.research.simulate import simulate_design
 from vcmc.silo.apply import run_apply_step
 from vcmc.silo.diagnostics import ess, rhat
-from vcmc.simulate import simulate_design
 
 AUTO = SamplerConfig(n_iter=20_000, burn_in=1000, thin=5, stop="converged", check_every=500)
 
@@ -45,7 +47,7 @@ def test_where_chains_stop_depends_on_the_seed_only_not_on_blocks_or_processes(n
     codes, k = nested_easy.silos[1].codes, nested_easy.n_modalities
     two = SamplerConfig(n_iter=20_000, burn_in=1000, thin=5, stop="converged", check_every=500, n_chains=2)
     runs = [run_apply_step(codes, k, sampler=s, n_silos=4, rng=7, jobs=j)
-            for s, j in ((two, 1), (SamplerConfig(**{**two.__dict__, "block_size": 130}), 1), (two, 2))]
+            for s, j in ((two, 1), (dataclasses.replace(two, block_size=130), 1), (two, 2))]
     for other in runs[1:]:
         assert other.diagnostics["iterations_run"] == runs[0].diagnostics["iterations_run"]
         np.testing.assert_array_equal(other.log_posterior, runs[0].log_posterior)

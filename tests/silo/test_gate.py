@@ -52,7 +52,7 @@ def _with(section: str, **changes) -> FitConfig:
 
 @pytest.fixture(scope="module")
 def silo_data():
-    from vcmc.simulate import simulate_design
+    from vcmc.research.simulate import simulate_design
 
     return simulate_design("homogeneous", "easy", rng=5, n_per_silo=200).silos[0]
 
@@ -80,7 +80,7 @@ def _one_person_profile(silo, row: int):
     n_mod = silo.n_modalities
     offsets = profile_offsets(n_mod)
     prof = np.zeros(offsets[-1])
-    for q, k in enumerate(n_mod):
+    for q in range(len(n_mod)):
         prof[offsets[q] + silo.codes[row, q]] = 1.0
     return prof
 
@@ -114,8 +114,10 @@ def test_handle_releases_every_reply_through_the_gate(silo_data, monkeypatch):
     silo.hello()
     summary = silo.summarize(_req())
     k = summary.n_clusters
-    pi = np.asarray(summary.pi_draws[:3])
-    prof = np.asarray(summary.profile_draws[:3])
+    # the silo's own draws, which the honest announcement below carries (under suppression the summary's
+    # profile draws are drawn from the protected table instead)
+    pi = np.asarray(silo.local.pi_draws[:3], dtype=np.float64)
+    prof = np.asarray(silo.local.profile_draws[:3], dtype=np.float64)
     silo.membership_divergence(DivergenceRequest(reference_pi=pi[0], reference_profiles=prof[0], rule="penalised"))
     silo.counts(CountsRequest(mode="soft", pi=pi, profiles=prof, n_global=k))
     silo.counts(CountsRequest(mode="hard", assignment=np.arange(k), n_global=k))
@@ -339,7 +341,10 @@ def test_property_assign_replies(limits, counts, soft):
     c = np.asarray(counts)
     e = np.asarray(soft[:c.size])
     out = g.release(AssignRequest(assignment=np.zeros(1, int), n_global=c.size),
-                    AssignReply(counts=c, expected=e, probability=np.minimum(e, c), entropy=1.0))
+                    AssignReply(counts=c, expected=e, probability=np.minimum(e, c), entropy=1.0, n_draws=20,
+                                mc_error=0.01, mc_target=0.05))
+    # the whole-silo scalars (entropy, the labelling's Monte Carlo summary) are kept as they are
+    assert (out.entropy, out.n_draws, out.mc_error, out.mc_target) == (1.0, 20, 0.01, 0.05)
     min_size, round_to, _ = limits
     for v in (out.counts, out.expected, out.probability):
         v = np.asarray(v, dtype=float)
@@ -379,7 +384,8 @@ def test_property_summary_counts(limits, data):
     summary = SiloSummary(silo="s", n_rows=int(sizes.sum()), n_modalities=(2, 3), schema_fingerprint="f",
                           cluster_sizes=sizes, pi_draws=np.full((1, k), 1 / k),
                           profile_draws=np.tile([0.5, 0.5, 1 / 3, 1 / 3, 1 / 3], (1, k, 1)),
-                          pi_estimate=np.full(k, 1 / k), profile_estimate=np.tile([0.5, 0.5, 1 / 3, 1 / 3, 1 / 3], (k, 1)),
+                          pi_estimate=np.full(k, 1 / k),
+                          profile_estimate=np.tile([0.5, 0.5, 1 / 3, 1 / 3, 1 / 3], (k, 1)),
                           n_clusters_posterior=np.ones(1), counts=table)
     out = g.release(_req(), summary)
     if round_to > 1:
@@ -394,3 +400,23 @@ def test_counts_one_hot_reference(silo_data):
     silo.handle(_req())
     np.testing.assert_array_equal(silo.local_table(), one_hot_counts(silo.codes, silo.local.partition,
                                                                      silo.local.n_clusters, silo.n_modalities))
+
+
+def test_suppressed_cells_cannot_be_recovered_from_the_profile_draws(deployed):
+    # the draws' mean times the cluster's size would give back each cell to within about one person if the
+    # draws were the sampler's; sent under suppression they are Dirichlet draws of the protected table
+    silo, summary = deployed
+    truth = silo.local_table()
+    suppressed = (truth >= 1) & (truth < 8)
+    assert suppressed.any()
+    offsets = profile_offsets(summary.n_modalities)
+    sizes = np.repeat(np.add.reduceat(truth, offsets[:-1], axis=1), np.diff(offsets), 1)
+    recovered = np.rint(summary.profile_draws.mean(axis=0) * sizes)
+    assert np.mean(recovered[suppressed] == truth[suppressed]) < 0.2
+    # and their mean is the protected table's posterior mean, to Monte Carlo error (where the protected block
+    # holds people; an all-suppressed block is the prior's, whose draws scatter)
+    expected = estimate_from_table(summary.counts, summary.n_modalities, CFG.prior.beta)
+    block = np.repeat(np.add.reduceat(summary.counts, offsets[:-1], axis=1), np.diff(offsets), 1)
+    held = block >= 10
+    se = np.sqrt(expected * (1 - expected) / (block + 1) / summary.profile_draws.shape[0])   # Dirichlet's sd / sqrt(T)
+    assert np.all(np.abs(summary.profile_draws.mean(axis=0) - expected)[held] <= 4.5 * se[held] + 1e-9)

@@ -22,7 +22,7 @@ from vcmc.silo.local import LocalSilo
 
 @pytest.fixture(scope="module")
 def silo_data():
-    from vcmc.simulate import simulate_design
+    from vcmc.research.simulate import simulate_design
 
     return simulate_design("homogeneous", "easy", rng=5, n_per_silo=150).silos[0]
 

@@ -8,8 +8,8 @@ import pytest
 import vcmc.silo.apply as apply_mod
 from vcmc.config import FitConfig, SamplerConfig
 from vcmc.protocol import AssignRequest, SummarizeRequest
+from vcmc.research.simulate import simulate_design
 from vcmc.silo.local import LocalSilo
-from vcmc.simulate import simulate_design
 
 
 @pytest.fixture(scope="module")

@@ -178,8 +178,8 @@ def test_profile_blocks_of_kept_draws_sum_to_one():
 def _conjugate_local(sizes, profiles, n_mod, seed, n_draws=400):
     """Exact conjugate posterior (given the partition) of clusters of the given sizes and true profiles."""
     from vcmc.config import PriorConfig
-    from vcmc.simulate import simulate
-    from vcmc.study.oracle import oracle_local_posterior
+    from vcmc.research.simulate import simulate
+    from vcmc.research.study.oracle import oracle_local_posterior
 
     weights = np.asarray(sizes, dtype=float) / np.sum(sizes)
     data = simulate(n_per_silo=int(np.sum(sizes)), weights=weights[None, :], n_modalities=n_mod,

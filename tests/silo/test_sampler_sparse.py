@@ -291,7 +291,7 @@ def test_sparse_and_dense_chains_have_the_same_law(prior):
 
 # ---------------------------------------------------------------------------------- path choice
 def test_paper_data_keep_the_dense_path_and_its_draws():
-    from vcmc.simulate import simulate_design
+    from vcmc.research.simulate import simulate_design
 
     k = np.asarray(K_PAPER)
     off = profile_offsets(k)

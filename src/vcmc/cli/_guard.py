@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import sys
 
+from vcmc.config.schema import flags
 from vcmc.exceptions import ConfigError
 from vcmc.outputs.folder import OUTPUT_NAMES, RESULT_NAMES, OutputError, check_out_dir, remove_stale
 from vcmc.outputs.messages import interrupted_line, resume_command, write_error
@@ -32,16 +33,9 @@ __all__ = ["OUTPUT_NAMES", "RESULT_NAMES", "RUN_MANIFEST", "OutputError", "check
            "remove_stale", "resume_command", "run_key", "say_config_error", "seal_results", "typed_options",
            "validate_against_data", "validate_args", "validate_config", "write_error", "write_run_manifest"]
 
-# The flag (or flags) that set each option, by dotted key with underscores; options without a flag are
-# named as "--set key=...".
-FLAG_OF = {
-    "prior.n_components": "--components", "prior.alpha": "--alpha", "prior.beta": "--beta",
-    "prior.fractionate": "--no-fractionation", "sampler.thin": "--thin", "sampler.n_chains": "--chains",
-    "postprocess.summary_draws": "--summary-draws",
-    "sampler.burn_in": "--burn-in", "postprocess.min_cluster_fraction": "--min-local-fraction",
-    "privacy.min_cluster_size": "--min-cluster-size", "matching.level": "--level",
-    "matching.method": "--matching", "aggregation.strategy": "--strategy",
-}
+# The flag that sets each option, by dotted key with underscores (from the option table, where each
+# option's flag is defined); options without a flag are named as "--set key=...".
+FLAG_OF = flags()
 
 
 # -- messages in the CLI's words ----------------------------------------------------------------------------

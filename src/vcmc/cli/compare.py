@@ -14,7 +14,7 @@ DESCRIPTION = (
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from vcmc.cli.fit import _na_values
+    from vcmc.cli.fit import na_values_arg
     from vcmc.lca.cli import add_common_arguments, parse_k_range
 
     p.add_argument("files", nargs="+", metavar="FILE", help="silo data files")
@@ -24,7 +24,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--overwrite", action="store_true", help="replace an earlier comparison in --out")
     p.add_argument("--schema", metavar="JSON", help="shared schema file (default: inferred from all files)")
     p.add_argument("--id-column", metavar="COL", help="a row identifier column to ignore")
-    p.add_argument("--na-values", action="append", type=_na_values, metavar="TEXT[,TEXT...]",
+    p.add_argument("--na-values", action="append", type=na_values_arg, metavar="TEXT[,TEXT...]",
                    help="cell texts read as missing besides the empty cell")
     p.add_argument("--exclude", metavar="COL[,COL...]", default=None,
                    help="columns left out of the clustering (e.g. the covariates and outcomes of a later vcmc fit "

@@ -7,19 +7,23 @@ import os
 import time
 from pathlib import Path
 
+from vcmc.config.schema import option
+
+_N_ITER = option("sampler.n-iter").default
+
 NAME = "demo"
 HELP = "run the whole pipeline on a built-in simulated example (about a minute)"
 DESCRIPTION = (
     "Simulates the paper's heterogeneous nested design (4 silos of 1,000 people, 6 true clusters, silo 4 "
     "holds only clusters 1 and 2), fits it with VCMC and the default options (the paper's protocol: "
-    "50,000 Gibbs iterations per silo, calibrated matching, contingency aggregation), prints what was found and "
+    f"{_N_ITER:,} Gibbs iterations per silo, calibrated matching, contingency aggregation), prints what was found and "
     "writes the report (DIR/result/report.html, as `vcmc report DIR/result` does).")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default="vcmc-demo", metavar="DIR", help="output folder")
     p.add_argument("--seed", type=int, default=2026, metavar="S")
-    p.add_argument("--iterations", type=int, default=50_000, metavar="N", help="Gibbs iterations per silo")
+    p.add_argument("--iterations", type=int, default=_N_ITER, metavar="N", help="Gibbs iterations per silo")
     p.add_argument("--jobs", type=int, default=min(4, os.cpu_count() or 1), metavar="J")
 
 
@@ -28,13 +32,13 @@ def run(args) -> int:
     from vcmc.config import FitConfig, SamplerConfig
     from vcmc.metrics import adjusted_rand_index
     from vcmc.report import write_outputs
-    from vcmc.simulate import simulate_design
+    from vcmc.research.simulate import simulate_design
 
     out = Path(args.out)
     t0 = time.perf_counter()
     data = simulate_design("nested", "easy", rng=args.seed)
     data.write(out / "data")
-    config = FitConfig(sampler=SamplerConfig(n_iter=args.iterations, burn_in=args.iterations // 2))
+    config = FitConfig(sampler=SamplerConfig(n_iter=args.iterations))     # burn-in: half (the default)
     print(f"Simulated the nested design (easy separability): {len(data.silos)} silos of "  # noqa: T201
           f"{data.silos[0].n_rows} people, {data.global_weights.size} true clusters -> {out / 'data'}")
     print(f"Fitting with VCMC ({args.iterations} Gibbs iterations per silo, {args.jobs} processes)...")  # noqa: T201

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
 from pathlib import Path
 
-from vcmc.config import FitConfig, SamplerConfig
-from vcmc.config.options import AUTO_BURN_IN
+from vcmc.config import FitConfig
 from vcmc.exceptions import ConfigError
 
 NAME = "fit"
@@ -25,37 +23,27 @@ DESCRIPTION = (
     "would have to guess (see docs/reliability.md).")
 
 
-# Flags that set one FitConfig option each: (flag, dotted key, type, help). Their defaults are the
-# library's (shown by --help); a flag overrides the config file and --set only when it is typed.
-_OPTION_FLAGS = (
-    ("--components", "prior.n-components", int, "C+, components of the over-fitted mixture"),
-    ("--alpha", "prior.alpha", float, "Dirichlet prior of the weights"),
-    ("--beta", "prior.beta", float, "Dirichlet prior of the profiles"),
-    ("--thin", "sampler.thin", int, "keep one draw every N iterations after burn-in"),
-    ("--chains", "sampler.n-chains", int, "chains per silo"),
-    ("--summary-draws", "postprocess.summary-draws", int,
-     "most posterior draws a silo sends to the server, thinned evenly per chain (0: every kept draw)"),
-    ("--min-local-fraction", "postprocess.min-cluster-fraction", float,
-     "reallocate members of local clusters smaller than F x silo size (0: off; clusters a silo cannot "
-     "resolve are merged by the matching whatever their size)"),
-    ("--min-cluster-size", "privacy.min-cluster-size", int,
-     "disclosure control: no local cluster under N people leaves a silo"),
-    ("--level", "matching.level", float, "quantile of the calibrated matching's closeness test"),
-    ("--replicates", "assessment.n-replicates", int,
-     "replicated datasets of the posterior predictive checks (also the draws of WAIC)"),
-)
+# The flags that set one FitConfig option each come from the option table (vcmc.config.schema: the flag,
+# type, choices, default and help of each option are written once, on its dataclass field). Their defaults
+# are the library's (shown by --help); a flag overrides the config file and --set only when it is typed.
+# --iterations takes "auto" besides a number and --max-iterations caps it: they are written out below.
+_WRITTEN_OUT = ("sampler.n-iter",)
 
 
-def _option_default(key: str):
-    from vcmc.config import FitConfig
-    from vcmc.config.mapping import config_to_mapping
+def _option_flags():
+    from vcmc.config.schema import options
 
-    return config_to_mapping(FitConfig())[key]
+    return [o for o in options() if o.flag and o.key not in _WRITTEN_OUT]
+
+
+def _flag_help(opt) -> str:
+    from vcmc.config.schema import describe_default
+
+    text = opt.help.replace("``", "").replace("%", "%%")     # argparse formats help with %
+    return text if "default" in text else f"{text} (default {describe_default(opt)})"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from vcmc.config.options import MatchingMethod, Strategy, choices
-
     p.add_argument("files", nargs="+", metavar="FILE", help="silo data files")
     p.add_argument("--out", required=True, metavar="DIR", help="output folder (checked before any sampling; a "
                    "folder holding another run's results is refused without --overwrite)")
@@ -65,7 +53,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--schema", metavar="JSON", help="shared schema file (default: schema.json beside the files, "
                    "else inferred from all files)")
     p.add_argument("--id-column", metavar="COL", help="a row identifier column to ignore (kept out of the model)")
-    p.add_argument("--na-values", action="append", type=_na_values, metavar="TEXT[,TEXT...]",
+    p.add_argument("--na-values", action="append", type=na_values_arg, metavar="TEXT[,TEXT...]",
                    help="cell texts read as missing besides the empty cell, e.g. --na-values NA,-9 (repeatable; "
                         "recorded in result.json); by default 'NA' is a value")
     p.add_argument("--strip-whitespace", action="store_true",
@@ -73,41 +61,40 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--case-insensitive", action="store_true",
                    help="read 'Yes' and 'yes' as one modality (an inferred modality is the lower-case label; "
                         "recorded in result.json)")
-    p.add_argument("--method", default="vcmc",
-                   choices=["vcmc", "full-mcmc", "consensus", "fed-kmodes", "fedmerdel", "discgs"],
-                   help="vcmc: Variational Consensus Monte Carlo; full-mcmc: one sampler on the pooled data "
-                        "(a reference, not federated); consensus: Scott et al.'s consensus weights; fed-kmodes, "
-                        "fedmerdel, discgs: the comparators")
+    from vcmc.methods import METHODS
+
+    p.add_argument("--method", default="vcmc", choices=list(METHODS),
+                   help="; ".join(f"{m.name}: {m.about}" for m in METHODS.values()))
     p.add_argument("--config", metavar="TOML", help="options in a TOML (or JSON) file, with the tables and dotted "
                    "keys of the Flower run config: [sampler] n-iter = 2000, matching.method = \"ball\"")
     p.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
                    help="one option, e.g. --set sampler.n-iter=2000 --set aggregation.stop=plateau (repeatable; "
                         "after --config, before the flags below)")
-    p.add_argument("--matching", default=argparse.SUPPRESS, choices=choices(MatchingMethod),
-                   help="calibrated (default): Ball matching with a chi-square closeness test on the local "
-                        "posteriors; ball: the paper's Ball radius")
-    p.add_argument("--strategy", default=argparse.SUPPRESS, choices=choices(Strategy),
-                   help="aggregation strategy (default contingency)")
+    from vcmc.config.schema import describe_default, option
+
+    n_iter = option("sampler.n-iter")
     p.add_argument("--iterations", type=_iterations, default=argparse.SUPPRESS, metavar="N|auto",
-                   help="Gibbs iterations per chain (default 50000); auto: run each chain until the split R-hat "
-                        "of its log posterior and weights is <= 1.01 and their bulk and tail ESS >= 400 "
-                        "(sampler.target-rhat, sampler.target-ess), at most --max-iterations")
+                   help=f"Gibbs iterations per chain (default {n_iter.default}); auto: run each chain until the "
+                        "split R-hat of its log posterior and weights is <= 1.01 and their bulk and tail ESS >= "
+                        "400 (sampler.target-rhat, sampler.target-ess), at most --max-iterations")
     p.add_argument("--max-iterations", type=int, default=argparse.SUPPRESS, metavar="N",
-                   help="with --iterations auto: the most iterations a chain may run (default 50000)")
-    p.add_argument("--burn-in", type=int, default=None, metavar="N",
-                   help=f"default: half of the iterations; with --iterations auto, {AUTO_BURN_IN} (at most half "
-                        "of --max-iterations)")
-    for flag, key, typ, text in _OPTION_FLAGS:
-        p.add_argument(flag, type=typ, default=argparse.SUPPRESS, dest=key, metavar=flag.strip("-")[0].upper(),
-                       help=f"{text} (default {_option_default(key)})")
+                   help=f"with --iterations auto: the most iterations a chain may run (default {n_iter.default})")
+    for opt in _option_flags():
+        if opt.negate:
+            p.add_argument(opt.flag, action="store_true", default=argparse.SUPPRESS, dest=opt.key,
+                           help=f"switch off {opt.key} = true, the default: " + _flag_help(opt).replace(
+                               " (default True)", "").replace(" (default True:", " (").replace("(default ", "("))
+            continue
+        p.add_argument(opt.flag, default=argparse.SUPPRESS, dest=opt.key,
+                       type=opt.scalar_type, choices=opt.choices,
+                       metavar=None if opt.choices else opt.flag.strip("-")[0].upper(),
+                       help=_flag_help(opt))
+    del describe_default
     p.add_argument("--clusters", type=int, default=argparse.SUPPRESS, metavar="N",
                    help="deprecated alias: C+ (--components) for the Bayesian methods, K (--n-clusters) for "
                         "fed-kmodes")
     p.add_argument("--n-clusters", type=int, default=None, metavar="K",
                    help="number of clusters of fed-kmodes (which does not infer it)")
-    p.add_argument("--no-fractionation", action="store_true", help="do not fractionate the prior over silos")
-    p.add_argument("--no-assessment", action="store_true",
-                   help="skip the model-assessment round (predictive checks, WAIC, posterior of K)")
     p.add_argument("--min-silos", type=int, default=None, metavar="N",
                    help="continue without failed silos while at least N remain (default: all required)")
     p.add_argument("--seed", type=int, default=None, metavar="S",
@@ -143,7 +130,7 @@ def _add_lca_arguments(p: argparse.ArgumentParser) -> None:
     add_common_arguments(g)
 
 
-def _na_values(text: str) -> list[str]:
+def na_values_arg(text: str) -> list[str]:
     """``--na-values NA,-9``: comma-separated cell texts."""
     return [t for t in text.split(",")]
 
@@ -190,41 +177,24 @@ def config_mapping_from_args(args) -> dict[str, object]:
             raise ConfigError("--max-iterations caps --iterations auto; with a fixed number of iterations give "
                               "--iterations N alone")
         out["sampler.n-iter"] = args.max_iterations
-    if getattr(args, "burn_in", None) is not None:
-        out["sampler.burn-in"] = args.burn_in
-    for _, key, _, _ in _OPTION_FLAGS:
-        if key in vars(args):
-            out[key] = vars(args)[key]
+    for opt in _option_flags():
+        if opt.key in vars(args):
+            out[opt.key] = False if opt.negate else vars(args)[opt.key]
     if "clusters" in vars(args) and args.method != "fed-kmodes" and "prior.n-components" not in vars(args):
         out["prior.n-components"] = args.clusters
-    if getattr(args, "no_fractionation", False):
-        out["prior.fractionate"] = False
-    if getattr(args, "no_assessment", False):
-        out["assessment.enabled"] = False
-    if "matching" in vars(args):
-        out["matching.method"] = args.matching
-    if "strategy" in vars(args):
-        out["aggregation.strategy"] = args.strategy
     return out
 
 
 def config_from_args(args) -> FitConfig:
     """``FitConfig`` from ``--config``, then ``--set``, then the flags, merged key by key and built by the one
-    mapping parser (the Flower run config's). The burn-in is half of the iterations unless one of them
-    sets it; with ``sampler.stop = "converged"`` (``--iterations auto``) it is ``AUTO_BURN_IN`` iterations,
-    at most half of the maximum."""
+    mapping parser (the Flower run config's). The burn-in, unless one of them sets it, is derived by the
+    config itself (``SamplerConfig``: half of the iterations; ``AUTO_BURN_IN`` with ``--iterations auto``)."""
     from vcmc.config import config_from_mapping
     from vcmc.config.mapping import merge_mappings, read_config_file
     from vcmc.flower.server import SERVER_KEYS  # a Flower app's pyproject.toml can be given to --config as is
 
     merged = merge_mappings(read_config_file(args.config) if getattr(args, "config", None) else {},
                             config_mapping_from_args(args))
-    keys = {k.replace("-", "_"): k for k in merged}
-    auto = str(merged.get(keys.get("sampler.stop", ""), "fixed")) == "converged"
-    if "sampler.burn_in" not in keys and ("sampler.n_iter" in keys or auto):
-        with contextlib.suppress(TypeError, ValueError):   # config_from_mapping names a bad n-iter
-            n_iter = int(merged[keys["sampler.n_iter"]]) if "sampler.n_iter" in keys else SamplerConfig().n_iter
-            merged["sampler.burn-in"] = min(AUTO_BURN_IN, n_iter // 2) if auto else n_iter // 2
     from vcmc.cli._guard import say_config_error, typed_options, validate_config
 
     file_keys = read_config_file(args.config) if getattr(args, "config", None) else {}

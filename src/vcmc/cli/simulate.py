@@ -2,7 +2,7 @@
 
 Two families of designs: the paper's simulation designs of section 5 (Table 1: ``homogeneous``, ``nested``,
 ``non-nested``, which need ``--separability``) and the synthetic multimorbidity cohort of section 6
-(``ehr``, :mod:`vcmc.ehr`, which has its own profiles and takes ``--n``, ``--silos``, ``--allocation``).
+(``ehr``, :mod:`vcmc.research.ehr`, which has its own profiles and takes ``--n``, ``--silos``, ``--allocation``).
 An option of one family given with a design of the other is refused rather than silently ignored.
 """
 
@@ -13,7 +13,7 @@ import logging
 import sys
 
 from vcmc.exceptions import DataError
-from vcmc.simulate import DESIGNS, SEPARABILITIES, simulate_design
+from vcmc.research.simulate import DESIGNS, SEPARABILITIES, simulate_design
 
 NAME = "simulate"
 HELP = "simulate one dataset: the paper's designs or the synthetic EHR cohort (one CSV per silo, plus truth)"
@@ -109,7 +109,7 @@ def _simulate(args: argparse.Namespace):
         return getattr(args, name, default)
 
     if args.design == EHR:
-        from vcmc.ehr import PAPER_N, simulate_ehr
+        from vcmc.research.ehr import PAPER_N, simulate_ehr
 
         _refuse(args, _PAPER_ONLY, "the ehr cohort has its own profiles (Table 8) and no missing values; use "
                                    "--n, --silos and --allocation")

@@ -77,11 +77,11 @@ def _is_suite(out: Path) -> bool:
 
 def run(args) -> int:
     from vcmc.exceptions import ConfigError
-    from vcmc.study.figures import write_figures
-    from vcmc.study.profiles import get_profile, normalise_scenario
-    from vcmc.study.registry import default_registry
-    from vcmc.study.runner import run_study
-    from vcmc.study.tables import write_tables
+    from vcmc.research.study.figures import write_figures
+    from vcmc.research.study.profiles import get_profile, normalise_scenario
+    from vcmc.research.study.registry import default_registry
+    from vcmc.research.study.runner import run_study
+    from vcmc.research.study.tables import write_tables
 
     reg = default_registry()
     if args.list_methods:
@@ -122,7 +122,7 @@ def run(args) -> int:
     elif not (out / "study.json").exists():
         raise ConfigError(f"--tables-only needs an existing study folder; {str(out)!r} has no study.json.")
     if _is_suite(out):
-        from vcmc.study.generalisation import write_suite_tables
+        from vcmc.research.study.generalisation import write_suite_tables
 
         paths = write_suite_tables(out, figures=not args.no_figures)
         print(f"Tables: {paths['markdown']} (and generalisation*.csv beside it)")  # noqa: T201

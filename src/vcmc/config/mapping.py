@@ -1,7 +1,8 @@
 """Build ``FitConfig`` from plain mappings: a Flower run config, a TOML/JSON file or ``FitConfig.to_dict()``.
 
 The CLI, the Python API and the Flower ServerApp must build the same config objects (docs/design.md §12.1,
-"Configuration and randomness"), so there is exactly one parser, ``config_from_mapping``. It accepts
+"Configuration and randomness"), so there is one parser of option mappings, ``config_from_mapping`` (the
+options themselves are listed once, in ``vcmc.config.schema``). It accepts
 
 - nested sections: ``{"sampler": {"n_iter": 2000}, "privacy": {"min_cluster_size": 5}}`` (the output of
   ``FitConfig.to_dict()``, a JSON file or a TOML file with ``[sampler]`` tables);
@@ -20,28 +21,9 @@ import typing
 from collections.abc import Collection, Mapping
 from typing import Literal
 
-from vcmc.config.options import (
-    AggregationConfig,
-    AssessmentConfig,
-    FitConfig,
-    MatchingConfig,
-    PostprocessConfig,
-    PriorConfig,
-    PrivacyConfig,
-    SamplerConfig,
-)
+from vcmc.config.options import FitConfig
+from vcmc.config.schema import SECTIONS
 from vcmc.exceptions import ConfigError
-
-SECTIONS: dict[str, type] = {
-    "prior": PriorConfig,
-    "sampler": SamplerConfig,
-    "postprocess": PostprocessConfig,
-    "privacy": PrivacyConfig,
-    "matching": MatchingConfig,
-    "aggregation": AggregationConfig,
-    "assessment": AssessmentConfig,
-}
-"""Section name of ``FitConfig`` -> its dataclass."""
 
 _NONE_SPELLINGS = ("", "none", "null")
 
@@ -98,6 +80,9 @@ def config_from_mapping(mapping: Mapping[str, object], *, ignore: Collection[str
     kwargs = {}
     for name in SECTIONS:
         current = getattr(base, name)
+        if name == "sampler" and current.derived_burn_in and "burn_in" not in updates[name] \
+                and {"n_iter", "stop"} & set(updates[name]):
+            updates[name]["burn_in"] = None      # a derived burn-in follows the new n_iter / stop
         kwargs[name] = dataclasses.replace(current, **updates[name]) if updates[name] else current
     return FitConfig(**kwargs)
 

@@ -1,7 +1,13 @@
 """Every option of the pipeline, in frozen dataclasses documented once here.
 
-The Python API, the CLI and the Flower run config build these same objects. Validation happens in
-``__post_init__`` with one message template: the argument, its owner, the valid range, the value got.
+Each option is defined once, as a field of one of these dataclasses: its name, type (the type hint; a
+``Literal`` holds the allowed values), default and help (the class docstring's ``Attributes`` entry), and,
+in the field's metadata (``option``), the command-line flag of ``vcmc fit`` if it has one.
+``vcmc.config.schema`` reads them into the one table of options from which the CLI's flags and help,
+the ``--set``/``--config``/Flower run-config keys, the estimator's parameters and the Flower app's
+``pyproject.toml`` are derived. The Python API, the CLI and the Flower run config build these same
+objects. Validation happens in ``__post_init__`` with one message template: the argument, its owner, the
+valid range, the value got.
 """
 
 from __future__ import annotations
@@ -33,6 +39,18 @@ ChainStop = Literal["fixed", "converged"]
 # generalisation suite and the EHR cohort is stationary well before it (docs/design.md §4.1.1).
 AUTO_BURN_IN = 5_000
 AssignMode = Literal["posterior", "local"]
+
+
+def option(default, *, flag: str | None = None, negate: bool = False):
+    """A field with the command-line flag that sets it (``negate``: the flag is a switch that sets the
+    option to False, e.g. ``--no-assessment``)."""
+    return field(default=default, metadata={"flag": flag, "negate": negate})
+
+
+def default_burn_in(n_iter: int, stop: str) -> int:
+    """The burn-in when none is given: half of the iterations; with ``stop = "converged"`` (``--iterations
+    auto``) ``AUTO_BURN_IN`` iterations, at most half of the maximum (docs/design.md §4.1.1)."""
+    return min(AUTO_BURN_IN, n_iter // 2) if stop == "converged" else n_iter // 2
 
 
 def choices(literal) -> tuple[str, ...]:
@@ -102,10 +120,10 @@ class PriorConfig:
         Raise each silo's prior to the power 1/S: local parameters ``(a - 1)/S + 1`` (default True).
     """
 
-    n_components: int = 15
-    alpha: float = 0.01
-    beta: float | tuple[float, ...] = 0.5
-    fractionate: bool = True
+    n_components: int = option(15, flag="--components")
+    alpha: float = option(0.01, flag="--alpha")
+    beta: float | tuple[float, ...] = option(0.5, flag="--beta")
+    fractionate: bool = option(True, flag="--no-fractionation", negate=True)
 
     def __post_init__(self):
         _check_choices(self)
@@ -124,13 +142,18 @@ class SamplerConfig:
     Attributes
     ----------
     n_iter : int
-        Total iterations per chain, burn-in included.
-    burn_in : int
-        Iterations discarded at the start of each chain.
+        Gibbs iterations per chain, burn-in included (default 50000; with ``stop = "converged"`` the most a
+        chain may run).
+    burn_in : int or None
+        Iterations discarded at the start of each chain (default None: half of ``n_iter``; with ``stop =
+        "converged"``, ``AUTO_BURN_IN`` = 5000 at most half of ``n_iter``). Resolved when the config is
+        built, so ``SamplerConfig(n_iter=2000).burn_in == 1000``; a burn-in derived this way is derived again
+        when ``n_iter`` or ``stop`` is changed through ``config_from_mapping`` (``--set``, ``--config``,
+        the Flower run config), while an explicit one is kept.
     thin : int
-        Keep one draw every ``thin`` iterations after burn-in.
+        Keep one draw every N iterations after burn-in (default 5).
     n_chains : int
-        Independent chains per silo (run in parallel processes when ``jobs > 1``).
+        Independent chains per silo (default 1; run in parallel processes when ``jobs > 1``).
     block_size : int
         Iterations per call of the compiled kernel (progress is reported between blocks).
     stop : {"fixed", "converged"}
@@ -139,17 +162,19 @@ class SamplerConfig:
         ``target_rhat`` and their bulk and tail ESS at least ``target_ess`` (split over the chains), checked
         every ``check_every`` iterations; ``n_iter`` is then the maximum (docs/design.md §4.1.1).
     target_rhat : float
-        Default 1.01 (Vehtari et al. 2021's recommendation).
+        Largest split R-hat at which a chain stops under ``stop = "converged"`` (default 1.01, Vehtari et
+        al. 2021's recommendation).
     target_ess : float
-        Default 400 in all (Vehtari et al. 2021: 100 per chain for 4 chains).
+        Smallest bulk and tail ESS at which it stops (default 400 in all; Vehtari et al. 2021: 100 per
+        chain for 4 chains).
     check_every : int
         Iterations between two convergence checks (default 1000).
     """
 
-    n_iter: int = 50_000
-    burn_in: int = 25_000
-    thin: int = 5
-    n_chains: int = 1
+    n_iter: int = option(50_000, flag="--iterations")
+    burn_in: int | None = option(None, flag="--burn-in")
+    thin: int = option(5, flag="--thin")
+    n_chains: int = option(1, flag="--chains")
     block_size: int = 1000
     stop: ChainStop = "fixed"
     target_rhat: float = 1.01
@@ -158,7 +183,14 @@ class SamplerConfig:
 
     def __post_init__(self):
         _check_choices(self)
-        _check(self.n_iter >= 1, "SamplerConfig", "n_iter", "an int >= 1", self.n_iter)
+        _check(isinstance(self.n_iter, int) and not isinstance(self.n_iter, bool) and self.n_iter >= 1,
+               "SamplerConfig", "n_iter", "an int >= 1", self.n_iter)
+        # the resolved burn-in is stored in the field (the samplers and result.json read a number); whether
+        # it was derived is remembered outside the fields, so that it is derived again for a new n_iter
+        derived = self.burn_in is None
+        object.__setattr__(self, "_derived_burn_in", derived)
+        if derived:
+            object.__setattr__(self, "burn_in", default_burn_in(self.n_iter, self.stop))
         _check(0 <= self.burn_in < self.n_iter, "SamplerConfig", "burn_in", "an int in [0, n_iter)",
                self.burn_in)
         _check(self.thin >= 1, "SamplerConfig", "thin", "an int >= 1", self.thin)
@@ -171,6 +203,11 @@ class SamplerConfig:
         _check(_finite(self.target_ess) and self.target_ess >= 4, "SamplerConfig", "target_ess",
                "a finite float >= 4", self.target_ess)
         _check(self.check_every >= 1, "SamplerConfig", "check_every", "an int >= 1", self.check_every)
+
+    @property
+    def derived_burn_in(self) -> bool:
+        """Whether ``burn_in`` was derived from ``n_iter`` (given as None) rather than given."""
+        return bool(getattr(self, "_derived_burn_in", False))
 
     @property
     def n_kept(self) -> int:
@@ -196,12 +233,13 @@ class PostprocessConfig:
     resolution_level : float
         Quantile of that test (default 0.999999, the default of calibrated matching).
     min_cluster_fraction : float
-        Local clusters smaller than ``max(min_cluster_size, min_cluster_fraction * n_s)`` have their
+        Local clusters smaller than ``max(min_local_size, min_cluster_fraction * n_s)`` have their
         members reallocated inside the silo to their most probable remaining cluster (default 0: off;
         the first release used 0.02, which removes real small clusters when silos are many or small, and
         removes every cluster under 2% of the pooled rows from full-data MCMC).
-    min_cluster_size : int
-        Absolute floor of the same rule (default 0).
+    min_local_size : int
+        Absolute floor of the same rule (default 0). Not the disclosure minimum
+        ``PrivacyConfig.min_cluster_size``, which merges small clusters before anything leaves the silo.
     reallocate_small : bool
         Switch the fixed-size rule off entirely (default True: applied with the values above).
     partition : {"modal", "psm"}
@@ -219,11 +257,11 @@ class PostprocessConfig:
 
     merge_unresolved: bool = False
     resolution_level: float = DEFAULT_LEVEL
-    min_cluster_fraction: float = 0.0
-    min_cluster_size: int = 0
+    min_cluster_fraction: float = option(0.0, flag="--min-local-fraction")
+    min_local_size: int = 0
     reallocate_small: bool = True
     partition: PartitionEstimator = "modal"
-    summary_draws: int = 1000
+    summary_draws: int = option(1000, flag="--summary-draws")
 
     def __post_init__(self):
         _check_choices(self)
@@ -233,8 +271,8 @@ class PostprocessConfig:
                self.resolution_level)
         _check(0 <= self.min_cluster_fraction < 1, "PostprocessConfig", "min_cluster_fraction",
                "a float in [0, 1)", self.min_cluster_fraction)
-        _check(self.min_cluster_size >= 0, "PostprocessConfig", "min_cluster_size", "an int >= 0",
-               self.min_cluster_size)
+        _check(self.min_local_size >= 0, "PostprocessConfig", "min_local_size", "an int >= 0",
+               self.min_local_size)
 
     def threshold(self, n_rows: int) -> int:
         """Smallest local cluster kept by the fixed-size rule for a silo of ``n_rows`` rows (0 when off)."""
@@ -242,7 +280,7 @@ class PostprocessConfig:
             return 0
         import math
 
-        return max(self.min_cluster_size, math.ceil(self.min_cluster_fraction * n_rows))
+        return max(self.min_local_size, math.ceil(self.min_cluster_fraction * n_rows))
 
 
 @dataclass(frozen=True)
@@ -252,8 +290,10 @@ class PrivacyConfig:
     Attributes
     ----------
     min_cluster_size : int
-        Local clusters with fewer members are merged into their nearest cluster before the summary is
-        built; the silo reports only how many it merged (default 10).
+        The disclosure minimum: no local cluster of fewer people leaves a silo (default 10); smaller ones
+        are merged into their nearest cluster before the summary is built, and the silo reports only how
+        many it merged. Schema inference (``vcmc fit`` without a schema file) refuses, for the same
+        reason, a modality seen in fewer rows: it would be published in the results.
     suppress_cells_below : int
         Contingency cells with a count in ``[1, suppress_cells_below)`` are suppressed (sent as 0 and
         flagged) (default 0: off; 8 reproduces the NHS/OpenSAFELY "1-7" rule).
@@ -271,7 +311,7 @@ class PrivacyConfig:
         ``dp_epsilon`` sets this to False.
     """
 
-    min_cluster_size: int = 10
+    min_cluster_size: int = option(10, flag="--min-cluster-size")
     suppress_cells_below: int = 0
     round_to: int = 1
     dp_epsilon: float | None = None
@@ -316,8 +356,8 @@ class MatchingConfig:
         How a global cluster absent from a silo enters aggregation (default structural zero).
     """
 
-    method: MatchingMethod = "calibrated"
-    level: float = DEFAULT_LEVEL
+    method: MatchingMethod = option("calibrated", flag="--matching")
+    level: float = option(DEFAULT_LEVEL, flag="--level")
     radius: BallRadius | float = "overfitted"
     reference: str | None = None
     new_cluster_rule: NewClusterRule = "penalised"
@@ -343,12 +383,16 @@ class AggregationConfig:
     Attributes
     ----------
     strategy : {"contingency", "federated-gradient", "design"}
+        Aggregation strategy (default "contingency": the silos' contingency counts enter a closed-form
+        objective; "federated-gradient": the silos return counts at the server's parameters each round;
+        "design": a space-filling design of starts, docs/design.md §7).
     objective : {"auto", "complete", "observed"}
         (a) complete-data Dirichlet objective from counts, (b) observed-data likelihood through silo
         soft counts; "auto" = (a) for contingency/design, (b) for federated-gradient.
     tie : {"per_block", "per_cluster"}
         One weight per silo for each (variable, cluster) block, or one per (silo, cluster).
     optimizer : {"projected-adaptive", "projected-sgd", "softmax-lbfgs", "exponentiated"}
+        Optimiser of the aggregation weights (default "projected-adaptive").
     max_iter : int
         Iterations per start (default 1000); stop earlier by the ``stop`` rule.
     tol : float
@@ -383,7 +427,7 @@ class AggregationConfig:
         Posterior draws sent to each silo for its memberships (default 100, evenly spaced).
     """
 
-    strategy: Strategy = "contingency"
+    strategy: Strategy = option("contingency", flag="--strategy")
     objective: Objective = "auto"
     tie: Tie = "per_block"
     optimizer: Optimizer = "projected-adaptive"
@@ -438,8 +482,8 @@ class AssessmentConfig:
         ``max_pairs`` most frequent under the fitted model when there are more.
     """
 
-    enabled: bool = True
-    n_replicates: int = 100
+    enabled: bool = option(True, flag="--no-assessment", negate=True)
+    n_replicates: int = option(100, flag="--replicates")
     max_pairs: int = 500
 
     def __post_init__(self):

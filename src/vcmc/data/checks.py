@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from vcmc.data.normalise import MISSING_CODES
-from vcmc.data.schema import SiloData, _fmt_values
+from vcmc.data.schema import SiloData, format_values
 
 __all__ = ["data_warnings", "disjoint_modalities", "duplicate_silos", "missing_codes"]
 
@@ -64,8 +64,8 @@ def disjoint_modalities(silos: Sequence[SiloData]) -> list[str]:
                 groups.remove(g)
             groups.append((names, codes))
         if len(groups) > 1 and any(len(codes) > 1 for _, codes in groups):
-            parts = [f"silo(s) {_fmt_values(sorted(names))} use "
-                     f"{_fmt_values([var.modalities[k] for k in sorted(codes)])}"
+            parts = [f"silo(s) {format_values(sorted(names))} use "
+                     f"{format_values([var.modalities[k] for k in sorted(codes)])}"
                      for names, codes in sorted(groups, key=lambda g: sorted(g[0]))]
             out.append(f"column {var.name!r}: the silos share no value: " + "; ".join(parts) + ". If these are one "
                        "code spelled differently, recode the files to one spelling (or the clusters split by "

@@ -25,9 +25,9 @@ from vcmc.data.schema import (
     Schema,
     SiloData,
     Variable,
-    _fmt_values,
     column_labels,
     factorize_labels,
+    format_values,
     sort_modalities,
 )
 from vcmc.data.validate import check_columns_observed, check_n_rows, check_same_schema
@@ -114,7 +114,7 @@ def _check_csv_structure(p: Path, df: pd.DataFrame | None, *, sep: str, encoding
             return
         dup = sorted({h for h in header if header.count(h) > 1})
         if dup:
-            raise SchemaError(f"{p}: the header names column(s) {_fmt_values(dup)} more than once; expected "
+            raise SchemaError(f"{p}: the header names column(s) {format_values(dup)} more than once; expected "
                               "distinct variable names (a reader would rename the copies, e.g. 'V1.1', and fit "
                               "them as other variables). Rename or remove the duplicated columns.")
         width = len(header)
@@ -150,7 +150,7 @@ def _read_parquet_frame(path) -> pd.DataFrame:
         raise DataError(f"cannot read file {str(p)!r} as Parquet: {err}.") from err
 
 
-def _read_any(path) -> pd.DataFrame:
+def read_any(path) -> pd.DataFrame:
     p = Path(path)
     if p.suffix.lower() in (".parquet", ".pq"):
         return _read_parquet_frame(p)
@@ -180,11 +180,11 @@ def _pop_id_column(df: pd.DataFrame, id_column, source: str) -> tuple[pd.DataFra
         elif name == "" and cols and cols[0].startswith("Unnamed: 0"):
             pos = 0  # an empty header cell (R's write.csv row names) is read by pandas as "Unnamed: 0"
         else:
-            raise SchemaError(f"{source}: id_column {name!r} is not a column; found {_fmt_values(cols, 20)}.")
+            raise SchemaError(f"{source}: id_column {name!r} is not a column; found {format_values(cols, 20)}.")
     ids = df.iloc[:, pos].to_numpy()
     dup = pd.Series(ids).duplicated(keep=False).to_numpy()
     if dup.any():
-        raise DataError(f"{source}, column {cols[pos]!r}: row identifiers {_fmt_values(pd.unique(ids[dup]))} "
+        raise DataError(f"{source}, column {cols[pos]!r}: row identifiers {format_values(pd.unique(ids[dup]))} "
                         "appear more than once; expected one row per individual.")
     return df.drop(columns=df.columns[pos]), ids
 
@@ -196,7 +196,7 @@ def _frame_of(obj, i: int, id_column, *, drop: str | None = None) -> tuple[pd.Da
     elif isinstance(obj, SiloData):
         return obj.to_frame().reset_index(drop=True), obj.source or obj.name
     elif isinstance(obj, str | os.PathLike):
-        df = _read_any(obj)
+        df = read_any(obj)
     else:
         raise DataError(f"expected a file path or a pandas DataFrame; got {type(obj).__name__}.")
     df, _ = _pop_id_column(df, id_column, source)
@@ -271,15 +271,15 @@ def _check_columns(frames: list[tuple[pd.DataFrame, str]]) -> list[str]:
         cols = [str(c) for c in df.columns]
         if len(set(cols)) != len(cols):
             dup = sorted({c for c in cols if cols.count(c) > 1})
-            raise SchemaError(f"{src}: column(s) {_fmt_values(dup)} appear more than once; expected distinct "
+            raise SchemaError(f"{src}: column(s) {format_values(dup)} appear more than once; expected distinct "
                               "variable names.")
         absent = [c for c in columns if c not in cols]
         if absent:
-            raise SchemaError(f"{src}: column(s) {_fmt_values(absent)} are missing (present in {first_src}); "
+            raise SchemaError(f"{src}: column(s) {format_values(absent)} are missing (present in {first_src}); "
                               "expected every silo to have the same variables.")
         extra = [c for c in cols if c not in columns]
         if extra:
-            raise SchemaError(f"{src}: column(s) {_fmt_values(extra)} are not in {first_src}; expected every "
+            raise SchemaError(f"{src}: column(s) {format_values(extra)} are not in {first_src}; expected every "
                               "silo to have the same variables.")
     return columns
 
@@ -335,11 +335,11 @@ def _levels_problem(src: str, c: str, n_levels: int, n_obs: int, shown, max_leve
                 "modalities this silo cannot estimate. Recode it into fewer categories (e.g. age "
                 "bands), remove it")
         raise SchemaError(f"{src}, column {c!r}: {n_levels} distinct values in {n_obs} rows "
-                          f"(e.g. {_fmt_values(shown[:4], 4)}); {what}, or give a schema file (--schema) that "
+                          f"(e.g. {format_values(shown[:4], 4)}); {what}, or give a schema file (--schema) that "
                           "lists its modalities if it really is categorical.")
     if n_levels > max_levels:
         raise SchemaError(
-            f"{src}, column {c!r}: {n_levels} distinct values (e.g. {_fmt_values(shown[:3], 3)}); expected a "
+            f"{src}, column {c!r}: {n_levels} distinct values (e.g. {format_values(shown[:3], 3)}); expected a "
             f"categorical variable with at most max_levels={max_levels} modalities. Free text or identifiers "
             "must be removed (a row identifier: --id-column / id_column=), or raise max_levels.")
 
@@ -378,16 +378,16 @@ def _infer_from_frames(frames: list[tuple[pd.DataFrame, str]], *, max_levels: in
     for c in columns:
         for members, kind, flags in _variants(counts[c], normalisation):
             where = sorted({f for m in members for f in files_of[c][m]})
-            problems.append(f"column {c!r}: {_fmt_values(members)} differ only by {kind} (in "
+            problems.append(f"column {c!r}: {format_values(members)} differ only by {kind} (in "
                             f"{', '.join(where)}); they would become separate modalities. If they are one "
                             f"value, say so with {flags} (recorded in result.json), or give a schema file "
                             "(--schema) listing the modalities")
         for members, number in _number_variants(counts[c]):
             where = sorted({f for m in members for f in files_of[c][m]})
             shown = int(number) if float(number).is_integer() else number
-            problems.append(f"column {c!r}: {_fmt_values(members)} are spellings of one number ({shown}) (in "
+            problems.append(f"column {c!r}: {format_values(members)} are spellings of one number ({shown}) (in "
                             f"{', '.join(where)}); they would become separate modalities. Write one spelling "
-                            f"in every file (e.g. {members[0]!r} for each of {_fmt_values(members[1:])}), or give "
+                            f"in every file (e.g. {members[0]!r} for each of {format_values(members[1:])}), or give "
                             "a schema file (--schema) if they really are different codes")
     if problems:
         raise SchemaError(f"schema inference refused ({sources}): " + "; ".join(problems) + ".")
@@ -548,7 +548,7 @@ def read_rows(path, schema, *, name: str | None = None, id_column=None, na_value
     """
     p = Path(path)
     _check_file(p)
-    df = _read_any(p)
+    df = read_any(p)
     source = str(p)
     df, ids = _pop_id_column(df, id_column, source)
     if len(df) == 0:
@@ -578,7 +578,7 @@ def read_silos(paths: Sequence, *, schema=None, names: Sequence[str] | None = No
         raise DataError(f"names must give one name per file: {len(paths)} files, {len(names)} names.")
     frames = []
     for p in paths:
-        df, ids = _pop_id_column(_read_any(p), id_column, str(p))
+        df, ids = _pop_id_column(read_any(p), id_column, str(p))
         frames.append((df, ids))
     schema = _as_schema(schema)
     if schema is None:
@@ -634,19 +634,19 @@ def split_by_column(path_or_df, column: str, *, schema=None, id_column=None, na_
         The silo column is absent or has missing values (a row without a silo cannot be placed).
     """
     src = str(path_or_df) if isinstance(path_or_df, str | os.PathLike) else "data frame"
-    df = path_or_df if isinstance(path_or_df, pd.DataFrame) else _read_any(path_or_df)
+    df = path_or_df if isinstance(path_or_df, pd.DataFrame) else read_any(path_or_df)
     df, ids = _pop_id_column(df, id_column, src)
     where = np.arange(len(df))
     if ids is None:
         ids = where
     cols = [str(c) for c in df.columns]
     if str(column) not in cols:
-        raise DataError(f"{src}: silo column {column!r} is not a column; found {_fmt_values(cols, 20)}.")
+        raise DataError(f"{src}: silo column {column!r} is not a column; found {format_values(cols, 20)}.")
     df = df.set_axis(cols, axis=1)
     silo_of = column_labels(df[str(column)], na_values)
     if silo_of.isna().any():
         rows = np.flatnonzero(silo_of.isna().to_numpy())
-        raise DataError(f"{src}, column {column!r}: rows {_fmt_values(rows.tolist())} (0-based) have "
+        raise DataError(f"{src}, column {column!r}: rows {format_values(rows.tolist())} (0-based) have "
                         "no silo; expected a silo name in every row.")
     data = df.drop(columns=str(column))
     schema = _as_schema(schema)

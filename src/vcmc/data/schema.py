@@ -39,7 +39,7 @@ _SCHEMA_VERSION = 1
 _CODE_DTYPE = np.int16
 
 
-def _fmt_values(values, limit: int = 5) -> str:
+def format_values(values, limit: int = 5) -> str:
     vals = list(values)
     shown = ", ".join(repr(v) for v in vals[:limit])
     return shown + (f", ... ({len(vals)} in all)" if len(vals) > limit else "")
@@ -192,12 +192,12 @@ class Variable:
         object.__setattr__(self, "modalities", mods)
         if len(mods) < 2:
             raise SchemaError(
-                f"Variable {self.name!r} has {len(mods)} modality ({_fmt_values(mods)}); "
+                f"Variable {self.name!r} has {len(mods)} modality ({format_values(mods)}); "
                 "expected at least 2. "
                 "A variable with a single modality carries no information: drop the column.")
         if len(set(mods)) != len(mods):
             dup = sorted({m for m in mods if mods.count(m) > 1})
-            raise SchemaError(f"Variable {self.name!r} lists modalities more than once: {_fmt_values(dup)}; "
+            raise SchemaError(f"Variable {self.name!r} lists modalities more than once: {format_values(dup)}; "
                               "expected distinct modalities.")
 
     @property
@@ -234,7 +234,7 @@ class Schema:
         names = [v.name for v in vs]
         if len(set(names)) != len(names):
             dup = sorted({n for n in names if names.count(n) > 1})
-            raise SchemaError(f"Schema has duplicated variable names {_fmt_values(dup)}; expected distinct.")
+            raise SchemaError(f"Schema has duplicated variable names {format_values(dup)}; expected distinct.")
         if isinstance(self.na_values, str):
             raise SchemaError(f"Schema na_values must be a list of cell texts; got the string {self.na_values!r}.")
         na = tuple(str(v) for v in self.na_values)
@@ -242,7 +242,7 @@ class Schema:
         for v in vs:
             both = [m for m in v.modalities if m in na]
             if both:
-                raise SchemaError(f"Schema variable {v.name!r}: {_fmt_values(both)} is both a modality and one "
+                raise SchemaError(f"Schema variable {v.name!r}: {format_values(both)} is both a modality and one "
                                   "of the schema's na_values; a cell text cannot mean a value and 'missing'. "
                                   "Remove it from one of the two lists.")
 
@@ -350,7 +350,7 @@ class Schema:
             bad = [m for m in mods if isinstance(m, bool) or not isinstance(m, str | int)]
             if bad:
                 raise SchemaError(f"Schema {source!r}, variable {v['name']!r}: every modality must be a string "
-                                  f"(or a whole number); got {_fmt_values(bad)}. Write labels exactly as they "
+                                  f"(or a whole number); got {format_values(bad)}. Write labels exactly as they "
                                   "appear in the data files, e.g. \"1.5\" in quotes.")
             variables.append(Variable(v["name"], tuple(str(m) for m in mods)))
         na = obj.get("na_values", [])
@@ -400,17 +400,17 @@ class Schema:
         cols = [str(c) for c in df.columns]
         missing_cols = [n for n in self.names if n not in cols]
         if missing_cols:
-            raise SchemaError(f"{source}: column(s) {_fmt_values(missing_cols)} of the schema are missing; "
-                              f"expected columns {_fmt_values(self.names, 20)}; "
-                              f"found {_fmt_values(cols, 20)}.")
+            raise SchemaError(f"{source}: column(s) {format_values(missing_cols)} of the schema are missing; "
+                              f"expected columns {format_values(self.names, 20)}; "
+                              f"found {format_values(cols, 20)}.")
         extra = [c for c in cols if c not in self.names]
         if extra:
-            raise SchemaError(f"{source}: column(s) {_fmt_values(extra)} are not in the schema; "
+            raise SchemaError(f"{source}: column(s) {format_values(extra)} are not in the schema; "
                               "expected only "
-                              f"{_fmt_values(self.names, 20)}. Remove them or add them to the schema.")
+                              f"{format_values(self.names, 20)}. Remove them or add them to the schema.")
         if len(set(cols)) != len(cols):
             dup = sorted({c for c in cols if cols.count(c) > 1})
-            raise SchemaError(f"{source}: column(s) {_fmt_values(dup)} appear more than once.")
+            raise SchemaError(f"{source}: column(s) {format_values(dup)} appear more than once.")
         frame = df.copy()
         frame.columns = cols
         na = tuple(dict.fromkeys((*(str(v) for v in (na_values or ())), *self.na_values)))
@@ -420,13 +420,13 @@ class Schema:
             keys = [normalisation.key(m) for m in var.modalities]
             clash = sorted({m for m, k in zip(var.modalities, keys, strict=True) if keys.count(k) > 1})
             if clash:
-                raise SchemaError(f"{source}, column {var.name!r}: the schema's modalities {_fmt_values(clash)} "
+                raise SchemaError(f"{source}, column {var.name!r}: the schema's modalities {format_values(clash)} "
                                   f"become one label under {_describe_normalisation(normalisation)}; the schema "
                                   "tells them apart, so the option cannot be used with it.")
             both = [m for m, k in zip(var.modalities, keys, strict=True) if k in na_keys]
             if both:
-                raise SchemaError(f"{source}, column {var.name!r}: {_fmt_values(both)} is a modality of the schema "
-                                  f"and also a missing-value text (na_values {_fmt_values(na)}); a cell cannot be "
+                raise SchemaError(f"{source}, column {var.name!r}: {format_values(both)} is a modality of the schema "
+                                  f"and also a missing-value text (na_values {format_values(na)}); a cell cannot be "
                                   "both. Drop it from --na-values, or from the schema's modalities.")
             column_changes = [] if changes is not None else None
             idx, labels = factorize_labels(frame[var.name], na, normalisation=normalisation,
@@ -445,10 +445,10 @@ class Schema:
                         f"are not among the {var.n_modalities} modalities of the schema (values not quoted); "
                         "every value must be a modality of the schema or missing.")
                 raise DataError(
-                    f"{source}, column {var.name!r}: value(s) {_fmt_values(bad)} (data row(s) "
-                    f"{_fmt_values(rows.tolist())}, 0-based) are not modalities of the schema; "
+                    f"{source}, column {var.name!r}: value(s) {format_values(bad)} (data row(s) "
+                    f"{format_values(rows.tolist())}, 0-based) are not modalities of the schema; "
                     "expected one of "
-                    f"{_fmt_values(var.modalities, 20)} or a missing value. "
+                    f"{format_values(var.modalities, 20)} or a missing value. "
                     + _unknown_value_hint(bad, var.modalities, normalisation)
                     + "Add them to the shared schema if they are valid.")
             if changes is not None and column_changes:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from vcmc.data.schema import Schema, SiloData, _fmt_values
+from vcmc.data.schema import Schema, SiloData, format_values
 from vcmc.exceptions import DataError, SchemaError
 from vcmc.model import MISSING
 
@@ -36,7 +36,7 @@ def check_columns_observed(codes: np.ndarray, schema: Schema, source: str) -> No
     empty = np.flatnonzero(np.all(codes == MISSING, axis=0))
     if empty.size:
         names = [schema.names[q] for q in empty]
-        raise DataError(f"{source}: column(s) {_fmt_values(names)} have all {codes.shape[0]} values missing; "
+        raise DataError(f"{source}: column(s) {format_values(names)} have all {codes.shape[0]} values missing; "
                         "expected at least one observed value per column. Remove the column from every "
                         "silo's file and from the schema, or fix the export.")
 
@@ -54,13 +54,13 @@ def _schema_difference(a: Schema, b: Schema) -> str:
         only_a = [n for n in a.names if n not in b.names]
         only_b = [n for n in b.names if n not in a.names]
         if only_a or only_b:
-            return (f"variables only in the first: {_fmt_values(only_a)}; only in the second: "
-                    f"{_fmt_values(only_b)}")
-        return f"variables in a different order: {_fmt_values(a.names, 20)} vs {_fmt_values(b.names, 20)}"
+            return (f"variables only in the first: {format_values(only_a)}; only in the second: "
+                    f"{format_values(only_b)}")
+        return f"variables in a different order: {format_values(a.names, 20)} vs {format_values(b.names, 20)}"
     for va, vb in zip(a.variables, b.variables, strict=True):
         if va.modalities != vb.modalities:
-            return (f"column {va.name!r} has modalities {_fmt_values(va.modalities, 20)} in the first and "
-                    f"{_fmt_values(vb.modalities, 20)} in the second")
+            return (f"column {va.name!r} has modalities {format_values(va.modalities, 20)} in the first and "
+                    f"{format_values(vb.modalities, 20)} in the second")
     return "fingerprints differ"
 
 
@@ -88,5 +88,5 @@ def check_same_schema(silos: Sequence[SiloData]) -> Schema:
     names = [s.name for s in silos]
     if len(set(names)) != len(names):
         dup = sorted({n for n in names if names.count(n) > 1})
-        raise DataError(f"silo names must be distinct; got {_fmt_values(dup)} more than once.")
+        raise DataError(f"silo names must be distinct; got {format_values(dup)} more than once.")
     return ref.schema

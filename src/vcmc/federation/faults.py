@@ -169,7 +169,7 @@ def _schema_outliers(replies: Mapping[str, Message]) -> dict[str, str]:
 
 
 def gather(transport, requests: Mapping[str, Message], policy: FaultPolicy | None = None,
-           stage: str = "request") -> tuple[dict[str, Message], list[SiloFailure]]:
+           stage: str = "request", *, optional: bool = False) -> tuple[dict[str, Message], list[SiloFailure]]:
     """Send ``requests`` through ``transport``, validate the replies and apply the fault policy.
 
     Parameters
@@ -180,6 +180,9 @@ def gather(transport, requests: Mapping[str, Message], policy: FaultPolicy | Non
         Default ``FaultPolicy()``: every silo required.
     stage : str
         Name of the stage for messages and warnings ("summarize", "assign", ...).
+    optional : bool
+        A stage the run can do without (the model assessment): failed silos are returned, never raised nor
+        warned about; the caller reports them with the result.
 
     Returns
     -------
@@ -218,6 +221,8 @@ def gather(transport, requests: Mapping[str, Message], policy: FaultPolicy | Non
         del replies[name]
         failures.append(SiloFailure(name, f"inconsistent summary at stage {stage!r}: {reason}"))
 
+    if optional:
+        return replies, failures
     needed = policy.required(len(requests))
     if failures and len(replies) < needed:
         names = ", ".join(f.silo for f in failures)

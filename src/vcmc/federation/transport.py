@@ -67,7 +67,7 @@ class Transport(Protocol):
         ...
 
 
-class _TransportBase:
+class TransportBase:
     silos: tuple[str, ...] = ()
 
     def __enter__(self):
@@ -85,7 +85,7 @@ class _TransportBase:
             raise ValueError(f"requests name unknown silos {unknown}; this transport has {list(self.silos)}")
 
 
-class InProcessTransport(_TransportBase):
+class InProcessTransport(TransportBase):
     """Silos that are objects in this process (``LocalSilo`` or anything with ``name`` and ``handle``).
 
     Parameters
@@ -290,7 +290,7 @@ def _balanced_groups(specs, n_workers: int) -> list[list[int]]:
     return [sorted(g) for g in groups if g]
 
 
-class ProcessPoolTransport(_TransportBase):
+class ProcessPoolTransport(TransportBase):
     """Silos in long-lived worker processes, running in parallel (the default of ``vcmc fit --jobs J``).
 
     Parameters

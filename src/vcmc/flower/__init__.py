@@ -7,11 +7,14 @@ Server side
     ``server_main(grid, context)`` (the ServerApp's ``@app.main()``): reads the run config (the same
     ``config_from_mapping`` as the CLI), waits for ``min-nodes`` SuperNodes, asks each for its name
     (``HelloRequest``), and calls ``vcmc.pipeline.run_vcmc`` with a ``FlowerTransport``: the algorithm is
-    the one that runs in-process, so the same seed gives the same result.
+    the one that runs in-process, so the same seed gives the same result. Its progress and warnings go to
+    ``flwr log`` and ``out-dir/server.log`` (``vcmc.flower.oplog``); the run config's ``schema-path``
+    names the results and writes ``schema.json``.
 
 Client side
     ``client_handle(message, context)`` (every ClientApp query handler): loads the silo's data from its
-    node config (``data-path``, optional ``schema-path``, ``silo-name``, disclosure limits), restores the
+    node config (``data-path``, optional ``schema-path``, ``silo-name``, disclosure limits) once per run,
+    keeping them in ``context.state`` for the later messages (``vcmc.flower.node_data``), restores the
     run's state from ``context.state``, answers the request with ``LocalSilo.handle`` and stores the
     state back. Any exception becomes a Flower ``Error`` whose text is sanitised (no data values).
 

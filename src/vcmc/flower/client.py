@@ -1,8 +1,9 @@
 """Silo side of a Flower deployment: the ClientApp's handler on each SuperNode.
 
 ``client_handle(message, context)`` (every ClientApp query handler) loads the silo's data from its node
-config (``data-path``, optional ``schema-path``, ``silo-name``, disclosure limits), restores the run's state
-from ``context.state``, answers the request with ``LocalSilo.handle`` and stores the state back. Any
+config (``data-path``, optional ``schema-path``, ``silo-name``, disclosure limits), once per run: the first
+message reads the file and keeps the encoded data in ``context.state`` (``vcmc.flower.node_data``), restores
+the run's state from ``context.state``, answers the request with ``LocalSilo.handle`` and stores the state back. Any
 exception becomes a Flower ``Error`` whose text is sanitised (no data values).
 
 Why ``context.state`` for the silo's state: in deployment a fresh ClientApp process handles every message,
@@ -21,23 +22,18 @@ from pathlib import Path
 import numpy as np
 
 from vcmc.config import PrivacyConfig, config_from_mapping
+from vcmc.config.schema import options
 from vcmc.exceptions import ConfigError
 from vcmc.flower.records import ACTION, decode_record, encode_record
 from vcmc.protocol import AssignRequest
 from vcmc.silo.errors import sanitise_exception
 
 __all__ = ["NODE_POLICY_KEYS", "NODE_PRIVACY_KEYS", "client_handle", "policy_from_node_config",
-           "privacy_from_node_config", "silo_from_node_config", "write_local_results"]
+           "privacy_from_node_config", "read_node_data", "silo_from_node_config", "write_local_results"]
 
-NODE_PRIVACY_KEYS = {
-    "min-cluster-size": "min_cluster_size",
-    "suppress-cells-below": "suppress_cells_below",
-    "round-to": "round_to",
-    "dp-epsilon": "dp_epsilon",
-    "share-counts": "share_counts",
-    "share-assessment": "share_assessment",
-}
-"""Node-config keys through which a silo's operator sets its disclosure limits."""
+NODE_PRIVACY_KEYS = {o.key.partition(".")[2]: o.name for o in options() if o.section == "privacy"}
+"""Node-config keys through which a silo's operator sets its disclosure limits: the privacy options of the
+run config without their section (``min-cluster-size``, ...), from the one table of options."""
 
 NODE_POLICY_KEYS = ("allow-requests", "allow-strategies", "request-budget", "max-iterations", "max-cpu-seconds",
                     "fingerprint-key")
@@ -103,9 +99,21 @@ def silo_from_node_config(node_config: Mapping, node_id: int | None = None, run_
     ``case-insensitive`` (true/false; docs/reliability.md), the disclosure limits of ``NODE_PRIVACY_KEYS`` and
     the boundary's limits of ``NODE_POLICY_KEYS``. ``run_id`` (Flower's) keys the schema fingerprint sent.
     """
+    return _local_silo(read_node_data(node_config, node_id), node_config, run_id)
+
+
+def _local_silo(data, node_config: Mapping, run_id=None):
+    """The ``LocalSilo`` over ``data`` with the operator's disclosure limits and boundary policy."""
+    from vcmc.silo.local import LocalSilo
+
+    return LocalSilo(data, privacy=privacy_from_node_config(node_config), policy=policy_from_node_config(node_config),
+                     run_key=None if run_id is None else str(run_id))
+
+
+def read_node_data(node_config: Mapping, node_id: int | None = None):
+    """Read and encode the silo's file as its node config says (``silo_from_node_config`` lists the keys)."""
     from vcmc.data import read_csv, read_parquet
     from vcmc.data.normalise import Normalisation
-    from vcmc.silo.local import LocalSilo
 
     out = node_config.get("out-dir")
     if out and not Path(str(out)).is_absolute():
@@ -120,13 +128,11 @@ def silo_from_node_config(node_config: Mapping, node_id: int | None = None, run_
     id_column = node_config.get("id-column") or None
     reader = read_parquet if str(path).lower().endswith((".parquet", ".pq")) else read_csv
     privacy = privacy_from_node_config(node_config)
-    policy = policy_from_node_config(node_config)
     normalisation = Normalisation(strip_whitespace=_flag(node_config, "strip-whitespace"),
                                   case_insensitive=_flag(node_config, "case-insensitive"))
     na_values = ("", *(t for t in str(node_config.get("na-values") or "").split(",") if t))
-    data = reader(str(path), schema=schema, name=name, id_column=id_column, na_values=na_values,
+    return reader(str(path), schema=schema, name=name, id_column=id_column, na_values=na_values,
                   normalisation=normalisation, min_count=privacy.min_cluster_size)
-    return LocalSilo(data, privacy=privacy, policy=policy, run_key=None if run_id is None else str(run_id))
 
 
 def _flag(node_config: Mapping, key: str) -> bool:
@@ -150,6 +156,16 @@ def write_local_results(silo, node_config: Mapping) -> None:
     write_membership_files(Path(str(out)), [(silo.name, silo.memberships, silo.assignments)])
 
 
+def _silo_for_message(context):
+    """This run's ``LocalSilo``, its data read once per run and kept in the node state
+    (``vcmc.flower.node_data``), not re-read for every message."""
+    from vcmc.flower.node_data import cached_silo_data
+
+    data = cached_silo_data(context, lambda: read_node_data(context.node_config, getattr(context, "node_id", None)),
+                            has_run_state=any(k.startswith("local.") for k in context.state.get(_STATE_KEY, {})))
+    return _local_silo(data, context.node_config, getattr(context, "run_id", None))
+
+
 def client_handle(message, context):
     """Answer one query message on a SuperNode; never lets an unsanitised exception text out."""
     from flwr.app import Array, ArrayRecord, Error
@@ -158,8 +174,7 @@ def client_handle(message, context):
 
     stage = str(getattr(message.metadata, "message_type", "?"))
     try:
-        silo = silo_from_node_config(context.node_config, getattr(context, "node_id", None),
-                                     getattr(context, "run_id", None))
+        silo = _silo_for_message(context)
         if _STATE_KEY in context.state:
             silo.restore_state({k: a.numpy() for k, a in context.state[_STATE_KEY].items()})
         request = decode_record(message.content)

@@ -6,7 +6,7 @@ import numpy as np
 
 from vcmc.protocol import Message, decode_message
 
-__all__ = ["ACTION", "decode_record", "encode_record"]
+__all__ = ["ACTION", "decode_record", "encode_record", "record_nbytes"]
 
 ACTION = {
     "hello_request": "hello",
@@ -55,3 +55,19 @@ def decode_record(record) -> Message:
     if "bigints" in record:
         flat.update({k: int(v) for k, v in dict(record["bigints"]).items()})
     return decode_message(flat)
+
+
+def record_nbytes(record) -> int:
+    """Payload bytes of a ``RecordDict``: the arrays' data plus the scalars' text (Flower's framing, HTTP and
+    TLS excluded). What the operators' logs report as "sent" per silo and per round."""
+    total = 0
+    for item in record.values():
+        if hasattr(item, "numpy") or not hasattr(item, "items"):
+            continue
+        for value in item.values():
+            data = getattr(value, "data", None)
+            if isinstance(data, bytes | bytearray | memoryview):
+                total += len(data)
+            else:
+                total += len(str(value).encode())
+    return total

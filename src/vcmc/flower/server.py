@@ -16,38 +16,85 @@ from pathlib import Path
 from vcmc.config import config_from_mapping
 from vcmc.exceptions import ConfigError, SiloFailure
 from vcmc.federation.faults import FaultPolicy
-from vcmc.federation.transport import _TransportBase, reply_to_result
-from vcmc.flower.records import ACTION, decode_record, encode_record
+from vcmc.federation.order import silo_sort_key
+from vcmc.federation.transport import TransportBase, reply_to_result
+from vcmc.flower.oplog import format_bytes
+from vcmc.flower.records import ACTION, decode_record, encode_record, record_nbytes
 from vcmc.protocol import HelloReply, HelloRequest, Message
 from vcmc.silo.errors import sanitise_exception
 
-log = logging.getLogger("vcmc.federation")
+log = logging.getLogger("vcmc.flower")
 
 __all__ = ["SERVER_KEYS", "FlowerTransport", "discover_silos", "server_main", "wait_for_nodes"]
 
-SERVER_KEYS = ("min-nodes", "seed", "out-dir", "min-silos", "round-timeout", "wait-nodes", "method")
+SERVER_KEYS = ("min-nodes", "seed", "out-dir", "schema-path", "min-silos", "round-timeout", "wait-nodes",
+               "method")
 """Run-config keys read by ``server_main`` itself; every other key must be a ``FitConfig`` option."""
 
+_POLL_SECONDS = 1.0
+"""Seconds between two pulls of the pending replies. Flower's ``send_and_receive`` sleeps 3 s; one pull is
+one small request to the SuperLink naming the pending message ids, so pulling every second costs the
+SuperLink little and takes up to 2 s off every round."""
 
-class FlowerTransport(_TransportBase):
+_REPEATED_ROUND_EVERY = 25
+"""A stage asked again of silos that already answered it (the federated-gradient ``counts`` rounds) logs
+one line for its rounds 1-3 and then every 25th, not one per silo and round."""
+
+
+def _error_code_name(code: int) -> str:
+    from flwr.common.constant import ErrorCode
+
+    names = {v: k for k, v in vars(ErrorCode).items() if k.isupper() and isinstance(v, int)}
+    return names.get(int(code), "UNKNOWN")
+
+
+def describe_error_reply(kind: str, node: int, code: int, reason: str, seconds: float) -> str:
+    """The text of a silo's failure from Flower's error reply: what the SuperLink or the ClientApp said, the
+    Flower error code by name, and when it came (seconds since the request was sent)."""
+    from flwr.common.constant import ErrorCode
+
+    if int(code) == ErrorCode.CLIENT_APP_RAISED_EXCEPTION:
+        # vcmc's own sanitised error from inside the silo (``client_handle``)
+        return f"{reason} (reply to {kind} after {seconds:.1f} s)"
+    if int(code) == ErrorCode.NODE_UNAVAILABLE:
+        return (f"SuperNode {node} became unavailable during {kind}: the SuperLink reported it {seconds:.1f} s "
+                f"after the request was sent ({reason.strip()} Flower error code {int(code)}, NODE_UNAVAILABLE)")
+    return (f"Flower error reply to {kind} after {seconds:.1f} s from node {node}: {reason.strip()} (error code "
+            f"{int(code)}, {_error_code_name(code)})")
+
+
+class FlowerTransport(TransportBase):
     """Silos reached through a Flower ``Grid`` (used inside the ServerApp).
 
     Parameters
     ----------
     grid : flwr.serverapp.Grid
     node_ids : mapping of silo name to Flower node id
-        From ``discover_silos``. Silos are ordered by name, so that the order (and hence each silo's
-        random stream) does not depend on Flower's random node ids.
+        From ``discover_silos``. Silos are put in the canonical order of ``vcmc.federation.order`` (by
+        name, numbers compared as numbers), the order ``vcmc fit`` uses, so that the order (and hence each
+        silo's random stream) depends neither on Flower's random node ids nor on the order SuperNodes
+        connected.
     default_timeout : float or None
         Used when ``call`` gets no timeout (default None: Flower's message TTL).
+
+    Notes
+    -----
+    Each request is pushed with ``grid.push_messages`` and its reply matched by message id
+    (``reply_to_message_id``) as it arrives, so that the error reply the SuperLink itself sends for a node
+    that stopped sending heartbeats (``NODE_UNAVAILABLE``, sent from the SuperLink's own node id) is
+    matched to its silo as soon as it comes, instead of the round waiting out its timeout. Every reply is
+    logged (logger ``vcmc.flower``: silo, seconds, payload bytes). A grid that offers only
+    ``send_and_receive`` (a test double) is used through it, its replies matched in the same way.
     """
 
     def __init__(self, grid, node_ids: Mapping[str, int], *, default_timeout: float | None = None):
         self.grid = grid
-        self.node_ids = {name: int(node_ids[name]) for name in sorted(node_ids)}
+        self.node_ids = {name: int(node_ids[name]) for name in sorted(node_ids, key=silo_sort_key)}
         self.silos = tuple(self.node_ids)
         self.default_timeout = default_timeout
         self._round = 0
+        self._reported: set[tuple[str, str]] = set()     # (request kind, silo) already logged per silo
+        self._rounds_of: dict[str, int] = {}
 
     def call(self, requests: Mapping[str, Message], *,
              timeout: float | None = None) -> dict[str, Message | SiloFailure]:
@@ -56,30 +103,94 @@ class FlowerTransport(_TransportBase):
         self._check_names(requests)
         self._round += 1
         timeout = self.default_timeout if timeout is None else timeout
-        out: dict[str, Message | SiloFailure] = {}
-        messages = []
+        messages, sent = {}, 0
         for name, request in requests.items():
             action = ACTION.get(request.KIND)
             if action is None:
                 raise ValueError(f"{request.KIND!r} is not a request a silo answers")
-            messages.append(FlowerMessage(encode_record(request), dst_node_id=self.node_ids[name],
-                                          message_type=f"query.{action}", group_id=str(self._round)))
-        replies = self.grid.send_and_receive(messages, timeout=timeout)
-        by_node = {int(r.metadata.src_node_id): r for r in replies}
+            content = encode_record(request)
+            sent += record_nbytes(content)
+            messages[name] = FlowerMessage(content, dst_node_id=self.node_ids[name],
+                                           message_type=f"query.{action}", group_id=str(self._round))
+        kinds = sorted({r.KIND for r in requests.values()})
+        kind = kinds[0] if len(kinds) == 1 else "/".join(kinds)
+        self._rounds_of[kind] = self._rounds_of.get(kind, 0) + 1
+        per_silo = any((kind, n) not in self._reported for n in requests)
+        stage = kind.removesuffix("_request")
+        if per_silo and len(requests) > 1:
+            log.info("%s: asking %d silos (%s sent)", stage, len(requests), format_bytes(sent))
+
+        out: dict[str, Message | SiloFailure] = {}
+        received = {"bytes": 0}
+        t0 = time.monotonic()
+
+        def arrived(name: str, reply) -> None:
+            seconds = time.monotonic() - t0
+            node = self.node_ids[name]
+            if reply.has_error():
+                out[name] = SiloFailure(name, describe_error_reply(requests[name].KIND, node, reply.error.code,
+                                                                   reply.error.reason, seconds))
+                log.warning("%s: silo %r failed after %.1f s: %s", stage, name, seconds, out[name].reason)
+                return
+            nbytes = record_nbytes(reply.content)
+            received["bytes"] += nbytes
+            try:
+                out[name] = reply_to_result(name, decode_record(reply.content))
+            except Exception as exc:  # noqa: BLE001 - a malformed reply is that silo's failure
+                out[name] = SiloFailure(name, f"malformed reply to {requests[name].KIND}: "
+                                              f"{sanitise_exception(exc).reason}")
+            if isinstance(out[name], SiloFailure):
+                log.warning("%s: silo %r failed after %.1f s: %s", stage, name, seconds, out[name].reason)
+            elif (kind, name) not in self._reported and kind != "hello_request":   # discover_silos logs those
+                log.info("%s: silo %r replied in %.1f s, sent %s", stage, name, seconds, format_bytes(nbytes))
+            self._reported.add((kind, name))
+
+        self._exchange(messages, timeout, arrived)
+        elapsed = time.monotonic() - t0
         for name, request in requests.items():
-            reply = by_node.get(self.node_ids[name])
-            if reply is None:
-                out[name] = SiloFailure(name, f"no reply to {request.KIND} within {timeout} s (node "
-                                              f"{self.node_ids[name]})")
-            elif reply.has_error():
-                out[name] = SiloFailure(name, f"error code {reply.error.code}: {reply.error.reason}")
-            else:
-                try:
-                    out[name] = reply_to_result(name, decode_record(reply.content))
-                except Exception as exc:  # noqa: BLE001 - a malformed reply is that silo's failure
-                    out[name] = SiloFailure(name, f"malformed reply to {request.KIND}: "
-                                                  f"{sanitise_exception(exc).reason}")
-        return out
+            if name not in out:
+                waited = "no round timeout" if timeout is None else f"the round timeout of {timeout:g} s"
+                out[name] = SiloFailure(name, (
+                    f"no reply to {request.KIND} within {waited} (node "
+                    f"{self.node_ids[name]}); the SuperLink did not report the node as unavailable, so it is "
+                    "connected but its ClientApp has not answered: a slow or stuck silo (run config "
+                    "'round-timeout')"))
+                log.warning("%s: silo %r: %s", stage, name, out[name].reason)
+        n_ok = sum(not isinstance(r, SiloFailure) for r in out.values())
+        rounds = self._rounds_of[kind]
+        if per_silo or rounds <= 3 or rounds % _REPEATED_ROUND_EVERY == 0:
+            label = stage if per_silo else f"{stage} round {rounds}"
+            log.info("%s: %d of %d silos replied in %.1f s (%s received)", label, n_ok, len(requests), elapsed,
+                     format_bytes(received["bytes"]))
+        return {name: out[name] for name in requests}
+
+    def _exchange(self, messages: Mapping[str, object], timeout: float | None, arrived) -> None:
+        """Send one message per silo and call ``arrived(name, reply)`` for each reply as it comes, until all
+        came or ``timeout`` seconds passed. Replies are matched by the id of the message they answer."""
+        names = list(messages)
+        if not (hasattr(self.grid, "push_messages") and hasattr(self.grid, "pull_messages")):
+            replies = self.grid.send_and_receive(list(messages.values()), timeout=timeout)
+            by_id = {str(m.metadata.message_id): n for n, m in messages.items()}
+            for reply in replies:
+                name = by_id.get(str(reply.metadata.reply_to_message_id))
+                if name is not None:
+                    arrived(name, reply)
+            return
+        ids = list(self.grid.push_messages(list(messages.values())))
+        pending = {str(mid): name for mid, name in zip(ids, names, strict=True) if mid}
+        for mid, name in zip(ids, names, strict=True):
+            if not mid:
+                log.warning("silo %r: the SuperLink did not accept the request (a malformed message)", name)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while pending:
+            for reply in self.grid.pull_messages(list(pending)):
+                name = pending.pop(str(reply.metadata.reply_to_message_id), None)
+                if name is not None:
+                    arrived(name, reply)
+            if not pending or (deadline is not None and time.monotonic() >= deadline):
+                break
+            time.sleep(_POLL_SECONDS if deadline is None else
+                       max(0.0, min(_POLL_SECONDS, deadline - time.monotonic())))
 
     def close(self) -> None:
         pass
@@ -98,8 +209,12 @@ def wait_for_nodes(grid, min_nodes: int, timeout: float = 300.0, poll: float = 1
         time.sleep(poll)
 
 
-def discover_silos(grid, node_ids, timeout: float | None = 120.0) -> tuple[dict[str, int], list[SiloFailure]]:
-    """Ask every node for its silo name (``HelloRequest``); returns name -> node id and failures."""
+def discover_silos(grid, node_ids, timeout: float | None = 120.0, *,
+                   hellos: dict[str, HelloReply] | None = None) -> tuple[dict[str, int], list[SiloFailure]]:
+    """Ask every node for its silo name (``HelloRequest``); returns name -> node id and failures.
+
+    ``hellos``, when given, is filled with each silo's ``HelloReply`` (schema fingerprint, vcmc version).
+    """
     provisional = {f"node-{n}": n for n in node_ids}
     tr = FlowerTransport(grid, provisional)
     replies = tr.call({name: HelloRequest() for name in tr.silos}, timeout=timeout)
@@ -112,6 +227,10 @@ def discover_silos(grid, node_ids, timeout: float | None = 120.0) -> tuple[dict[
                 raise ConfigError(f"two SuperNodes (nodes {names[reply.silo]} and {node}) call themselves "
                                   f"silo {reply.silo!r}; give each a distinct 'silo-name' in its node config")
             names[reply.silo] = node
+            if hellos is not None:
+                hellos[reply.silo] = reply
+            log.info("hello: node %d is silo %r (vcmc %s, schema %s)", node, reply.silo, reply.vcmc_version,
+                     reply.schema_fingerprint[:12])
         else:
             failures.append(reply if isinstance(reply, SiloFailure)
                             else SiloFailure(provisional_name, "did not answer the hello request"))
@@ -125,44 +244,127 @@ def _get(rc: Mapping, key: str, default=None):
     return value
 
 
+def _absolute(rc: Mapping, key: str, what: str) -> Path | None:
+    value = _get(rc, key)
+    if value is None:
+        return None
+    if not Path(str(value)).is_absolute():
+        raise ConfigError(f"run config {key!r} must be an absolute path {what} (the ServerApp runs in the "
+                          f"SuperLink's working directory); got {value!r}")
+    return Path(str(value))
+
+
+def load_run_schema(rc: Mapping):
+    """The shared schema named by the run config's ``schema-path`` (the coordinator's copy), or None.
+
+    Why the server reads its own copy rather than the silos sending theirs: the schema is the coding the
+    silos agreed on (docs/federation.md section 3.1), so the coordinator already holds it, and the silos'
+    hello carries only its fingerprint. Variable and modality names are not data values, but a schema a
+    silo inferred from its own file would reveal which categories occur there (a rare diagnosis code at a
+    small site); leaving the names on the coordinator's side means no silo ever publishes them, and the
+    fingerprint check (``check_schema``) proves the coordinator's copy is the coding every silo used.
+    """
+    path = _absolute(rc, "schema-path", "to the shared schema JSON on the SuperLink host")
+    if path is None:
+        return None
+    from vcmc.data import Schema
+
+    if not path.is_file():
+        raise ConfigError(f"run config 'schema-path': {str(path)!r} does not exist on the SuperLink host")
+    return Schema.from_json(path)
+
+
+def check_schema(schema, hellos: Mapping[str, HelloReply], path) -> None:
+    """Refuse, before any sampling, a run-config schema whose fingerprint differs from a silo's coding."""
+    fingerprint = schema.fingerprint()
+    differ = {n: h.schema_fingerprint for n, h in hellos.items() if h.schema_fingerprint != fingerprint}
+    if differ:
+        listed = ", ".join(f"{n!r} ({fp[:12]})" for n, fp in differ.items())
+        raise ConfigError(f"run config 'schema-path' {str(path)!r} (fingerprint {fingerprint[:12]}) is not the "
+                          f"schema silos {listed} encoded their data with; give the coordinator the same schema "
+                          "file as every silo's node config 'schema-path'")
+
+
 def server_main(grid, context) -> Path:
     """Body of the ServerApp: run VCMC over the connected silos and write the results to ``out-dir``.
 
     Run-config keys: ``min-nodes`` (int, default 2), ``seed`` (int), ``out-dir`` (absolute path: the
-    ServerApp runs in the SuperLink's working directory), ``min-silos`` (0 or "none": every silo required),
+    ServerApp runs in the SuperLink's working directory), ``schema-path`` (absolute path on the SuperLink
+    host to the silos' shared schema: results then name variables and modalities and include
+    ``schema.json``, as ``vcmc fit``'s do), ``min-silos`` (0 or "none": every silo required),
     ``round-timeout`` (seconds per round, default 3600), ``wait-nodes`` (seconds to wait for min-nodes,
     default 300), ``method`` ("vcmc" or "consensus"), and any ``FitConfig`` option as a dotted key
     (``sampler.n-iter = 2000`` or a ``[tool.flwr.app.config.sampler]`` table).
+
+    Progress (each stage, each silo's reply with its seconds and bytes), the warnings ``vcmc fit`` prints
+    and where the results went are logged to ``flwr log`` and to ``out-dir/server.log``
+    (``vcmc.flower.oplog``).
     """
-    from vcmc.pipeline import run_vcmc
+    from vcmc.flower.oplog import RunLog
 
     rc = dict(context.run_config)
-    out = _get(rc, "out-dir")
-    if out is None or not Path(str(out)).is_absolute():
-        raise ConfigError(f"run config 'out-dir' must be an absolute path (the ServerApp runs in the "
-                          f"SuperLink's working directory); got {out!r}")
-    out_dir = Path(str(out))
+    out_dir = _absolute(rc, "out-dir", "for the result files on the SuperLink host")
+    if out_dir is None:
+        raise ConfigError("run config 'out-dir' must be an absolute path (the ServerApp runs in the "
+                          f"SuperLink's working directory); got {rc.get('out-dir')!r}")
     config = config_from_mapping(rc, ignore=SERVER_KEYS)
+    schema = load_run_schema(rc)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with RunLog(out_dir):
+        try:
+            return _run(grid, rc, config, schema, out_dir)
+        except Exception as exc:
+            log.error("run failed: %s: %s", type(exc).__name__, exc)
+            raise
+
+
+def _run(grid, rc: Mapping, config, schema, out_dir: Path) -> Path:
+    from vcmc.pipeline import run_vcmc
+
+    t_run = time.monotonic()
     min_silos = _get(rc, "min-silos")
     policy = FaultPolicy(min_silos=int(min_silos) if min_silos not in (None, 0) else None,
                          timeout=float(_get(rc, "round-timeout", 3600.0) or 3600.0))
     seed = _get(rc, "seed")
     seed = int(seed) if seed is not None else None
-    nodes = wait_for_nodes(grid, int(_get(rc, "min-nodes", 2)), timeout=float(_get(rc, "wait-nodes", 300)))
-    names, failures = discover_silos(grid, nodes, timeout=policy.timeout)
+    min_nodes = int(_get(rc, "min-nodes", 2))
+    log.info("waiting for %d SuperNodes (run config 'min-nodes', at most %s s)", min_nodes,
+             _get(rc, "wait-nodes", 300))
+    nodes = wait_for_nodes(grid, min_nodes, timeout=float(_get(rc, "wait-nodes", 300)))
+    hellos: dict[str, HelloReply] = {}
+    names, failures = discover_silos(grid, nodes, timeout=policy.timeout, hellos=hellos)
     for f in failures:
         log.warning("%s", f)
+    if schema is not None:
+        check_schema(schema, hellos, _get(rc, "schema-path"))
+    else:
+        log.warning("no 'schema-path' in the run config: the results name variables V1, V2, ... and modalities "
+                    "1, 2, ..., and no schema.json is written (vcmc predict needs it); give the ServerApp the "
+                    "silos' shared schema file to name them")
     transport = FlowerTransport(grid, names, default_timeout=policy.timeout)
-    log.info("vcmc: %d silos: %s", len(transport.silos), ", ".join(transport.silos))
+    log.info("%d silos, in this order (seeds follow it): %s", len(transport.silos), ", ".join(transport.silos))
+    log.info("fault policy: %s, round timeout %g s",
+             "every silo required" if policy.min_silos is None else f"at least {policy.min_silos} silos",
+             policy.timeout)
     result = run_vcmc(transport, config, rng=seed, method=str(_get(rc, "method", "vcmc")), policy=policy,
                       save_dir=out_dir / "summaries")
-    out_dir.mkdir(parents=True, exist_ok=True)
     from vcmc.report import write_outputs
 
+    data = {"schema": {"source": (f"{_get(rc, 'schema-path')} (run config schema-path)" if schema is not None
+                                  else "not given to the ServerApp"),
+                       "fingerprint": next(iter(hellos.values())).schema_fingerprint if hellos else None}}
     try:
-        write_outputs(result, out_dir)
+        paths = write_outputs(result, out_dir, schema=schema, data=data)
     except ImportError as exc:  # the NetCDF backend is optional: keep the JSON/CSV results
-        log.warning("vcmc: posterior.nc not written (%s); result.json and CSV files are", exc)
-        write_outputs(result, out_dir, netcdf=False)
-    log.info("vcmc: results written to %s", out_dir)
+        log.warning("posterior.nc not written (%s); result.json and CSV files are", exc)
+        paths = write_outputs(result, out_dir, schema=schema, data=data, netcdf=False)
+    timings = ", ".join(f"{k} {v:.1f} s" for k, v in result.timings.items())
+    log.info("%s: %d clusters from %d silos (%d rows); server-side timings: %s; whole run %.1f s",
+             result.method, result.n_clusters, len(result.silos), int(result.partition_counts.sum()), timings,
+             time.monotonic() - t_run)
+    for w in result.diagnostics.get("warnings", []) if isinstance(result.diagnostics, dict) else []:
+        log.warning("warning: %s", w)
+    for kind, path in paths.items():
+        log.info("wrote %-10s %s", kind, path)
+    log.info("results written to %s (this log: %s)", out_dir, out_dir / "server.log")
     return out_dir

@@ -67,7 +67,7 @@ def infer_spec(frames: Mapping[str, pd.DataFrame], columns: list[tuple[str, str 
     other numbers -> numeric. Levels are the union over silos, sorted (numerically when all are numbers);
     the first is the reference. A column with about one value per row is refused (``check_not_identifying``).
     """
-    from vcmc.silo.lca import _label
+    from vcmc.silo.lca import cell_label
 
     out = []
     for name, kind in columns:
@@ -85,7 +85,7 @@ def infer_spec(frames: Mapping[str, pd.DataFrame], columns: list[tuple[str, str 
         if not values:
             raise DataError(f"{flag} column {name!r} has no observed value in any silo")
         numeric = all(_is_number(v) for v in values)
-        labels = {_label(float(v)) if numeric else str(v) for v in values}
+        labels = {cell_label(float(v)) if numeric else str(v) for v in values}
         if kind is None:
             kind = "numeric" if numeric and len(labels) > 2 else "categorical"
         if kind == "numeric" and not numeric:
@@ -230,8 +230,10 @@ def waic(transport, fit: LcaFit, *, n_draws: int = 200, rng: RngLike = None) -> 
     seed = int(gen.integers(2**63))
     requests = {n: AssessRequest(pi=pi, profiles=prof, pairs=np.zeros((0, 2), dtype=np.int64), seed_entropy=seed,
                                  spawn_key=(15, i)) for i, n in enumerate(names)}
-    replies = transport.call(requests)
-    failed = [n for n, r in replies.items() if isinstance(r, Exception)]
+    from vcmc.federation.faults import gather
+
+    # WAIC needs every silo: a silo that fails or refuses leaves it undefined, not the comparison
+    replies, failed = gather(transport, requests, stage="lca waic", optional=True)
     if failed:
         return float("nan")
     return float(-2.0 * sum(float(replies[n].elpd) for n in names))

@@ -45,14 +45,14 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
 
 def read_frames(files, *, id_column=None, na_values=()) -> dict:
     """One raw frame per file (named by its stem), read as ``vcmc fit`` reads them (every cell as text)."""
-    from vcmc.data.readers import _read_any
+    from vcmc.data.readers import read_any
 
     frames = {}
     for f in files:
         name = Path(f).stem
         if name in frames:
             raise ConfigError(f"two files have the stem {name!r}; silo names must be unique")
-        frames[name] = _read_any(Path(f))
+        frames[name] = read_any(Path(f))
     return frames
 
 
@@ -107,6 +107,7 @@ def run_compare(args) -> int:
 
 def run_fit(args) -> int:
     """``vcmc fit --k K [--covariates ...] [--distal ...]``: the ML latent class analysis of one K."""
+    from vcmc.config.schema import options
     from vcmc.lca.analysis import analyse
     from vcmc.lca.outputs import write_analysis, write_lca_report
 
@@ -120,11 +121,9 @@ def run_fit(args) -> int:
                                     ("--case-insensitive", args.case_insensitive),
                                     ("--config", args.config), ("--set", args.settings),
                                     ("--save-summaries", args.save_summaries), ("--min-silos", args.min_silos),
-                                    ("--n-clusters", args.n_clusters), ("--no-fractionation", args.no_fractionation),
-                                    ("--burn-in", args.burn_in)) if on]
-    unused += [f"--{k.replace('_', '-')}" for k in ("matching", "strategy", "iterations", "max_iterations", "clusters")
-               if k in vars(args)]
-    unused += [f"--{k.split('.')[-1]}" for k in vars(args) if "." in k]
+                                    ("--n-clusters", args.n_clusters)) if on]
+    unused += [f"--{k.replace('_', '-')}" for k in ("iterations", "max_iterations", "clusters") if k in vars(args)]
+    unused += [o.flag for o in options() if o.flag and o.key in vars(args)]   # the FitConfig options' flags
     if unused:
         raise ConfigError(f"--k fits the maximum-likelihood latent class model; {', '.join(unused)} belong to the "
                           "Bayesian fit and would be ignored: leave them out")

@@ -28,9 +28,9 @@ def _csv(df: pd.DataFrame, path: Path) -> Path:
 
 def comparison_figure(table: pd.DataFrame):
     """Information criteria against K (lower is better; the minimum of each marked) and relative entropy."""
-    from vcmc.report.figures import _figure
+    from vcmc.report.figures import new_figure
 
-    fig = _figure(8.0, 3.4)
+    fig = new_figure(8.0, 3.4)
     ax, ax2 = fig.subplots(1, 2, width_ratios=[2, 1])
     for crit in CRITERIA:
         y = table[crit].to_numpy(dtype=float)
@@ -61,11 +61,11 @@ def write_comparison(table: pd.DataFrame, out) -> dict[str, Path]:
 def item_figure(profiles: pd.DataFrame):
     """poLCA's plot: per class (panel) and variable (group), the modality probabilities stacked, with the
     95% interval of each modality's probability beside a point."""
-    from vcmc.report.figures import _figure
+    from vcmc.report.figures import new_figure
 
     classes = sorted(profiles["cluster"].unique())
     variables = list(dict.fromkeys(profiles["variable"]))
-    fig = _figure(max(6.0, 0.45 * len(variables) + 2.0), 1.6 + 1.6 * len(classes))
+    fig = new_figure(max(6.0, 0.45 * len(variables) + 2.0), 1.6 + 1.6 * len(classes))
     axes = np.atleast_1d(fig.subplots(len(classes), 1, sharex=True))
     cmap = __import__("matplotlib").colormaps["tab10"]
     for ax, c in zip(axes, classes, strict=True):
@@ -88,12 +88,12 @@ def item_figure(profiles: pd.DataFrame):
 
 def forest_figure(covariates: pd.DataFrame | None, distal: pd.DataFrame | None):
     """Estimates with 95% intervals: covariates' log odds (against class 1) and outcomes by class."""
-    from vcmc.report.figures import _figure
+    from vcmc.report.figures import new_figure
 
     panels = [(t, d) for t, d in (("covariates: log odds against class 1", covariates),
                                   ("distal outcomes by class", distal)) if d is not None and len(d)]
     n_rows = sum(len(d) for _, d in panels)
-    fig = _figure(7.0, 1.0 + 0.22 * n_rows + 0.5 * len(panels))
+    fig = new_figure(7.0, 1.0 + 0.22 * n_rows + 0.5 * len(panels))
     axes = np.atleast_1d(fig.subplots(len(panels), 1, height_ratios=[max(len(d), 1) for _, d in panels]))
     for ax, (title, d) in zip(axes, panels, strict=True):
         labels = [f"class {r.cluster}: " + (f"{r.term}" if "term" in d else f"{r.outcome}={r.level}")

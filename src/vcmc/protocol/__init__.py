@@ -28,7 +28,8 @@ from vcmc.protocol.requests import (
 )
 from vcmc.protocol.summary import SiloSummary
 
-__all__ = ["MESSAGE_BY_KIND", "MESSAGE_TYPES", "REPLY_TYPE", "AnnounceReply", "AnnounceRequest", "AssessReply", "AssessRequest", "AssignReply",
+__all__ = ["MESSAGE_BY_KIND", "MESSAGE_TYPES", "REPLY_TYPE", "AnnounceReply", "AnnounceRequest", "AssessReply",
+           "AssessRequest", "AssignReply",
            "AssignRequest", "CountsReply", "CountsRequest", "DivergenceReply", "DivergenceRequest",
            "ErrorReply", "HelloReply", "HelloRequest", "Message", "Silo", "SiloSummary", "SummarizeRequest",
            "decode_message"]

@@ -20,7 +20,7 @@ RHAT_MAX = 1.01
 ESS_MIN = 400.0
 
 
-def _figure(width: float, height: float):
+def new_figure(width: float, height: float):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -44,7 +44,7 @@ def _label_width(labels, font=FONT) -> float:
 def sizes_figure(names: list[str], weights, ci, sizes):
     """Weights with their 95% intervals (bars) and sizes (text), one row per cluster."""
     n = len(names)
-    fig = _figure(max(5.0, 3.5 + _label_width(names)), 0.8 + 0.24 * n)
+    fig = new_figure(max(5.0, 3.5 + _label_width(names)), 0.8 + 0.24 * n)
     ax = fig.add_subplot()
     y = np.arange(n)
     w = np.asarray(weights, dtype=float)
@@ -85,7 +85,7 @@ def heatmap_figure(scaled: np.ndarray, row_names: list[str], col_names: list[str
     top = _label_width(col_names) * 0.9 + 0.3          # column labels are written vertically
     width = _label_width(row_names) + n_c * cell_w + 1.4
     height = top + n_r * cell_h + 0.7
-    fig = _figure(width, height)
+    fig = new_figure(width, height)
     ax = fig.add_subplot()
     finite = np.abs(scaled[np.isfinite(scaled)])
     lim = max(1.0, float(np.quantile(finite, 0.98))) if finite.size else 1.0
@@ -122,7 +122,7 @@ def k_posterior_figure(global_k: dict | None, local: dict | None):
     """Posterior of the number of clusters: global (bars) and per silo (probability as colour)."""
     panels = [p for p in (global_k, local) if p]
     silos = list(local) if local else []
-    fig = _figure(max(5.5, 2.5 + 0.3 * _k_span(global_k, local)),
+    fig = new_figure(max(5.5, 2.5 + 0.3 * _k_span(global_k, local)),
                   2.4 + (0.22 * len(silos) + 0.8 if local else 0.0))
     axes = fig.subplots(len(panels), 1, squeeze=False,
                         height_ratios=[1.0] + ([max(1.0, 0.1 * len(silos))] if local and global_k else []))
@@ -163,7 +163,7 @@ def membership_figure(max_probability: np.ndarray | None, names: list[str], aver
     """Distribution of each row's largest membership probability, and the average probability of
     assignment per cluster."""
     panels = int(max_probability is not None) + int(average is not None)
-    fig = _figure(max(5.5, 3.0 + _label_width(names)) if average is not None else 5.5,
+    fig = new_figure(max(5.5, 3.0 + _label_width(names)) if average is not None else 5.5,
                   2.6 if average is None else max(2.6, 0.8 + 0.22 * len(names)))
     axes = fig.subplots(1, max(panels, 1), squeeze=False)[0]
     i = 0
@@ -196,7 +196,7 @@ def contributions_figure(counts: np.ndarray, silos: list[str], names: list[str])
     n_s, n_c = counts.shape
     cell_w = float(np.clip(7.5 / max(n_c, 1), 0.32, 0.75))
     annotate = n_s * n_c <= 300
-    fig = _figure(_label_width(silos) + n_c * cell_w + 1.5, _label_width(names) * 0.9 + 0.4 + 0.24 * n_s + 0.6)
+    fig = new_figure(_label_width(silos) + n_c * cell_w + 1.5, _label_width(names) * 0.9 + 0.4 + 0.24 * n_s + 0.6)
     ax = fig.add_subplot()
     masked = np.ma.masked_less_equal(counts.astype(float), 0)
     vmax = max(float(counts.max()), 2.0)
@@ -220,7 +220,7 @@ def contributions_figure(counts: np.ndarray, silos: list[str], names: list[str])
 def convergence_figure(silos: list[str], rhat: dict[str, list], ess: dict[str, list]):
     """Per-silo R-hat and ESS of the local chains, with the thresholds (R-hat 1.01, ESS 400)."""
     n = len(silos)
-    fig = _figure(8.0, 1.0 + 0.22 * n + 1.2)
+    fig = new_figure(8.0, 1.0 + 0.22 * n + 1.2)
     ax_r, ax_e = fig.subplots(1, 2, sharey=True)
     y = np.arange(n)
     markers = "osd^v"
@@ -253,7 +253,7 @@ def convergence_figure(silos: list[str], rhat: dict[str, list], ess: dict[str, l
 
 
 def elbo_figure(trace: list[float]):
-    fig = _figure(5.5, 2.6)
+    fig = new_figure(5.5, 2.6)
     ax = fig.add_subplot()
     t = np.asarray([np.nan if v is None else float(v) for v in trace])
     ax.plot(np.arange(t.size), t, marker="o" if t.size <= 50 else None, markersize=3, color="#4c72b0")
@@ -267,7 +267,7 @@ def elbo_figure(trace: list[float]):
 def ppc_figure(panels: list[tuple[str, list[dict]]]):
     """Observed against replicated statistics (pooled over silos), with the replicated 95% interval;
     checks with a posterior predictive p-value outside [0.025, 0.975] in red."""
-    fig = _figure(4.2 * len(panels), 4.0)
+    fig = new_figure(4.2 * len(panels), 4.0)
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
     for ax, (title, rows) in zip(axes, panels, strict=True):
         obs = np.array([float(r["observed"]) for r in rows])

@@ -16,6 +16,7 @@ from vcmc.exceptions import DataError
 from vcmc.model import MISSING, intrinsic_dimension, profile_offsets
 from vcmc.protocol import DivergenceReply, DivergenceRequest
 from vcmc.silo.posterior import LocalPosterior
+from vcmc.spacing import evenly_spaced
 
 __all__ = ["RULES", "divergence_cost", "membership_divergence"]
 
@@ -99,7 +100,7 @@ def divergence_cost(codes, n_modalities, local: LocalPosterior, reference_pi, re
 
     # augmented reference rule (docs/design.md §5.3.1)
     t_all = local.pi_draws.shape[0]
-    idx = np.unique(np.linspace(0, t_all - 1, min(t_all, max(int(n_draws), 1))).round().astype(np.int64))
+    idx = evenly_spaced(t_all, int(n_draws))
     t = idx.size
     log_prof_t = np.log(np.maximum(local.profile_draws[idx], _TINY))       # (T', K, P)
     ll_t = np.asarray(x1 @ log_prof_t.reshape(t * k, p).T).reshape(-1, t, k)   # (n, T', K)

@@ -70,7 +70,8 @@ REQUEST_NAME: dict[type[Message], str] = {
 
 SAFE_STRATEGIES = ("contingency",)
 UNSAFE_STRATEGIES = ("federated-gradient", "design", "lca")
-"""Strategies (and "lca", the maximum-likelihood latent class analysis, docs/design.md §15) whose round trips let the server choose the parameters at which a silo sums its rows
+"""Strategies (and "lca", the maximum-likelihood latent class analysis, docs/design.md §15) whose round trips
+let the server choose the parameters at which a silo sums its rows
 (docs/federation.md, "Strategies that cannot be made safe"): refused unless the operator allows them."""
 
 DEFAULT_BUDGET = {"hello": None, "summarize": 4, "divergence": 5000, "announce": 4, "assign": 2, "assess": 1,
@@ -560,6 +561,12 @@ def _release_summary(gate: Gate, request, reply: SiloSummary) -> SiloSummary:
         else:
             table, _ = gate.protect_table(gate.silo.local_table(), privacy, gate.noise_rng())
         changes["profile_estimate"] = rc.estimate_from_table(table, reply.n_modalities, gate.state.beta)
+        # and so must the draws (their mean is the unprotected estimate): drawn from the protected table, on a
+        # stream of the request's seed, so a re-sent (cached) summary is the same message
+        stream = np.random.default_rng(np.random.SeedSequence(request.seed_entropy,
+                                                              spawn_key=(*request.spawn_key, 0x9A7E)))
+        changes["profile_draws"] = rc.draws_from_table(table, reply.n_modalities, gate.state.beta,
+                                                       reply.profile_draws.shape[0], stream)
     return reply.with_changes(**changes)
 
 
@@ -591,7 +598,7 @@ def _release_counts(gate: Gate, request: CountsRequest, reply: CountsReply) -> C
     cluster = _withhold(_round_real(cluster, privacy.round_to), gate.min_size)
     # rounding can take a cluster under the minimum: its modality counts go with it
     modality = np.where((cluster == 0)[..., None], 0.0, _round_real(modality, privacy.round_to))
-    return CountsReply(cluster=cluster, modality=modality, loglik=np.asarray(reply.loglik, dtype=np.float64))
+    return dataclasses.replace(reply, cluster=cluster, modality=modality)
 
 
 def _release_announce(gate: Gate, request, reply: AnnounceReply) -> AnnounceReply:
@@ -618,7 +625,8 @@ def _release_assign(gate: Gate, request, reply: AssignReply) -> AssignReply:
     # rounding can take a quantity under the minimum: withheld again after it
     expected = None if expected is None else _withhold(expected, gate.min_size)
     probability = None if probability is None else _withhold(np.where(counts == 0, 0.0, probability), gate.min_size)
-    return AssignReply(counts=counts, expected=expected, probability=probability, entropy=float(reply.entropy))
+    # the other fields (entropy, the labelling's draws and Monte Carlo error) are whole-silo scalars: kept
+    return dataclasses.replace(reply, counts=counts, expected=expected, probability=probability)
 
 
 def _release_assess(gate: Gate, request, reply: AssessReply) -> AssessReply:

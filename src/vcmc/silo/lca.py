@@ -120,8 +120,8 @@ def encode_auxiliary(frame, spec: AuxiliarySpec, *, where: str) -> list[np.ndarr
         else:
             index = {lev: i for i, lev in enumerate(col.levels)}
             seen = raw.notna().to_numpy()
-            codes = np.array([index.get(_label(v), -2) if ok else -1 for v, ok in zip(raw.tolist(), seen, strict=True)],
-                             dtype=np.int64)
+            codes = np.array([index.get(cell_label(v), -2) if ok else -1
+                              for v, ok in zip(raw.tolist(), seen, strict=True)], dtype=np.int64)
             if np.any(codes == -2):
                 raise DataError(f"{where}: categorical column {col.name!r} has {int(np.sum(codes == -2))} cell(s) "
                                 f"outside its {len(col.levels)} agreed levels")
@@ -129,7 +129,7 @@ def encode_auxiliary(frame, spec: AuxiliarySpec, *, where: str) -> list[np.ndarr
     return out
 
 
-def _label(v) -> str:
+def cell_label(v) -> str:
     """A cell's label as text: 1.0 and 1 are the same level of a column read as numbers."""
     if isinstance(v, float) and v.is_integer():
         return str(int(v))

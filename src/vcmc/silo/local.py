@@ -3,8 +3,8 @@
 It answers the requests of ``vcmc.protocol`` and nothing else: ``handle`` is the only entry point (the
 public methods call it). Every request passes ``Gate.admit`` and every reply ``Gate.release``
 (``vcmc.silo.gate``: the operator's limits, one place). Everything row-level (codes, the local partition,
-membership probabilities, the global labels) stays in this object. The same class runs in-process, inside a worker process of the process pool
-and inside a Flower ClientApp.
+membership probabilities, the global labels) stays in this object. The same class runs in-process, inside a
+worker process of the process pool and inside a Flower ClientApp.
 """
 
 from __future__ import annotations

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from vcmc.spacing import evenly_spaced
+
 
 def sent_draw_indices(n_chains: int, n_kept: int, summary_draws: int) -> np.ndarray:
     """Indices, into chain-major concatenated draws of ``n_chains`` chains of ``n_kept`` draws each, of the
@@ -20,7 +22,7 @@ def sent_draw_indices(n_chains: int, n_kept: int, summary_draws: int) -> np.ndar
     if summary_draws <= 0 or summary_draws >= total:
         return np.arange(total)
     per_chain = min(n_kept, max(1, summary_draws // n_chains))
-    within = np.unique(np.round(np.linspace(0, n_kept - 1, per_chain)).astype(np.int64))
+    within = evenly_spaced(n_kept, per_chain)
     return (np.arange(n_chains)[:, None] * n_kept + within[None, :]).ravel()
 
 

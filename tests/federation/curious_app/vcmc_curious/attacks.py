@@ -23,6 +23,7 @@ from vcmc.protocol import (
     SummarizeRequest,
 )
 
+
 def _plain(reply) -> dict:
     if isinstance(reply, SiloFailure):
         return {"ok": False, "reason": reply.reason}

@@ -1,0 +1,362 @@
+"""A Flower deployment of N sites on one host (loopback only), against ``vcmc fit`` on the same files.
+
+For each ``--sites N``: N simulated silo files (the paper's nested design's silo weights repeated, easy
+separability, ``--rows`` rows each) and their shared schema; a SuperLink (plain text, 127.0.0.1) and N
+SuperNodes, each with its silo file in its node config; ``flwr run`` of ``flower_app/`` with the seed and
+options given; then ``vcmc fit`` on the same files with the same seed and options, in one process. Reported:
+
+- wall time of the Flower run (submission to result.json) and of ``vcmc fit``, and per stage: the
+  ServerApp's ``server.log`` (each round: hello, summarize, assign, assess ...: "N of N silos replied in
+  T s") and result.json's server-side timings (matching, aggregation);
+- peak memory per process kind (SuperLink, SuperNode, SuperExec, ClientApp, ServerApp), sampled from
+  /proc every ``--sample`` seconds: the largest peak RSS (VmHWM) of one process of the kind, and the
+  largest PSS summed over the kind's live processes at one instant (shared pages counted once), with
+  the number of processes of each kind seen (ClientApp: one launch per message, Flower's design);
+- whether the Flower result equals ``vcmc fit``'s (silos, weights, cluster sizes, WAIC).
+
+Writes ``OUT/flower-<N>.json`` per deployment and ``OUT/README.md`` (a table of every ``flower-*.json`` in
+OUT), each with the command and the commit. A deployment is stopped if the host's available memory falls
+under ``--min-available-mb`` (30 sites on one host need about 13 GB). The machine must be otherwise idle
+for the figures to mean anything absolute; the ratios within one run (Flower / vcmc fit) are what is
+compared.
+
+    python benchmarks/flower.py --sites 8 30 --iterations 50000 --rows 1000    # the full run
+    python benchmarks/flower.py --sites 8 --iterations 2000 --rows 300          # a short one
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+from _provenance import commit
+
+from vcmc.atomic import atomic_write_text
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "federation"))
+from flowerlab import Lab  # noqa: E402 - the test suite's loopback deployment, one implementation
+
+KINDS = (("flower-superlink", "SuperLink"), ("flower-supernode", "SuperNode"), ("flower-superexec", "SuperExec"),
+         ("flwr-clientapp", "ClientApp"), ("flwr-serverapp", "ServerApp"))
+
+
+def _kind(cmdline: str) -> str | None:
+    for marker, kind in KINDS:
+        if marker in cmdline:
+            return kind
+    return None
+
+
+def _proc_memory(pid: int) -> tuple[int, int, int]:
+    """(peak RSS, current RSS, PSS) of a process in kB; zeros when it is gone."""
+    hwm = rss = pss = 0
+    with contextlib.suppress(OSError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                hwm = int(line.split()[1])
+            elif line.startswith("VmRSS:"):
+                rss = int(line.split()[1])
+    with contextlib.suppress(OSError):
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                pss = int(line.split()[1])
+    return hwm, rss, pss
+
+
+class MemorySampler(threading.Thread):
+    """Samples every process whose environment holds ``marker`` (the deployment's FLWR_HOME)."""
+
+    def __init__(self, marker: str, every: float, min_available_mb: float = 0.0, on_low_memory=None):
+        super().__init__(daemon=True)
+        self.min_available_mb = min_available_mb
+        self.on_low_memory = on_low_memory
+        self.low_memory = False
+        self.marker = marker.encode()
+        self.every = every
+        self.stop = threading.Event()
+        self.kinds: dict[str, dict] = {k: {"processes": set(), "peak_rss_mb": 0.0, "peak_pss_sum_mb": 0.0}
+                                       for _, k in KINDS}
+        self.peak_total_pss_mb = 0.0
+        self.peak_live = 0
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            pss_sum = dict.fromkeys(self.kinds, 0)
+            live = 0
+            for p in Path("/proc").iterdir():
+                if not p.name.isdigit():
+                    continue
+                try:
+                    if self.marker not in (p / "environ").read_bytes():
+                        continue
+                    cmd = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                except OSError:
+                    continue
+                kind = _kind(cmd)
+                if kind is None:
+                    continue
+                hwm, _, pss = _proc_memory(int(p.name))
+                if not hwm:
+                    continue
+                live += 1
+                k = self.kinds[kind]
+                k["processes"].add(int(p.name))
+                k["peak_rss_mb"] = max(k["peak_rss_mb"], hwm / 1024)
+                pss_sum[kind] += pss
+            for kind, total in pss_sum.items():
+                self.kinds[kind]["peak_pss_sum_mb"] = max(self.kinds[kind]["peak_pss_sum_mb"], total / 1024)
+            self.peak_total_pss_mb = max(self.peak_total_pss_mb, sum(pss_sum.values()) / 1024)
+            self.peak_live = max(self.peak_live, live)
+            if self.min_available_mb and _available_mb() < self.min_available_mb and not self.low_memory:
+                # a shared machine without swap: stop this deployment before the kernel kills someone's work
+                self.low_memory = True
+                if self.on_low_memory is not None:
+                    self.on_low_memory()
+            self.stop.wait(self.every)
+
+    def summary(self) -> dict:
+        return {"per_kind": {k: {"processes_seen": len(v["processes"]), "peak_rss_mb": round(v["peak_rss_mb"], 1),
+                                 "peak_pss_sum_mb": round(v["peak_pss_sum_mb"], 1)} for k, v in self.kinds.items()},
+                "peak_total_pss_mb": round(self.peak_total_pss_mb, 1), "peak_live_processes": self.peak_live}
+
+
+def _available_mb() -> float:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) / 1024
+    return float("inf")
+
+
+def make_files(folder: Path, n_sites: int, rows: int, seed: int) -> tuple[list[Path], Path]:
+    from vcmc.research.simulate import design_weights, simulate
+
+    w = design_weights("nested")
+    sim = simulate(n_per_silo=rows, weights=w[np.arange(n_sites) % w.shape[0]], n_modalities=[2] * 4 + [3] * 6,
+                   concentration=0.3, rng=seed)
+    schema = folder / "schema.json"
+    sim.schema.to_json(schema)
+    files = []
+    for d in sim.silos:
+        files.append(folder / f"{d.name}.csv")
+        d.to_frame().to_csv(files[-1], index=False)
+    return files, schema
+
+
+_ROUND = re.compile(r"vcmc INFO: (?P<stage>[a-z_ ]+?(?: round \d+)?): (?P<ok>\d+) of (?P<n>\d+) silos replied in "
+                    r"(?P<s>[\d.]+) s \((?P<bytes>[^)]+) received\)")
+
+
+def stages_from_log(text: str) -> list[dict]:
+    return [{"stage": m["stage"], "silos": int(m["n"]), "replied": int(m["ok"]), "seconds": float(m["s"]),
+             "received": m["bytes"]} for m in _ROUND.finditer(text)]
+
+
+def run_flower(tmp: Path, files: list[Path], schema: Path, options: dict, seed: int, sample: float,
+               timeout: float, min_available_mb: float = 0.0) -> dict:
+    lab = Lab(tmp)
+
+    def stop_deployment() -> None:
+        import signal
+
+        for p in list(lab.procs):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGTERM)
+
+    sampler = MemorySampler(str(lab.home), sample, min_available_mb, stop_deployment)
+    sampler.start()
+    out_dir = tmp / "flower-result"
+    try:
+        t0 = time.monotonic()
+        lab.start_superlink()
+        for i, f in enumerate(files):
+            lab.start_supernode(f'data-path="{f}" schema-path="{schema}" silo-name="{f.stem}" '
+                                f'min-cluster-size={options["privacy.min-cluster-size"]}', log=f"supernode{i}.log")
+        deadline = time.monotonic() + 300
+        while len([n for n in lab.nodes() if n.get("status") == "online"]) < len(files):
+            if time.monotonic() > deadline:
+                raise TimeoutError("not every SuperNode came online within 300 s")
+            time.sleep(2)
+        t_up = time.monotonic() - t0
+        run_config = " ".join([f'out-dir="{out_dir}"', f'schema-path="{schema}"', f"seed={seed}",
+                               f"min-nodes={len(files)}", "wait-nodes=120",
+                               *(f"{k}={v}" for k, v in options.items())])
+        t1 = time.monotonic()
+        status, server_log = lab.run_app(ROOT / "flower_app", run_config, done_file=out_dir / "result.json",
+                                         timeout=timeout)
+        wall = time.monotonic() - t1
+        if sampler.low_memory:
+            raise RuntimeError(f"stopped: the host's available memory fell under {min_available_mb:g} MB "
+                               "(--min-available-mb); run it on a machine with more memory")
+        if status != "finished:completed":
+            raise RuntimeError(f"Flower run ended {status}:\n{server_log}")
+        log_text = (out_dir / "server.log").read_text()
+        result = json.loads((out_dir / "result.json").read_text())
+        unauthorised = sum(("401 Unauthorized" in p.read_text(errors="replace")) for p in tmp.glob("supernode*.log"))
+    finally:
+        sampler.stop.set()
+        sampler.join(5)
+        lab.close()
+    return {"deployment_up_s": round(t_up, 1), "run_wall_s": round(wall, 1), "stages": stages_from_log(log_text),
+            "server_timings_s": result["timings_s"], "memory": sampler.summary(),
+            "supernode_logs_with_401_unauthorized": unauthorised, "result": result}
+
+
+def run_fit(tmp: Path, files: list[Path], schema: Path, options: dict, seed: int) -> dict:
+    out = tmp / "fit-result"
+    sets = [x for k, v in options.items() for x in ("--set", f"{k}={v}")]
+    cmd = [str(Path(sys.executable).parent / "vcmc"), "fit", *map(str, files), "--schema", str(schema), "--out",
+           str(out), "--seed", str(seed), *sets]
+    t0 = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", _TIMED, *cmd], capture_output=True, text=True)
+    wall = time.monotonic() - t0
+    if done.returncode != 0:
+        raise RuntimeError(f"vcmc fit failed:\n{done.stderr[-3000:]}")
+    peak = json.loads(done.stdout.strip().splitlines()[-1])["peak_rss_mb"]
+    return {"wall_s": round(wall, 1), "peak_rss_mb": peak, "result": json.loads((out / "result.json").read_text())}
+
+
+# runs a command and prints its children's peak RSS (ru_maxrss of the largest child, MB)
+_TIMED = ("import json, resource, subprocess, sys; r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL); "
+          "sys.exit(r.returncode) if r.returncode else print(json.dumps({'peak_rss_mb': "
+          "round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1)}))")
+
+
+def data_read_cost(csv: Path, schema: Path, repeats: int = 5) -> dict:
+    """What one ClientApp message pays for the silo's data: reading and encoding the file (every message
+    before the data were kept in the node state) against rebuilding them from the node state, the state
+    passed through Flower's own Context serialisation as the SuperNode passes it to each ClientApp."""
+    from flwr.app import Context, RecordDict
+    from flwr.common.serde import context_from_proto, context_to_proto
+
+    from vcmc.flower.client import read_node_data
+    from vcmc.flower.node_data import cached_silo_data
+
+    node = {"data-path": str(csv), "schema-path": str(schema), "silo-name": csv.stem}
+    context = Context(run_id=1, node_id=1, node_config=node, state=RecordDict(), run_config={})
+    cached_silo_data(context, lambda: read_node_data(node))
+    wire = context_to_proto(context).SerializeToString()
+    read, cached = [], []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        read_node_data(node)
+        read.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        from flwr.proto.message_pb2 import Context as ProtoContext
+
+        restored = context_from_proto(ProtoContext.FromString(wire))
+        cached_silo_data(restored, lambda: (_ for _ in ()).throw(AssertionError("read the file again")))
+        cached.append(time.perf_counter() - t0)
+    return {"read_and_encode_file_s": round(float(np.median(read)), 4),
+            "from_node_state_s": round(float(np.median(cached)), 4), "node_state_bytes": len(wire)}
+
+
+def compare(flower: dict, fit: dict) -> dict:
+    wf = np.array([c["weight"] for c in flower["clusters"]])
+    wv = np.array([c["weight"] for c in fit["clusters"]])
+    same_shape = wf.shape == wv.shape
+    waic = [r.get("diagnostics", {}).get("waic", {}).get("elpd_waic") for r in (flower, fit)]
+    return {"same_silos_in_order": flower["silos"] == fit["silos"],
+            "n_clusters": [flower["n_clusters"], fit["n_clusters"]],
+            "max_abs_weight_difference": float(np.max(np.abs(wf - wv))) if same_shape else None,
+            "same_cluster_sizes": same_shape and [c["size_per_silo"] for c in flower["clusters"]]
+            == [c["size_per_silo"] for c in fit["clusters"]],
+            "elpd_waic": waic}
+
+
+def markdown(reports: list[dict]) -> str:
+    lines = ["# Flower deployment on one host against `vcmc fit`", "",
+             "Written by `benchmarks/flower.py` from the `flower-<sites>.json` files beside this one (each section",
+             "gives its command and commit). Figures from a shared, busy machine: read the ratios, not the seconds.",
+             "", "| sites | iterations | rows per site | Flower run (s) | vcmc fit (s) | ratio | identical | "
+             "peak PSS, all (MB) | processes seen |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in reports:
+        c = r["comparison"]
+        same = c["same_silos_in_order"] and c["same_cluster_sizes"] and (c["max_abs_weight_difference"] or 0) < 1e-9
+        seen = sum(v["processes_seen"] for v in r["flower"]["memory"]["per_kind"].values())
+        lines.append(f"| {r['sites']} | {r['iterations']} | {r['rows']} | {r['flower']['run_wall_s']} | "
+                     f"{r['fit']['wall_s']} | "
+                     f"{r['flower']['run_wall_s'] / r['fit']['wall_s']:.2f} | {'yes' if same else 'NO'} | "
+                     f"{r['flower']['memory']['peak_total_pss_mb']} | {seen} |")
+    for r in reports:
+        lines += ["", f"## {r['sites']} sites", "", f"Command: `{r['command']}` at commit `{r['commit']}`, "
+                  f"{r['cores']} cores.", "",
+                  "Stages (ServerApp's server.log; server-side steps from result.json):",
+                  "", "| stage | silos replied | seconds | received |", "| --- | --- | --- | --- |"]
+        lines += [f"| {s['stage']} | {s['replied']} of {s['silos']} | {s['seconds']} | {s['received']} |"
+                  for s in r["flower"]["stages"]]
+        t = r["flower"]["server_timings_s"]
+        lines += ["", "Server-side: " + ", ".join(f"{k} {v:.1f} s" for k, v in t.items()) +
+                  "; `vcmc fit`: " + ", ".join(f"{k} {v:.1f} s" for k, v in r["fit"]["timings_s"].items()), "",
+                  "| process kind | processes seen | peak RSS of one (MB) | peak PSS of all at once (MB) |",
+                  "| --- | --- | --- | --- |"]
+        for kind, v in r["flower"]["memory"]["per_kind"].items():
+            lines.append(f"| {kind} | {v['processes_seen']} | {v['peak_rss_mb']} | {v['peak_pss_sum_mb']} |")
+        lines.append(f"| `vcmc fit` (one process) | 1 | {r['fit']['peak_rss_mb']} | |")
+        d = r["silo_data_per_message"]
+        lines += ["", "Silo data per ClientApp message: reading and encoding the file "
+                  f"{d['read_and_encode_file_s']} s, "
+                  f"rebuilding from the node state {d['from_node_state_s']} s (state {d['node_state_bytes']} bytes)."]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sites", type=int, nargs="+", default=[8, 30])
+    ap.add_argument("--iterations", type=int, default=50_000)
+    ap.add_argument("--rows", type=int, default=1000, help="rows per site")
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--sample", type=float, default=0.5, help="seconds between memory samples")
+    ap.add_argument("--timeout", type=float, default=7200, help="seconds a Flower run may take")
+    ap.add_argument("--min-available-mb", type=float, default=2000,
+                    help="stop a deployment when the host's available memory falls under this (0: never)")
+    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "results" / "flower")
+    args = ap.parse_args()
+    # SIGTERM (and SIGINT, ignored in a background job) must still stop every process of the deployment:
+    # SystemExit unwinds through run_flower's ``finally`` and Lab.close()
+    import signal
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    options = {"sampler.n-iter": args.iterations, "sampler.burn-in": args.iterations // 2,
+               "privacy.min-cluster-size": 10}
+    command = " ".join(["python", "benchmarks/flower.py", *sys.argv[1:]])
+    reports = []
+    for n in args.sites:
+        with tempfile.TemporaryDirectory(prefix=f"vcmc-flower-{n}-") as tmp_name:
+            tmp = Path(tmp_name)
+            data = tmp / "data"
+            data.mkdir()
+            files, schema = make_files(data, n, args.rows, args.seed)
+            flower = run_flower(tmp, files, schema, options, args.seed, args.sample, args.timeout,
+                                args.min_available_mb)
+            fit = run_fit(tmp, files, schema, options, args.seed)
+            per_message = data_read_cost(files[0], schema)
+        report = {"benchmark": "flower", "command": command, "commit": commit(), "cores": os.cpu_count(),
+                  "sites": n, "rows": args.rows, "iterations": args.iterations, "seed": args.seed,
+                  "flower": {k: v for k, v in flower.items() if k != "result"},
+                  "fit": {"wall_s": fit["wall_s"], "peak_rss_mb": fit["peak_rss_mb"],
+                          "timings_s": fit["result"]["timings_s"]},
+                  "silo_data_per_message": per_message,
+                  "comparison": compare(flower["result"], fit["result"])}
+        reports.append(report)
+        args.out.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(args.out / f"flower-{n}.json", json.dumps(report, indent=2) + "\n")
+        print(json.dumps({"sites": n, "flower_s": flower["run_wall_s"], "fit_s": fit["wall_s"],  # noqa: T201
+                          **report["comparison"]}))
+    saved = [json.loads(p.read_text()) for p in args.out.glob("flower-*.json")]
+    atomic_write_text(args.out / "README.md", markdown(sorted(saved, key=lambda r: r["sites"])))
+
+
+if __name__ == "__main__":
+    main()

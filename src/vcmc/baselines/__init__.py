@@ -1,1 +1,0 @@
-"""vcmc.baselines"""
