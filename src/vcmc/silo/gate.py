@@ -561,12 +561,6 @@ def _release_summary(gate: Gate, request, reply: SiloSummary) -> SiloSummary:
         else:
             table, _ = gate.protect_table(gate.silo.local_table(), privacy, gate.noise_rng())
         changes["profile_estimate"] = rc.estimate_from_table(table, reply.n_modalities, gate.state.beta)
-        # and so must the draws (their mean is the unprotected estimate): drawn from the protected table, on a
-        # stream of the request's seed, so a re-sent (cached) summary is the same message
-        stream = np.random.default_rng(np.random.SeedSequence(request.seed_entropy,
-                                                              spawn_key=(*request.spawn_key, 0x9A7E)))
-        changes["profile_draws"] = rc.draws_from_table(table, reply.n_modalities, gate.state.beta,
-                                                       reply.profile_draws.shape[0], stream)
     return reply.with_changes(**changes)
 
 

@@ -110,19 +110,3 @@ def estimate_from_table(table: np.ndarray, n_modalities, beta: float) -> np.ndar
     offsets = profile_offsets(n_modalities)
     sums = np.add.reduceat(t, offsets[:-1], axis=-1)
     return t / np.repeat(sums, np.diff(offsets), axis=-1)
-
-
-def draws_from_table(table: np.ndarray, n_modalities, beta: float, n_draws: int,
-                     rng: np.random.Generator) -> np.ndarray:
-    """``n_draws`` profile draws of every cluster from Dirichlet(beta + table), variable by variable.
-
-    With the operator's suppression, rounding or noise set, the profile draws a silo sends are these: draws
-    of its own posterior (the sampler's) would give back the unprotected cells to within about one person
-    (their mean is (beta + n) / (beta K + N)), undoing the protection of the table in the same message. These
-    are conditional on the silo's modal partition, so they carry no allocation uncertainty (docs/federation.md).
-    """
-    t = np.maximum(np.asarray(table, dtype=np.float64), 0.0) + float(beta)
-    offsets = profile_offsets(n_modalities)
-    g = rng.standard_gamma(np.broadcast_to(t, (int(n_draws), *t.shape)))
-    sums = np.add.reduceat(g, offsets[:-1], axis=-1)
-    return g / np.repeat(sums, np.diff(offsets), axis=-1)
