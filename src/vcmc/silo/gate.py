@@ -153,11 +153,13 @@ class SiloPolicy:
     def own_data(cls) -> SiloPolicy:
         """The policy of a silo built in the analyst's own Python session (``LocalSilo`` without a policy):
         the analyst is the data's operator and chose the strategy, so every strategy is allowed, budgets are
-        unlimited, assign/assess may come without an announcement (then with any valid draws) and a new
-        announcement replaces the last; the release
+        unlimited, assign/assess may come without an announcement (then with any valid draws), a new
+        announcement replaces the last, and an announced profile may be far from the silo's own (the paper's
+        Ball and Hungarian matchings can merge dissimilar clusters: the analyst's own choice); the release
         rules, the run order, the shape and probability checks, and the announced draws once announced, hold."""
         return cls(allowed_strategies=SAFE_STRATEGIES + UNSAFE_STRATEGIES,
-                   budget={k: None for k in REQUEST_NAME.values()}, require_announcement=False)
+                   budget={k: None for k in REQUEST_NAME.values()}, require_announcement=False,
+                   draw_tolerance=float("inf"))
 
     def budget_of(self, name: str) -> int | None:
         value = self.budget.get(name, DEFAULT_BUDGET[name])
