@@ -345,7 +345,8 @@ WORKFLOW_CASES = (
     Case("iterations-auto-names-ess", "warning", "--iterations auto that stops on ESS says ESS (not R-hat)"),
     Case("console-warnings", "warning", "failed predictive checks, non-converged and one-cluster silos on the console"),
     Case("simulate-another-run", "refusal", "vcmc simulate into another simulation's folder: --overwrite rule, lock"),
-    Case("full-mcmc-files", "handled", "--method full-mcmc writes memberships.csv and the probability column"),
+    Case("method-files", "handled", "every --method and --matching writes the README's files: memberships.csv and "
+         "probability where the method has them (fed-kmodes: hard labels only)"),
     Case("score-silo-list", "handled", "the estimator's score on a list of silos: cross_val_score, GridSearchCV"),
     Case("schema-command", "handled", "vcmc schema writes schema.json, listing rare modalities for the user to decide"),
     Case("schema-check", "error", "vcmc schema --check names a value outside the schema"),

@@ -326,18 +326,38 @@ def test_simulate_another_run(tmp_path, capsys):
         proc.stdout.close()
 
 
-def test_full_mcmc_files(tmp_path, capsys):
-    rc, _, err = _fit(tmp_path, capsys, "out", "--method", "full-mcmc")
+# every method of vcmc.methods and every matching of vcmc fit; fed-kmodes has no probabilities (README table)
+METHOD_RUNS = [(m, ()) for m in ("vcmc", "consensus", "full-mcmc", "fedmerdel", "discgs")] + [
+    ("vcmc", ("--matching", m)) for m in ("ball", "hungarian", "min-divergence")] + [
+    ("fed-kmodes", ("--clusters", "2"))]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("method", "extra"), METHOD_RUNS, ids=[" ".join((m, *e)) for m, e in METHOD_RUNS])
+def test_method_files(tmp_path, capsys, method, extra):
+    from vcmc import methods
+
+    assert {m for m, _ in METHOD_RUNS} == set(methods.METHODS)
+    rc, _, err = _fit(tmp_path, capsys, "out", "--method", method, *extra)
     assert rc == 0, err
     out = tmp_path / "out"
     assign = pd.read_csv(out / "assignments.csv")
+    assert len(assign) == 3 * cases.N_ROWS
+    if method == "fed-kmodes":                    # K-modes gives hard labels only: nothing is faked
+        assert list(assign.columns) == ["silo", "row", "cluster"]
+        assert not (out / "memberships.csv").exists()
+        return
     member = pd.read_csv(out / "memberships.csv")
     assert list(assign.columns) == ["silo", "row", "cluster", "probability"]
     k = json.loads((out / "result.json").read_text())["n_global_clusters"]
+    assert list(member.columns) == ["silo", "row", *(f"p_{c}" for c in range(1, k + 1))]
     p = member[[f"p_{c}" for c in range(1, k + 1)]].to_numpy()
-    assert len(member) == len(assign) == 3 * cases.N_ROWS
+    assert len(member) == len(assign)
+    assert (member[["silo", "row"]].to_numpy() == assign[["silo", "row"]].to_numpy()).all()
     assert abs(p.sum(axis=1) - 1).max() < 1e-9
+    # the hard label is the row's most probable cluster and its probability is that membership
     assert (p[range(len(p)), assign.cluster - 1] == assign.probability).all()
+    assert (assign.probability == p.max(axis=1)).all()
 
 
 def test_score_silo_list(tmp_path):
