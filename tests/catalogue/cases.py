@@ -347,6 +347,10 @@ WORKFLOW_CASES = (
     Case("simulate-another-run", "refusal", "vcmc simulate into another simulation's folder: --overwrite rule, lock"),
     Case("method-files", "handled", "every --method and --matching writes the README's files: memberships.csv and "
          "probability where the method has them (fed-kmodes: hard labels only)"),
+    Case("compare-another-run", "refusal", "vcmc compare into another comparison's or a fit's folder: the --overwrite "
+         "rule, lock, sealed manifest; the same command resumes with its drawn seed"),
+    Case("compare-out-checks", "error", "vcmc compare --out that is a file: a clear error; a killed run's temporary "
+         "files removed"),
     Case("score-silo-list", "handled", "the estimator's score on a list of silos: cross_val_score, GridSearchCV"),
     Case("schema-command", "handled", "vcmc schema writes schema.json, listing rare modalities for the user to decide"),
     Case("schema-check", "error", "vcmc schema --check names a value outside the schema"),

@@ -326,6 +326,63 @@ def test_simulate_another_run(tmp_path, capsys):
         proc.stdout.close()
 
 
+def _compare(capsys, out, *extra, files):
+    return _main(capsys, "compare", *files, "--out", str(out), "--k", "1-2", "--starts", "1", "--waic-draws", "0",
+                 *extra)
+
+
+def test_compare_another_run(tmp_path, capsys):
+    files = write_files(tmp_path, cases.base())
+    out = tmp_path / "cmp"
+    rc, _, err = _compare(capsys, out, files=files)
+    assert rc == 0, err
+    manifest = json.loads((out / ".vcmc-run.json").read_text())
+    assert set(manifest["files"]) == {"comparison.csv", "comparison.png"}            # the sealed result set
+    seed = manifest["seed"]
+    first = _snapshot(out)
+    # the same command again (no --seed): it resumes with the seed it drew, the same results
+    rc, _, err = _compare(capsys, out, files=files)
+    assert rc == 0 and f"resuming the run in {out} with the seed it drew ({seed})" in err, err
+    assert (out / "comparison.csv").read_bytes() == first["comparison.csv"]
+    first = _snapshot(out)
+    # another comparison (other K) is refused, the folder unchanged; --overwrite replaces it
+    rc, _, err = _compare(capsys, out, "--k", "3", files=files)
+    assert rc == 1 and "holds the results of another run" in err and "--overwrite" in err, err
+    assert _snapshot(out) == first
+    rc, _, err = _compare(capsys, out, "--k", "3", "--overwrite", files=files)
+    assert rc == 0, err
+    assert pd.read_csv(out / "comparison.csv").k.tolist() == [3]
+    # a fit's folder is another run's results too; and --out is held like every output folder
+    rc, _, err = _fit(tmp_path, capsys, "fit")
+    assert rc == 0, err
+    fit_files = _snapshot(tmp_path / "fit")
+    rc, _, err = _compare(capsys, tmp_path / "fit", files=files)
+    assert rc == 1 and "holds the results of another run" in err, err
+    assert _snapshot(tmp_path / "fit") == fit_files
+    proc = _holder(out)
+    try:
+        rc, _, err = _compare(capsys, out, "--k", "3", files=files)
+        assert rc == 1 and "another vcmc run is writing there" in err, err
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()
+
+
+def test_compare_out_checks(tmp_path, capsys):
+    files = write_files(tmp_path, cases.base())
+    (tmp_path / "afile").write_text("x")
+    rc, _, err = _compare(capsys, tmp_path / "afile", files=files)
+    assert rc == 1 and "is a file, not a folder" in err, err
+    # the temporary files of a killed comparison are removed by the next run
+    out = tmp_path / "cmp"
+    out.mkdir()
+    (out / ".comparison.abc123.tmp.csv").write_text("k\n1\n")
+    rc, _, err = _compare(capsys, out, files=files)
+    assert rc == 0, err
+    assert not list(out.glob(".*.tmp*"))
+
+
 # every method of vcmc.methods and every matching of vcmc fit; fed-kmodes has no probabilities (README table)
 METHOD_RUNS = [(m, ()) for m in ("vcmc", "consensus", "full-mcmc", "fedmerdel", "discgs")] + [
     ("vcmc", ("--matching", m)) for m in ("ball", "hungarian", "min-divergence")] + [
