@@ -351,6 +351,8 @@ WORKFLOW_CASES = (
          "rule, lock, sealed manifest; the same command resumes with its drawn seed"),
     Case("compare-out-checks", "error", "vcmc compare --out that is a file: a clear error; a killed run's temporary "
          "files removed"),
+    Case("study-another-run", "refusal", "vcmc study into another study's (other seed or settings) or a fit's folder: "
+         "kept unless --overwrite; the same study resumes; vcmc fit refuses a study's folder"),
     Case("score-silo-list", "handled", "the estimator's score on a list of silos: cross_val_score, GridSearchCV"),
     Case("schema-command", "handled", "vcmc schema writes schema.json, listing rare modalities for the user to decide"),
     Case("schema-check", "error", "vcmc schema --check names a value outside the schema"),

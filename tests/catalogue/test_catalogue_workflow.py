@@ -383,6 +383,37 @@ def test_compare_out_checks(tmp_path, capsys):
     assert not list(out.glob(".*.tmp*"))
 
 
+def test_study_another_run(tmp_path, capsys):
+    out = tmp_path / "study"
+    study = ("study", "--out", str(out), "--methods", "fed-kmodes", "--scenarios", "non-nested/easy",
+             "--replicates", "1", "--n-per-silo", "60", "--jobs", "1", "--no-figures")
+    rc, _, err = _main(capsys, *study, "--seed", "1")
+    assert rc == 0, err
+    cell = out / "cells" / "non_nested-easy" / "rep-0000.json"
+    inode = cell.stat().st_ino
+    rc, printed, err = _main(capsys, *study, "--seed", "1")                # the same study resumes
+    assert rc == 0 and "0 of 1 cells computed" in printed and cell.stat().st_ino == inode, err
+    before = {k: v for k, v in _snapshot(out).items() if k.startswith("cells")}
+    rc, _, err = _main(capsys, *study, "--seed", "2")                      # another study: refused, kept
+    assert rc == 1 and "holds another study (seed 1" in err and "--overwrite" in err, err
+    assert {k: v for k, v in _snapshot(out).items() if k.startswith("cells")} == before
+    assert json.loads((out / "study.json").read_text())["root_seed"] == 1
+    rc, _, err = _main(capsys, *study, "--seed", "2", "--overwrite")
+    assert rc == 0, err
+    assert json.loads((out / "study.json").read_text())["root_seed"] == 2
+    assert len(json.loads((out / "study.json").read_text())["runs"]) == 1   # the other study's record is gone
+    assert json.loads(cell.read_text())["root_seed"] == 2
+    # a fit's folder is another command's results for a study, and a study's folder for a fit
+    rc, _, err = _fit(tmp_path, capsys, "fit")
+    assert rc == 0, err
+    fit_files = _snapshot(tmp_path / "fit")
+    rc, _, err = _main(capsys, "study", *study[1:2], str(tmp_path / "fit"), *study[3:], "--seed", "1")
+    assert rc == 1 and "holds the results of another vcmc command" in err, err
+    assert _snapshot(tmp_path / "fit") == fit_files
+    rc, _, err = _fit(tmp_path, capsys, "study")
+    assert rc == 1 and "holds the results of another run" in err and "study.json" in err, err
+
+
 # every method of vcmc.methods and every matching of vcmc fit; fed-kmodes has no probabilities (README table)
 METHOD_RUNS = [(m, ()) for m in ("vcmc", "consensus", "full-mcmc", "fedmerdel", "discgs")] + [
     ("vcmc", ("--matching", m)) for m in ("ball", "hungarian", "min-divergence")] + [
