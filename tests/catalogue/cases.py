@@ -353,6 +353,12 @@ WORKFLOW_CASES = (
          "files removed"),
     Case("study-another-run", "refusal", "vcmc study into another study's (other seed or settings) or a fit's folder: "
          "kept unless --overwrite; the same study resumes; vcmc fit refuses a study's folder"),
+    Case("report-convergence-legend", "handled", "the report's convergence legend lies inside the figure (it was "
+         "clipped)"),
+    Case("report-k-posterior", "handled", "the report's posterior of K: no P = 1.000 by construction; K fixed by the "
+         "matching said, the silos' local posteriors shown"),
+    Case("readme-activates", "handled", "after the README's first command, its command-line section activates the "
+         "environment (no 'vcmc: command not found')"),
     Case("score-silo-list", "handled", "the estimator's score on a list of silos: cross_val_score, GridSearchCV"),
     Case("schema-command", "handled", "vcmc schema writes schema.json, listing rare modalities for the user to decide"),
     Case("schema-check", "error", "vcmc schema --check names a value outside the schema"),

@@ -414,6 +414,71 @@ def test_study_another_run(tmp_path, capsys):
     assert rc == 1 and "holds the results of another run" in err and "study.json" in err, err
 
 
+def _report_of_fit(tmp_path, capsys, monkeypatch):
+    """A fit and its report, with the figures the report drew (matplotlib objects, before they become PNG)."""
+    from vcmc.report import figures
+
+    drawn = {}
+    real = figures.convergence_figure
+
+    def keep(*args, **kwargs):
+        drawn["convergence"] = real(*args, **kwargs)
+        return drawn["convergence"]
+
+    monkeypatch.setattr(figures, "convergence_figure", keep)
+    rc, _, err = _fit(tmp_path, capsys)
+    assert rc == 0, err
+    rc, _, err = _main(capsys, "report", str(tmp_path / "out"))
+    assert rc == 0, err
+    return (tmp_path / "out" / "report.html").read_text(encoding="utf-8"), drawn
+
+
+def test_report_convergence_legend(tmp_path, capsys, monkeypatch):
+    _, drawn = _report_of_fit(tmp_path, capsys, monkeypatch)
+    fig = drawn["convergence"]
+    renderer = fig.canvas.get_renderer()
+    legends = fig.legends + [lg for ax in fig.axes if (lg := ax.get_legend()) is not None]
+    assert legends
+    for legend in legends:                        # inside the saved canvas: nothing clipped
+        box, canvas = legend.get_window_extent(renderer), fig.bbox
+        assert canvas.x0 - 0.5 <= box.x0 and box.x1 <= canvas.x1 + 0.5, (box, canvas)
+        assert canvas.y0 - 0.5 <= box.y0 and box.y1 <= canvas.y1 + 0.5, (box, canvas)
+
+
+def test_report_k_posterior(tmp_path, capsys, monkeypatch):
+    page, _ = _report_of_fit(tmp_path, capsys, monkeypatch)
+    start = page.index('id="k-posterior"')
+    section = re.sub(r"<[^>]+>", " ", page[start:page.index("</section>", start)])
+    k = json.loads((tmp_path / "out" / "result.json").read_text())["n_global_clusters"]
+    assert f"The number of global clusters, {k}, is fixed by the matching" in section, section
+    assert "1.000" not in section                 # no probability of 1 that was never measured
+    assert "Per silo (local number of clusters)" in section
+
+
+def test_readme_activates(tmp_path):
+    """After the README's first command only .venv/bin/vcmc exists: its command-line section activates the
+    environment first, and that makes `vcmc` found in a shell that had none (tests/test_readme.py runs it all)."""
+    import os
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    bash = re.findall(r"^```bash\n(.*?)^```", readme, re.S | re.M)
+    commands = [b for b in bash[1:] if "pip install" not in b]
+    assert commands[0].splitlines()[0] == "source .venv/bin/activate"
+    assert all(line.startswith(("vcmc ", "source ")) for b in commands for line in b.strip().splitlines())
+    venv = Path(sys.prefix)
+    if not (venv / "bin" / "activate").is_file():
+        pytest.skip("this interpreter is not a virtual environment's")
+    (tmp_path / ".venv").symlink_to(venv, target_is_directory=True)
+    path = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep)
+                           if p and not (Path(p) / "vcmc").exists())
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"} | {"PATH": path}
+    bare = subprocess.run(["bash", "-c", "vcmc --help"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert bare.returncode == 127                 # the user's shell before the README's line
+    done = subprocess.run(["bash", "-c", f"{commands[0].splitlines()[0]} && vcmc --help"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True)
+    assert done.returncode == 0 and "usage: vcmc" in done.stdout, done.stderr
+
+
 # every method of vcmc.methods and every matching of vcmc fit; fed-kmodes has no probabilities (README table)
 METHOD_RUNS = [(m, ()) for m in ("vcmc", "consensus", "full-mcmc", "fedmerdel", "discgs")] + [
     ("vcmc", ("--matching", m)) for m in ("ball", "hungarian", "min-divergence")] + [
