@@ -234,7 +234,8 @@ def result_warnings(out, config) -> list[str]:
     local = diag.get("local")
     # per-silo chain diagnostics by name; comparators keep other local diagnostics (FedMerDel: a list of ELBO traces)
     for silo, d in (local.items() if isinstance(local, dict) else ()):
-        if not isinstance(d, dict) or d.get("converged") == 0.0:     # --iterations auto said it already, naming what failed
+        # converged == 0: --iterations auto said it already, naming what failed
+        if not isinstance(d, dict) or d.get("converged") == 0.0:
             continue
         rhat, ess = d.get("rhat_log_posterior"), d.get("ess_bulk_log_posterior")
         bad_rhat = isinstance(rhat, int | float) and rhat > s.target_rhat
