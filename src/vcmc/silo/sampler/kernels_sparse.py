@@ -30,7 +30,9 @@ was below 1e-300 of a column maximum and the products only shrink, so it changes
 Dirichlet draws) would make its ratios overflow; those ratios are stored as NaN, which propagates to the
 row's total, so every row with such an exception takes the exact fallback (where an exact zero of the
 baseline is handled by counting). Rows with identical exception lists (= identical rows) share one
-likelihood computation.
+likelihood computation. The driver hands the kernel its patterns ordered by number of exceptions
+(:func:`vcmc.silo.sampler.layout.by_exception_count`): the per-pattern loops over exceptions then have
+predictable trip counts (in first-appearance order their exit was mispredicted about once per pattern).
 
 Random variates. The allocation uniforms (one per row, drawn for the whole sweep before the row loop: a
 bit-generator call inside it costs twice as much) and the parameter step's variates come straight from the
