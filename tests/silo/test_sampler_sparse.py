@@ -216,7 +216,7 @@ def test_categorical_draw_maps_uniforms_to_the_probabilities(n_comp):
     bvec, rho = np.zeros(n_lane), np.zeros((n_slot, n_lane))
     lbase, nzero = np.empty(n_comp), np.empty(n_comp, dtype=np.int64)
     KS._fill_sparse_tables(logpi, prof, lay.base_col, lay.ecol, lay.evar, int(np.sum(k)), bvec, rho, lbase, nzero,
-                           np.empty(n_comp))
+                           np.empty(0))
     ubuf = np.empty(m)
     for u in range(lay.n_patterns):  # the grid within each pattern's rows
         a, b = lay.pat_start[u], lay.pat_start[u + 1]

@@ -22,8 +22,14 @@ from vcmc.model import beta_per_column, fractionate, profile_offsets
 from vcmc.silo.sampler.draws import _count, _dirichlet_normaliser, _draw_parameters
 from vcmc.silo.sampler.kernels_dense import _gibbs_block
 from vcmc.silo.sampler.kernels_sparse import _gibbs_block_sparse, initial_counts
-from vcmc.silo.sampler.layout import (_check_codes, _check_modalities, _layout, _table_index, by_exception_count,
-                                      choose_layout)
+from vcmc.silo.sampler.layout import (
+    _check_codes,
+    _check_modalities,
+    _layout,
+    _table_index,
+    by_exception_count,
+    choose_layout,
+)
 
 
 # ---------------------------------------------------------------------------------------------- results

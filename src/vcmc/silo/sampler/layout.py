@@ -284,12 +284,20 @@ def by_exception_count(lay: SparseLayout) -> SparseLayout:
     perm = np.argsort(n_exc, kind="stable")
     sizes = np.diff(lay.pat_start)[perm]
     pat_start = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-    row_of = np.concatenate([lay.row_of[lay.pat_start[u]:lay.pat_start[u + 1]] for u in perm]) if perm.size else lay.row_of
+    row_of = lay.row_of[_ranges(lay.pat_start[:-1][perm], sizes)]
     pexc_start = np.concatenate([[0], np.cumsum(n_exc[perm])]).astype(np.int64)
-    pexc = np.concatenate([lay.pexc[lay.pexc_start[u]:lay.pexc_start[u + 1]] for u in perm]) if perm.size else lay.pexc
+    pexc = lay.pexc[_ranges(lay.pexc_start[:-1][perm], n_exc[perm])]
     return SparseLayout(base_col=lay.base_col, ecol=lay.ecol, evar=lay.evar, pat_start=pat_start,
                         row_of=row_of.astype(np.int64), pexc_start=pexc_start, pexc=pexc.astype(np.uint32),
                         n_row_exceptions=lay.n_row_exceptions)
+
+
+def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """``concatenate([arange(s, s + m) for s, m in zip(starts, lengths)])`` without a Python loop."""
+    total = int(lengths.sum())
+    lengths = lengths.astype(np.int64)
+    first = np.cumsum(lengths) - lengths
+    return np.repeat(starts.astype(np.int64) - first, lengths) + np.arange(total, dtype=np.int64)
 
 
 # ------------------------------------------------------------------------------------ path choice
