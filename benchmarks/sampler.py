@@ -358,7 +358,7 @@ def breakdown(n, k, c, iters, runs, thin=5):
 @njit(cache=True)
 def _loop_sparse_tables(n_iter, logpi, prof, base_col, ecol, evar, n_col, bvec, rho, lbase, nzero, tmp):
     for _ in range(n_iter):
-        KS._fill_sparse_tables(logpi, prof, base_col, ecol, evar, n_col, bvec, rho, lbase, nzero, tmp)
+        KS.fill_ratio_tables(logpi, prof, base_col, ecol, evar, n_col, bvec, rho, lbase, nzero, tmp)
 
 
 @njit(cache=True)
@@ -421,7 +421,7 @@ def breakdown_sparse(n, k, c, iters, runs, thin=5, data="ehr", seed=0):
     n_slot = lay.n_slots
     bvec, rho = np.zeros(lanes), np.zeros((n_slot, lanes))
     lbase, nzero, tmp = np.empty(c), np.empty(c, np.int64), np.empty(0)  # no log scales
-    KS._fill_sparse_tables(logpi, prof, lay.base_col, lay.ecol, lay.evar, n_col, bvec, rho, lbase, nzero, tmp)
+    KS.fill_ratio_tables(logpi, prof, lay.base_col, lay.ecol, lay.evar, n_col, bvec, rho, lbase, nzero, tmp)
     rng = np.random.default_rng(0)
     ubuf = rng.random(n)
     nc, cnt = np.zeros(c, np.int64), np.zeros(n_slot * lanes, np.int32)
@@ -518,7 +518,7 @@ def _loop_sparse_alloc(n_iter, logpi, prof, base_col, ecol, evar, n_col, bvec, r
                        pexc, poff, pat_start, ubuf, zp, nc, cnt, w, pre, lw, lrat, zhit, stamp, probs, ct, rng):
     bg = rng.bit_generator
     for it in range(n_iter):
-        KS._fill_sparse_tables(logpi, prof, base_col, ecol, evar, n_col, bvec, rho, lbase, nzero, tmp)
+        KS.fill_ratio_tables(logpi, prof, base_col, ecol, evar, n_col, bvec, rho, lbase, nzero, tmp)
         for r in range(ubuf.shape[0]):
             ubuf[r] = DI._unit(bg)
         KS._sparse_pass(bvec, rho, pexc_start, pexc, poff, pat_start, lbase, nzero, prof, base_col, ecol, evar,

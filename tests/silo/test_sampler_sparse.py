@@ -215,7 +215,7 @@ def test_categorical_draw_maps_uniforms_to_the_probabilities(n_comp):
     n_slot = lay.n_slots
     bvec, rho = np.zeros(n_lane), np.zeros((n_slot, n_lane))
     lbase, nzero = np.empty(n_comp), np.empty(n_comp, dtype=np.int64)
-    KS._fill_sparse_tables(logpi, prof, lay.base_col, lay.ecol, lay.evar, int(np.sum(k)), bvec, rho, lbase, nzero,
+    KS.fill_ratio_tables(logpi, prof, lay.base_col, lay.ecol, lay.evar, int(np.sum(k)), bvec, rho, lbase, nzero,
                            np.empty(0))
     ubuf = np.empty(m)
     for u in range(lay.n_patterns):  # the grid within each pattern's rows

@@ -14,7 +14,7 @@ dense data (every cell an exception) the same work as the gather with identical 
 exponentials of a log-space computation were the costly step (9,000 distinct rows x 27 clusters per draw).
 
 Exactness, as on the sampler's sparse path (:mod:`vcmc.silo.sampler.kernels_sparse`, whose table kernel
-``_fill_sparse_tables`` and constants these kernels use): ``B`` is divided by
+``fill_ratio_tables`` these kernels use): ``B`` is divided by
 its maximum and each ratio row by its maximum over clusters (their logs are kept, for the row's log
 density), so every factor is in [0, 1]; entries below ``_FLUSH`` are stored as 0; a baseline probability
 below ``_TINY_BASE`` (0 included) makes its ratios NaN. A row whose total is below ``_FALLBACK_BELOW`` or NaN
@@ -33,9 +33,13 @@ import math
 import numpy as np
 from numba import njit
 
-from vcmc.silo.sampler.kernels_sparse import _FALLBACK_BELOW, _fill_sparse_tables
+from vcmc.silo.sampler.kernels_sparse import fill_ratio_tables
 
 __all__ = ["DrawTables", "accumulate_memberships", "density_and_occupancy", "draw_weights", "place_and_tally"]
+
+# A row whose total weight (factors in [0, 1]) is below this, or NaN, is recomputed in log space (the
+# sampler's threshold: the flush bound of fill_ratio_tables holds above it).
+_FALLBACK_BELOW = 1e-200
 
 
 class DrawTables:
@@ -87,7 +91,7 @@ def draw_weights(pi, prof, base_col, ecol, evar, pexc_start, pexc, beta, rho, ls
     for c in range(n_comp):
         logpi[c] = math.log(pi[c]) if pi[c] > 0.0 else -np.inf
     # the sampler's own tables (one implementation): B / max B, ratio rows / their maxima and their logs
-    lmx = _fill_sparse_tables(logpi, prof, base_col, ecol, evar, n_col, beta, rho, lbase, nzero, lscale)
+    lmx = fill_ratio_tables(logpi, prof, base_col, ecol, evar, n_col, beta, rho, lbase, nzero, lscale)
     lw = np.empty(n_comp)
     for u in range(pexc_start.shape[0] - 1):
         e0 = pexc_start[u]

@@ -56,7 +56,7 @@ Measured (``benchmarks/sampler.py``, one core shared with other jobs, medians of
   ~20% Gamma draws (bound by the bit generator: ~13,000 variates per sweep), 5% uniforms. Building the
   sparse layout of 290,000 x 80 such rows takes ~0.1 s. The patterns in order of their number of
   exceptions and the paired products made the sparse path 0.88 times as costly (CPU time,
-  ``--against``; docs/results/ehr/README.md, issue 24). The allocation step is bound by per-pattern
+  ``--against``; docs/results/ehr/README.md). The allocation step is bound by per-pattern
   latency (the exceptions loop and its exit), not by the lanes: computing 16 of the 32 lanes (the rest
   reached through an exact bound) saved under 10% with no bound ever hit and lost 30% with the bound's
   real hit rate (16% of the rows).

@@ -78,7 +78,7 @@ _RESCALE_BELOW = 1e-200
 
 # ---------------------------------------------------------------------------------------- kernels
 @njit(cache=True)
-def _fill_sparse_tables(logpi, prof, base_col, ecol, evar, n_col, beta, rho, lbase, nzero, lscale):
+def fill_ratio_tables(logpi, prof, base_col, ecol, evar, n_col, beta, rho, lbase, nzero, lscale):
     """Baseline vector and ratio table of one draw of the parameters (see the module docstring); the one
     implementation for the sampler's sweeps and for labelling and assessment (:mod:`vcmc.silo.row_kernels`).
 
@@ -338,7 +338,7 @@ def _allocation_probabilities_sparse(base_col, ecol, evar, pat_start, pexc_start
     rho = np.zeros((n_slot, n_lane))
     lbase = np.empty(n_comp)
     nzero = np.empty(n_comp, dtype=np.int64)
-    _fill_sparse_tables(logpi, prof, base_col, ecol, evar, n_col, bvec, rho, lbase, nzero, np.empty(0))
+    fill_ratio_tables(logpi, prof, base_col, ecol, evar, n_col, bvec, rho, lbase, nzero, np.empty(0))
     poff = pexc * np.uint32(n_lane)
     return _sparse_pass(bvec, rho, pexc_start, pexc, poff, pat_start, lbase, nzero, prof, base_col, ecol, evar,
                         n_col, 0, np.empty(0), False, np.empty(0, dtype=np.int16),
@@ -382,7 +382,7 @@ def _gibbs_block_sparse(base_col, ecol, evar, pat_start, row_of, pexc_start, pex
     bg = rng.bit_generator
     n_kept = 0
     for it in range(first_iter, first_iter + n_iter):
-        _fill_sparse_tables(logpi, prof, base_col, ecol, evar, n_col, bvec, rho, lbase, nzero, no_scale)
+        fill_ratio_tables(logpi, prof, base_col, ecol, evar, n_col, bvec, rho, lbase, nzero, no_scale)
         # ---- 1. allocations (the uniforms first, in a tight loop: a bit-generator call inside the row loop
         # costs twice as much, every live register being spilled around it)
         for r in range(ubuf.shape[0]):
