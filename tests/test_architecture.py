@@ -152,12 +152,18 @@ def test_the_core_never_imports_the_research_harness():
 
 
 def test_protocol_imports_only_leaves():
-    """CONTRIBUTING.md: ``protocol/`` imports nothing of vcmc's but the exceptions and the model's layout,
-    which themselves import nothing of vcmc's."""
+    """CONTRIBUTING.md: ``protocol/`` imports nothing of vcmc's but the exceptions, the model's layout and the
+    option definitions (the typed configuration a silo receives is made of them), which themselves import
+    only the exceptions, the closeness statistic's default level and the model's layout."""
+    leaves = {"vcmc.exceptions", "vcmc.model"}
+    options = {"vcmc.config.options", "vcmc.config.schema"}
     used = {t for m, targets in GRAPH.items() if m.startswith("vcmc.protocol") for t in targets
             if not t.startswith("vcmc.protocol")}
-    assert used <= {"vcmc.exceptions", "vcmc.model"}, used
+    assert used <= leaves | options, used
     assert GRAPH["vcmc.exceptions"] == set() and GRAPH["vcmc.model"] == set()
+    assert GRAPH["vcmc.config.options"] <= {"vcmc.exceptions", "vcmc.closeness"}, GRAPH["vcmc.config.options"]
+    assert GRAPH["vcmc.config.schema"] <= {"vcmc.config.options"}, GRAPH["vcmc.config.schema"]
+    assert GRAPH["vcmc.closeness"] <= {"vcmc.model"}, GRAPH["vcmc.closeness"]
 
 
 def _calls_of(attribute: str) -> list[str]:

@@ -91,6 +91,8 @@ REFUSED = {
     "federated-gradient-strategy": "does not allow the 'federated-gradient' strategy",
     "design-strategy": "does not allow the 'design' strategy",
     "huge-n-iter": "allows at most 1000000",
+    "json-configuration": "version 1; this vcmc understands version 2",
+    "unknown-option": "'privacy.trust-the-server'",
     "soft-counts-after-summary": "counts requests belong",
     "hard-counts-no-share": "counts requests belong",
     "nan-divergence": "finite",
