@@ -208,15 +208,15 @@ def test_no_module_imports_another_modules_private_names():
 
 
 def test_the_paths_from_a_flag_in_contributing_name_code_that_exists():
-    """CONTRIBUTING.md lists the path from --iterations and from the disclosure minimum to the code that
-    uses them, in at most 4 steps; every function it names exists (a rename must update it)."""
+    """CONTRIBUTING.md lists the paths from --iterations and from the disclosure minimum to the code that
+    uses them (traced call by call by tests/config/test_option_paths.py); every function it names exists
+    (a rename must update it)."""
     import importlib
 
     text = (SRC.parent / "CONTRIBUTING.md").read_text(encoding="utf-8")
     section = text.split("## From a flag to the code that uses it", 1)[1].split("\n## ", 1)[0]
     for flag in ("`--iterations`", "`--min-cluster-size`"):
-        steps = re.findall(r"^(\d)\. ", section.split(flag, 1)[1].split("\n\n`", 1)[0], flags=re.M)
-        assert steps and int(steps[-1]) <= 4, flag
+        assert flag in section, flag
     names = set(re.findall(r"`(vcmc\.[\w.]+)", section))
     assert len(names) >= 8
     for name in sorted(names):
