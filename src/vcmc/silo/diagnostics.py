@@ -35,10 +35,13 @@ def _as_chains(x: np.ndarray) -> np.ndarray:
 
 def _az():
     # ArviZ takes seconds to import (xarray, scipy.stats); import it only when diagnostics are computed,
-    # so worker processes that only run chains do not pay for it.
-    import arviz
+    # so worker processes that only run chains do not pay for it. ``arviz.rhat``/``arviz.ess`` are
+    # ``arviz_stats``'s own functions (ArviZ >= 1.0 re-exports them): importing ``arviz_stats`` alone gives
+    # the same numbers without ``arviz_plots`` and matplotlib, which a silo's summarize message (a fresh
+    # Flower ClientApp process) would otherwise import for nothing (benchmarks/flower.py, clientapp_cost).
+    import arviz_stats
 
-    return arviz
+    return arviz_stats
 
 
 def _quiet(fn, *args, **kwargs):
