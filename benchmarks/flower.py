@@ -12,7 +12,17 @@ options given; then ``vcmc fit`` on the same files with the same seed and option
   /proc every ``--sample`` seconds: the largest peak RSS (VmHWM) of one process of the kind, and the
   largest PSS summed over the kind's live processes at one instant (shared pages counted once), with
   the number of processes of each kind seen (ClientApp: one launch per message, Flower's design);
-- whether the Flower result equals ``vcmc fit``'s (silos, weights, cluster sizes, WAIC).
+- whether the Flower result equals ``vcmc fit``'s (silos, weights, cluster sizes, WAIC);
+- CPU seconds per process kind, and ClientApp launches against the messages sent to silos (a launch more
+  than the messages is a ClientApp Flower restarted after its task token expired: ``401 Unauthorized``
+  in the SuperNodes' logs, docs/federation.md §3.6);
+- once per invocation, each message of a 2-silo run answered again in a fresh process as Flower's
+  SuperExec runs it (``clientapp_cost``: seconds to load the ClientApp, seconds to answer, peak RSS, the
+  heavy libraries it imported), in ``OUT/clientapp-cost.json``.
+
+``--superexec-poll-interval S`` sets Flower's ``FLWR_SUPEREXEC_TASK_POLL_INTERVAL`` for every site; ``--idle
+SECONDS`` instead measures the CPU that 8 idle SuperNodes and SuperExecs use with Flower's default interval
+and with ``S`` (``OUT/idle-cpu.json``).
 
 Writes ``OUT/flower-<N>.json`` per deployment and ``OUT/README.md`` (a table of every ``flower-*.json`` in
 OUT), each with the command and the commit. A deployment is stopped if the host's available memory falls
@@ -20,8 +30,9 @@ under ``--min-available-mb`` (30 sites on one host need about 13 GB). The machin
 for the figures to mean anything absolute; the ratios within one run (Flower / vcmc fit) are what is
 compared.
 
-    python benchmarks/flower.py --sites 8 30 --iterations 50000 --rows 1000    # the full run
-    python benchmarks/flower.py --sites 8 --iterations 2000 --rows 300          # a short one
+    python benchmarks/flower.py --sites 8 30 --iterations 50000 --rows 1000 --superexec-poll-interval 5   # full
+    python benchmarks/flower.py --sites 8 --iterations 400 --rows 300 --superexec-poll-interval 5        # short
+    python benchmarks/flower.py --idle 60 --superexec-poll-interval 5                                    # idle CPU
 """
 
 from __future__ import annotations
@@ -45,7 +56,7 @@ from vcmc.atomic import atomic_write_text
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "federation"))
-from flowerlab import Lab  # noqa: E402 - the test suite's loopback deployment, one implementation
+from flowerlab import Lab, processes_with  # noqa: E402 - the test suite's loopback deployment, one implementation
 
 KINDS = (("flower-superlink", "SuperLink"), ("flower-supernode", "SuperNode"), ("flower-superexec", "SuperExec"),
          ("flwr-clientapp", "ClientApp"), ("flwr-serverapp", "ServerApp"))
@@ -356,7 +367,8 @@ def clientapp_cost(tmp: Path, options: dict, seed: int, rows: int = 300) -> list
     try:
         from flwr.app import Context, RecordDict
 
-        rc = {**options, "out-dir": str(tmp / "probe-result"), "seed": seed, "min-nodes": 2}
+        rc = {**options, "out-dir": str(tmp / "probe-result"), "schema-path": str(schema), "seed": seed,
+              "min-nodes": 2}
         server_main(LoopbackGrid(nodes), Context(run_id=1, node_id=0, node_config={}, state=RecordDict(),
                                                  run_config=rc))
     finally:
@@ -370,6 +382,44 @@ def clientapp_cost(tmp: Path, options: dict, seed: int, rows: int = 300) -> list
             raise RuntimeError(f"answering message {i} in a fresh process failed:\n{done.stderr[-3000:]}")
         out.append(json.loads(done.stdout.strip().splitlines()[-1]))
     return out
+
+
+def idle_cost(tmp: Path, n_sites: int, seconds: float, poll_interval: float | None) -> dict:
+    """CPU seconds per minute and per site that a deployment's SuperNodes and SuperExecs use while no run is
+    going on (their polling), with Flower's SuperExec poll interval ``poll_interval`` (None: Flower's 1 s)."""
+    lab = Lab(tmp)
+    if poll_interval is not None:
+        lab.env["FLWR_SUPEREXEC_TASK_POLL_INTERVAL"] = f"{poll_interval:g}"
+    try:
+        lab.start_superlink()
+        for i in range(n_sites):
+            lab.start_supernode(f'data-path="{tmp / "unused.csv"}" silo-name="site_{i + 1}"', log=f"idle{i}.log")
+        deadline = time.monotonic() + 300
+        while len([n for n in lab.nodes() if n.get("status") == "online"]) < n_sites:
+            if time.monotonic() > deadline:
+                raise TimeoutError("not every SuperNode came online within 300 s")
+            time.sleep(2)
+        time.sleep(10)      # past the start-up imports
+
+        def ticks() -> dict[str, int]:
+            out = dict.fromkeys(("SuperLink", "SuperNode", "SuperExec"), 0)
+            for pid in processes_with(str(lab.home)):
+                with contextlib.suppress(OSError):
+                    kind = _kind(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode())
+                    if kind in out:
+                        out[kind] += _cpu_ticks(pid)
+            return out
+
+        before = ticks()
+        time.sleep(seconds)
+        after = ticks()
+    finally:
+        lab.close()
+    per_minute = 60 / seconds / os.sysconf("SC_CLK_TCK")
+    return {"sites": n_sites, "seconds": seconds, "superexec_poll_interval_s": poll_interval or 1.0,
+            "cpu_s_per_minute": {k: round((after[k] - before[k]) * per_minute, 2) for k in before},
+            "cpu_s_per_minute_per_site": {k: round((after[k] - before[k]) * per_minute / n_sites, 3)
+                                          for k in ("SuperNode", "SuperExec")}}
 
 
 def compare(flower: dict, fit: dict) -> dict:
@@ -389,6 +439,9 @@ def markdown(reports: list[dict], cost: dict | None = None) -> str:
     lines = ["# Flower deployment on one host against `vcmc fit`", "",
              "Written by `benchmarks/flower.py` from the `flower-<sites>.json` files beside this one (each section",
              "gives its command and commit). Figures from a shared, busy machine: read the ratios, not the seconds.",
+             "30 sites did not complete on this 2-core host: 30-sites-shared-host.md says what they showed and why.",
+             "The lighter ClientApp imports against the previous code: clientapp-before-after.md. Idle CPU of the",
+             "SuperNodes and SuperExecs by SuperExec poll interval: idle-cpu.json.",
              "", "| sites | iterations | rows per site | Flower run (s) | vcmc fit (s) | ratio | identical | "
              "peak PSS, all (MB) | processes seen | messages to silos | ClientApp launches (relaunches) | "
              "SuperExec poll (s) |",
@@ -452,6 +505,9 @@ def main() -> None:
     ap.add_argument("--superexec-poll-interval", type=float, default=None,
                     help="seconds between each SuperExec's polls of its SuperNode for a task "
                          "(Flower's FLWR_SUPEREXEC_TASK_POLL_INTERVAL; Flower's default 1 s)")
+    ap.add_argument("--idle", type=float, default=0, metavar="SECONDS",
+                    help="instead of runs: measure the idle CPU of 8 SuperNodes for SECONDS with Flower's default "
+                         "SuperExec poll interval and with --superexec-poll-interval (idle-cpu.json)")
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "results" / "flower")
     args = ap.parse_args()
     # SIGTERM (and SIGINT, ignored in a background job) must still stop every process of the deployment:
@@ -462,6 +518,17 @@ def main() -> None:
     options = {"sampler.n-iter": args.iterations, "sampler.burn-in": args.iterations // 2,
                "privacy.min-cluster-size": 10}
     command = " ".join(["python", "benchmarks/flower.py", *sys.argv[1:]])
+    if args.idle:
+        rows = []
+        for poll in (None, args.superexec_poll_interval or 5.0):
+            with tempfile.TemporaryDirectory(prefix="vcmc-flower-idle-") as tmp_name:
+                rows.append(idle_cost(Path(tmp_name), 8, args.idle, poll))
+        args.out.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(args.out / "idle-cpu.json", json.dumps(
+            {"benchmark": "flower-idle", "command": command, "commit": commit(), "cores": os.cpu_count(),
+             "measurements": rows}, indent=2) + "\n")
+        print(json.dumps(rows))  # noqa: T201
+        return
     reports = []
     with tempfile.TemporaryDirectory(prefix="vcmc-clientapp-") as tmp_name:
         cost = {"benchmark": "flower-clientapp", "command": command, "commit": commit(), "cores": os.cpu_count(),
