@@ -58,7 +58,9 @@ def _node_config(name, path, schema, **extra):
 
 class DirectGrid:
     """A ``Grid`` whose SuperNodes are the ClientApp handler in this process (``send_and_receive`` only), each
-    with its own ``Context`` whose state persists between messages, as on a SuperNode."""
+    with its own ``Context`` whose state persists between messages, as on a SuperNode. Every message passes
+    through Flower's protobuf wire format (``message_to_proto`` -> bytes -> ``message_from_proto``), and
+    ``seen`` keeps each (request, reply) as the other side received it."""
 
     def __init__(self, node_configs):
         from flwr.app import Context, RecordDict
@@ -75,11 +77,19 @@ class DirectGrid:
 
         out = []
         for i, m in enumerate(messages):
-            m.metadata.__dict__["_message_id"] = f"m{len(self.seen)}-{i}"
-            reply = client_handle(m, self.contexts[int(m.metadata.dst_node_id)])
-            self.seen.append((m, reply))
+            m.metadata.__dict__["_message_id"] = f"m{len(self.seen)}-{i}"    # as the SuperLink stamps it
+            inbound = _wire(m)
+            reply = _wire(client_handle(inbound, self.contexts[int(inbound.metadata.dst_node_id)]))
+            self.seen.append((inbound, reply))
             out.append(reply)
         return out
+
+
+def _wire(message):
+    from flwr.common.serde import message_from_proto, message_to_proto
+    from flwr.proto.message_pb2 import Message as ProtoMessage
+
+    return message_from_proto(ProtoMessage.FromString(message_to_proto(message).SerializeToString()))
 
 
 def _server_run(grid, run_config):
@@ -206,6 +216,55 @@ def test_run_config_lca_errors_come_before_any_silo_is_asked(tmp_path):
     with pytest.raises(ConfigError, match="lca-distal"):
         _server_run(grid, {"out-dir": str(tmp_path), "lca-k": 2, "lca-distal": "death"})
     assert grid.seen == []
+
+
+def test_no_per_row_quantity_crosses_in_the_lca_flower_messages(tmp_path):
+    """Every message of the ServerApp's latent class analysis (fixed K with covariates and outcomes, and the
+    comparison), both ways, decoded from Flower's wire bytes: plain numeric arrays, none with a silo's row
+    count (prime, 151) as a dimension or a multiple of it as its size; the only text is the columns' coding
+    the run config stated; the silos' refusals carry no value of the data."""
+    from vcmc.flower.records import decode_record
+    from vcmc.protocol.lca import LCA_MESSAGE_TYPES
+
+    n_rows = 151
+    paths, schema = _files(tmp_path, n=(n_rows,) * 3)
+    configs = {10 + i: _node_config(n, p, schema) for i, (n, p) in enumerate(paths.items())}
+    # site3 keeps sex out of the clustering but refuses it as a covariate: its refusals cross too
+    configs[12].update({"covariates": "age", "distal": "death,score,sex"})
+    grid = DirectGrid(configs)
+    for run in ({"lca-compare": "1-3"}, {"lca-k": K, "lca-distal": DISTAL},
+                {"lca-k": K, "lca-covariates": COVARIATES}):
+        try:
+            _server_run(grid, {"out-dir": str(tmp_path / "o"), "schema-path": str(schema), "seed": SEED,
+                               "min-nodes": 3, "lca-starts": 2, "lca-max-em-iterations": 20, **run})
+        except Exception as exc:         # the covariate run stops at site3's refusal, naming it
+            assert "lca-covariates" in run and "site3" in str(exc) and "as covariates" in str(exc)
+    lca_kinds = {t.KIND for t in LCA_MESSAGE_TYPES}
+    values = {str(v) for p in paths.values() for c in ("age", "score") for v in pd.read_csv(p)[c].dropna()}
+    kinds, refusals = set(), 0
+    for request, reply in grid.seen:
+        for message in (request, reply):
+            if message.has_error():
+                refusals += 1
+                assert message.metadata.message_type == "query.lca_structural"
+                assert not any(v in message.error.reason for v in values if len(v) > 2), message.error.reason
+                continue
+            content = message.content
+            for key, array in content["arrays"].items():
+                a = array.numpy()
+                assert a.dtype.kind in "biuf", (key, a.dtype)
+                assert n_rows not in a.shape and (a.size % n_rows or a.size == 0), (key, a.shape)
+            decoded = decode_record(content)
+            kinds.add(decoded.KIND)
+            for key, value in dict(content["scalars"]).items():
+                if key == "spec_json":      # the coding the run config stated: names and levels only
+                    assert value in (parse_coding(COVARIATES, "c").to_json(), parse_coding(DISTAL, "d").to_json())
+                elif isinstance(value, str):
+                    assert len(value) <= 64 and value not in values, (decoded.KIND, key, value)
+            if decoded.KIND == "lca_estep_reply":
+                assert decoded.n_rows == n_rows       # a count of rows, the one row-level fact that crosses
+    assert lca_kinds - kinds == set()                 # every latent class message crossed and was checked
+    assert refusals >= 1
 
 
 # ------------------------------------------------------------------------------------------------------
