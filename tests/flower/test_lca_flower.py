@@ -275,7 +275,7 @@ def test_no_per_row_quantity_crosses_in_the_lca_flower_messages(tmp_path):
 def test_real_flower_lca_equals_vcmc_fit_k(tmp_path):
     from flowerlab import Lab
 
-    paths, schema = _files(tmp_path, n=(100, 100, 100))
+    paths, schema = _files(tmp_path)
     lab = Lab(tmp_path)
     try:
         lab.start_superlink()

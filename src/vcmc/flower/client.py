@@ -175,7 +175,7 @@ def read_node_auxiliary(node_config: Mapping):
     if missing:
         # names only (the operator's own configuration and the file's header), never a value
         raise ConfigError(f"node config 'covariates' / 'distal' name columns {missing} that the silo's file "
-                          f"{str(node_config.get('data-path'))!r} does not have")
+                          "(node config 'data-path') does not have")
     na = set(_na_values(node_config))
     aux = df[names].copy()
     for c in names:
@@ -212,8 +212,9 @@ def read_node_data(node_config: Mapping, node_id: int | None = None):
         df = _read_frame(node_config)
         absent = [c for c in auxiliary if c not in df.columns]
         if absent:
+            # names only, and not the file's path: this text crosses to the server
             raise ConfigError(f"node config 'covariates' / 'distal' name columns {absent} that the silo's file "
-                              f"{str(path)!r} does not have")
+                              "(node config 'data-path') does not have")
         return from_dataframe(df.drop(columns=auxiliary), schema=schema, name=name, source=str(path),
                               id_column=id_column, na_values=na_values, normalisation=normalisation,
                               min_count=privacy.min_cluster_size)
