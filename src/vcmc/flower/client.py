@@ -219,7 +219,7 @@ def read_node_data(node_config: Mapping, node_id: int | None = None):
                               id_column=id_column, na_values=na_values, normalisation=normalisation,
                               min_count=privacy.min_cluster_size)
     return reader(str(path), schema=schema, name=name, id_column=id_column, na_values=na_values,
-                  normalisation=normalisation, min_count=privacy.min_cluster_size)
+                  normalisation=normalisation, min_modality_rows=privacy.min_cluster_size)
 
 
 def _flag(node_config: Mapping, key: str) -> bool:
