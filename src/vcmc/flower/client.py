@@ -217,7 +217,7 @@ def read_node_data(node_config: Mapping, node_id: int | None = None):
                               "(node config 'data-path') does not have")
         return from_dataframe(df.drop(columns=auxiliary), schema=schema, name=name, source=str(path),
                               id_column=id_column, na_values=na_values, normalisation=normalisation,
-                              min_count=privacy.min_cluster_size)
+                              min_modality_rows=privacy.min_cluster_size)
     return reader(str(path), schema=schema, name=name, id_column=id_column, na_values=na_values,
                   normalisation=normalisation, min_modality_rows=privacy.min_cluster_size)
 
