@@ -28,7 +28,6 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from vcmc.exceptions import ConfigError
-from vcmc.lca.analysis import coding_text, parse_coding
 
 log = logging.getLogger("vcmc.flower")
 
@@ -65,6 +64,7 @@ def lca_requested(rc: Mapping) -> bool:
 def _settings(rc: Mapping):
     import argparse
 
+    from vcmc.lca.analysis import parse_coding  # scipy.stats: not at import (vcmc fit reads LCA_KEYS)
     from vcmc.lca.cli import parse_k_range
 
     k = _int(rc, "lca-k", 0, 0)
@@ -96,7 +96,7 @@ def run_lca(transport, rc: Mapping, out_dir: Path, *, n_modalities, schema=None,
     ``lca-compare``: what ``vcmc compare`` writes (``comparison.csv``, ``comparison.png``); ``lca-k``: what
     ``vcmc fit --k`` writes (``lca.json``, ``fit_statistics.csv``, ``item_probabilities.*``, and with
     covariates or outcomes ``covariates.csv``, ``distal.csv``, ``distal_tests.csv``, ``forest.png``)."""
-    from vcmc.lca.analysis import analyse, compare
+    from vcmc.lca.analysis import analyse, coding_text, compare
     from vcmc.lca.outputs import write_analysis, write_comparison
 
     s = _settings(rc)
