@@ -68,11 +68,12 @@ def deployed(silo_data):
     return _deployed(silo_data)
 
 
-def _honest_announcement(silo):
-    local = silo.local
-    k = local.n_clusters
-    return AnnounceRequest(assignment=np.arange(k), n_global=k, pi=np.asarray(local.pi_draws, dtype=np.float64),
-                           profiles=np.asarray(local.profile_draws, dtype=np.float64))
+def _honest_announcement(summary):
+    """What an honest server announces to a silo alone: the draws it was sent (the gate checks them against
+    what it sent, which under suppression and rounding are draws of the protected table)."""
+    k = summary.n_clusters
+    return AnnounceRequest(assignment=np.arange(k), n_global=k, pi=np.asarray(summary.pi_draws, dtype=np.float64),
+                           profiles=np.asarray(summary.profile_draws, dtype=np.float64))
 
 
 def _one_person_profile(silo, row: int):
@@ -114,12 +115,13 @@ def test_handle_releases_every_reply_through_the_gate(silo_data, monkeypatch):
     silo.hello()
     summary = silo.summarize(_req())
     k = summary.n_clusters
-    pi = np.asarray(summary.pi_draws[:3])
-    prof = np.asarray(summary.profile_draws[:3])
+    # the draws the silo sent, which the honest announcement below carries
+    pi = np.asarray(summary.pi_draws[:3], dtype=np.float64)
+    prof = np.asarray(summary.profile_draws[:3], dtype=np.float64)
     silo.membership_divergence(DivergenceRequest(reference_pi=pi[0], reference_profiles=prof[0], rule="penalised"))
     silo.counts(CountsRequest(mode="soft", pi=pi, profiles=prof, n_global=k))
     silo.counts(CountsRequest(mode="hard", assignment=np.arange(k), n_global=k))
-    silo.announce(_honest_announcement(silo))
+    silo.announce(_honest_announcement(summary))
     silo.assign(AssignRequest(assignment=np.arange(k), n_global=k, pi=pi, profiles=prof))
     silo.assess(AssessRequest(pi=pi, profiles=prof, pairs=np.zeros((0, 2), int), seed_entropy=1, spawn_key=(2, 0)))
     from vcmc.protocol.lca import LcaClassifyRequest, LcaEStepRequest, LcaStructuralReply, LcaStructuralRequest
@@ -180,9 +182,9 @@ def test_operator_caps_iterations_and_cpu_time(silo_data):
 
 def test_allow_list_and_budget(silo_data):
     silo = LocalSilo(silo_data, privacy=LIMITS, policy=SiloPolicy(allowed_requests=("hello", "summarize")))
-    silo.handle(_req())
+    summary = silo.handle(_req())
     with pytest.raises(DisclosureError, match="does not allow announce requests"):
-        silo.handle(_honest_announcement(silo))
+        silo.handle(_honest_announcement(summary))
     budgeted = LocalSilo(silo_data, privacy=LIMITS, policy=SiloPolicy(budget={"hello": 2}))
     budgeted.handle(HelloRequest())
     budgeted.handle(HelloRequest())
@@ -211,7 +213,7 @@ def test_server_probabilities_are_floored(deployed):
 
 def test_announcement_checked_against_what_the_silo_sent(deployed):
     silo, summary = deployed
-    honest = _honest_announcement(silo)
+    honest = _honest_announcement(summary)
     k = honest.n_global
     # a profile singling out one person's record is refused
     crafted = np.array(honest.profiles, copy=True)
@@ -231,7 +233,7 @@ def test_assign_and_assess_only_with_announced_draws(silo_data):
     k = summary.n_clusters
     with pytest.raises(DisclosureError, match="announced first"):
         silo.handle(AssignRequest(assignment=np.arange(k), n_global=k))
-    honest = _honest_announcement(silo)
+    honest = _honest_announcement(summary)
     silo.handle(honest)
     other = np.array(honest.profiles[:1], copy=True)
     other[0, 0] = np.roll(other[0, 0], 1)      # not an announced draw (any change of any byte)
@@ -276,11 +278,16 @@ def test_hard_counts_are_withheld_suppressed_and_rounded(silo_data):
 def test_assign_counts_under_the_minimum_are_withheld(deployed):
     silo, summary = deployed
     k = summary.n_clusters
-    silo.handle(_honest_announcement(silo))
+    silo.handle(_honest_announcement(summary))
     reply = silo.handle(AssignRequest(assignment=np.arange(k), n_global=k))
     for field in (reply.counts, reply.expected, reply.probability):
         v = np.asarray(field)
         assert not np.any((v > 0) & (v < 10)) and np.all(np.asarray(v) % 5 == 0)
+
+
+def _block_sizes(table, n_modalities):
+    offsets = profile_offsets(n_modalities)
+    return np.repeat(np.add.reduceat(np.asarray(table, dtype=float), offsets[:-1], axis=1), np.diff(offsets), 1)
 
 
 def test_suppressed_cells_cannot_be_recovered_from_the_profile_estimate(deployed, silo_data):
@@ -288,13 +295,57 @@ def test_suppressed_cells_cannot_be_recovered_from_the_profile_estimate(deployed
     assert summary.counts is not None and summary.counts_suppressed > 0
     truth = silo.local_table()
     suppressed = (truth >= 1) & (truth < 8)
-    # the estimate is the prior-smoothed protected table: size x estimate gives the protected cell, not the truth
-    np.testing.assert_allclose(summary.profile_estimate, estimate_from_table(summary.counts, summary.n_modalities,
-                                                                             CFG.prior.beta))
-    offsets = profile_offsets(summary.n_modalities)
-    block_sum = np.repeat(np.add.reduceat(summary.counts + CFG.prior.beta, offsets[:-1], axis=1), np.diff(offsets), 1)
-    recovered = np.rint(summary.profile_estimate * block_sum - CFG.prior.beta)
-    assert np.all(recovered[suppressed] == 0)
+    # the estimate is a function of what the message carries (the protected table and the sizes) only: the
+    # prior-smoothed protected table with each variable's suppressed people shared evenly over its empty cells
+    np.testing.assert_allclose(summary.profile_estimate, estimate_from_table(
+        summary.counts, summary.n_modalities, CFG.prior.beta, summary.cluster_sizes))
+    released_only = estimate_from_table(summary.counts, summary.n_modalities, CFG.prior.beta, summary.cluster_sizes)
+    recovered = np.rint(summary.profile_estimate * _block_sizes(truth, summary.n_modalities))
+    guess = np.rint(released_only * _block_sizes(truth, summary.n_modalities))
+    np.testing.assert_array_equal(recovered, guess)
+    assert np.mean(recovered[suppressed] == truth[suppressed]) < 0.5
+
+
+def test_suppressed_cells_cannot_be_recovered_from_the_profile_draws(deployed, silo_data):
+    # the attack of the review: the draws' mean times the cluster's size gave back every suppressed cell to
+    # within one person (37 of 47 exactly) when the draws were the sampler's; under suppression and rounding
+    # they are drawn from the protected table (and the sizes), on the request's stream
+    silo, summary = deployed
+    truth = silo.local_table()
+    suppressed = (truth >= 1) & (truth < 8)
+    assert suppressed.sum() >= 10
+    sizes = _block_sizes(truth, summary.n_modalities)
+    recovered = np.rint(summary.profile_draws.mean(axis=0) * sizes)
+    assert np.mean(recovered[suppressed] == truth[suppressed]) < 0.5
+    assert not np.all(np.abs(recovered[suppressed] - truth[suppressed]) <= 1)
+    # what the attacker gets is what the protected table and the sizes say, to Monte Carlo error: the draws'
+    # mean is their posterior mean given the released fields
+    expected = estimate_from_table(summary.counts, summary.n_modalities, CFG.prior.beta, summary.cluster_sizes)
+    block = _block_sizes(summary.counts, summary.n_modalities)
+    held = block >= 10
+    se = np.sqrt(expected * (1 - expected) / (block + 1) / summary.profile_draws.shape[0])   # Dirichlet's sd / sqrt(T)
+    assert np.all(np.abs(summary.profile_draws.mean(axis=0) - expected)[held] <= 4.5 * se[held] + 1e-9)
+    # and no sampler draw reaches the message: replacing the silo's own posterior draws by any others changes
+    # no byte of the released draws (the same protected table, sizes and seed)
+    rebuilt = silo.gate.release(_req(), summary.with_changes(
+        profile_draws=np.ascontiguousarray(summary.profile_draws[::-1])))
+    np.testing.assert_array_equal(rebuilt.profile_draws, summary.profile_draws)
+    np.testing.assert_array_equal(rebuilt.profile_estimate, summary.profile_estimate)
+
+
+def test_an_honest_announcement_of_the_protected_draws_is_accepted_and_a_crafted_one_refused(silo_data):
+    # the announcement is checked against what the silo sent (draws of the protected table), not its own
+    # posterior: the silo's own sent draws pass, a one-person profile in one draw does not
+    for share in (True, False):
+        limits = dataclasses.replace(LIMITS, share_counts=share)
+        silo = LocalSilo(silo_data, privacy=limits, policy=SiloPolicy(), run_key="run-1")
+        summary = silo.handle(_req())
+        honest = _honest_announcement(summary)
+        crafted = np.array(honest.profiles, copy=True)
+        crafted[0, 0] = _one_person_profile(silo, 0)
+        with pytest.raises(DisclosureError, match="farther than"):
+            silo.handle(dataclasses.replace(honest, profiles=crafted))
+        assert isinstance(silo.handle(honest), AnnounceReply)
 
 
 def test_fingerprint_is_keyed_per_run(silo_data):

@@ -189,6 +189,11 @@ class _RunState:
     noise_entropy: int = 0
     noise_key: list[int] = dataclasses.field(default_factory=list)
     n_releases: int = 0
+    sent_profile_mean: list[list[float]] = dataclasses.field(default_factory=list)
+    """Mean of the profile draws of each local cluster as the summary sent them (K, P): the announcement is
+    checked against what the silo sent, which under suppression or rounding are draws of the protected table."""
+    sent_profile_radius: list[list[float]] = dataclasses.field(default_factory=list)
+    """Per local cluster and variable (K, Q), how far (total variation) the sent draws lie from their mean."""
 
 
 class Gate:
@@ -349,6 +354,7 @@ def _admit_summarize(gate: Gate, request: SummarizeRequest) -> SummarizeRequest:
     st.summarized, st.announced, st.strategy = False, False, strategy
     st.beta = float(config.prior.beta)
     st.assignment, st.pi_rows, st.profile_rows = None, [], []
+    st.sent_profile_mean, st.sent_profile_radius = [], []
     noise = np.random.SeedSequence(int(request.seed_entropy), spawn_key=tuple(int(k) for k in request.spawn_key))
     st.noise_entropy, st.noise_key = int(noise.entropy), [int(k) for k in noise.spawn_key]
     return request
@@ -407,7 +413,12 @@ def _admit_announce(gate: Gate, request: AnnounceRequest) -> AnnounceRequest:
     if pi.shape[1] != n_global:
         raise ConfigError(f"announce: pi must have {n_global} columns; got shape {pi.shape}")
     rc.check_weights_are_the_silos(pi, local.pi_draws, assignment, n_global, silo=gate.silo.name)
-    rc.check_profiles_near_the_silos(profiles, local, assignment, gate.silo.n_modalities,
+    sent = np.asarray(st.sent_profile_mean, dtype=np.float64)
+    radius = np.asarray(st.sent_profile_radius, dtype=np.float64)
+    if sent.shape != (local.n_clusters, gate.silo.n_columns):        # a state saved before they were recorded
+        sent, radius = rc.sent_profile_spread(np.asarray(local.profile_draws, dtype=np.float64),
+                                              gate.silo.n_modalities)
+    rc.check_profiles_near_the_silos(profiles, sent, radius, local.cluster_sizes, assignment, gate.silo.n_modalities,
                                      tolerance=gate.policy.draw_tolerance, silo=gate.silo.name)
     st.announced, st.assignment, st.n_global = True, assignment.tolist(), n_global
     st.pi_rows, st.profile_rows = _digest_rows(pi), _digest_rows(profiles.reshape(profiles.shape[0], -1))
@@ -548,6 +559,7 @@ def _release_summary(gate: Gate, request, reply: SiloSummary) -> SiloSummary:
                               f"({gate.min_size}) would be sent")
     changes: dict[str, object] = {"schema_fingerprint": gate.fingerprint(reply.schema_fingerprint)}
     protected = privacy.suppress_cells_below > 1 or privacy.round_to > 1 or privacy.dp_epsilon is not None
+    table = None
     if reply.counts is not None:
         # the table was noised, suppressed and rounded once when it was built (``Gate.protect_table``, so a
         # cached summary re-sent spends no new privacy budget); suppression and rounding are re-applied here,
@@ -562,7 +574,18 @@ def _release_summary(gate: Gate, request, reply: SiloSummary) -> SiloSummary:
             table = np.asarray(changes["counts"])
         else:
             table, _ = gate.protect_table(gate.silo.local_table(), privacy, gate.noise_rng())
-        changes["profile_estimate"] = rc.estimate_from_table(table, reply.n_modalities, gate.state.beta)
+        sizes = np.asarray(reply.cluster_sizes)
+        changes["profile_estimate"] = rc.estimate_from_table(table, reply.n_modalities, gate.state.beta, sizes)
+        # and so must the draws (their mean is the unprotected estimate): drawn from the protected table, on a
+        # stream of the request's seed, so a re-sent (cached) summary is the same message
+        stream = np.random.default_rng(np.random.SeedSequence(request.seed_entropy,
+                                                              spawn_key=(*request.spawn_key, 0x9A7E)))
+        changes["profile_draws"] = rc.draws_from_table(table, reply.n_modalities, gate.state.beta,
+                                                       reply.profile_draws.shape[0], stream, sizes)
+    # what was sent is what a later announcement is checked against (``_admit_announce``)
+    mean, radius = rc.sent_profile_spread(np.asarray(changes.get("profile_draws", reply.profile_draws)),
+                                          reply.n_modalities)
+    gate.state.sent_profile_mean, gate.state.sent_profile_radius = mean.tolist(), radius.tolist()
     return reply.with_changes(**changes)
 
 
