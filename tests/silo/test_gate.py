@@ -449,3 +449,130 @@ def test_counts_one_hot_reference(silo_data):
     silo.handle(_req())
     np.testing.assert_array_equal(silo.local_table(), one_hot_counts(silo.codes, silo.local.partition,
                                                                      silo.local.n_clusters, silo.n_modalities))
+
+
+# -- assessment aggregates (rounded, coarsened, occupancy above the minimum size) ----------------------------
+
+def _assess_reply(rng, r, p, e, c):
+    from vcmc.protocol import AssessReply
+
+    def ints(*shape):
+        return rng.integers(0, 60, size=shape).astype(np.int64)
+
+    return AssessReply(n_rows=200, n_observed=ints(p), observed=ints(p), replicated=ints(r, p),
+                       pair_n_observed=ints(e), pair_observed=ints(e), pair_replicated=ints(r, e),
+                       occupied=rng.integers(0, 2, size=(r, c)).astype(np.int8), lppd=float(-rng.random() * 3000),
+                       p_waic=float(rng.random() * 40), elpd=0.0, elpd_m2=float(rng.random() * 900), n_suppressed=0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(limits=_limits, seed=st.integers(0, 2 ** 31), r=st.integers(1, 4), e=st.integers(0, 3), c=st.integers(1, 3))
+def test_property_assess_replies(limits, seed, r, e, c):
+    # no unrounded count in any assess reply when rounding is set; the WAIC sums on the grid rounding implies
+    from vcmc.silo.gate import waic_grid
+
+    min_size, round_to, suppress = limits
+    g = _fake_gate(*limits)
+    rng = np.random.default_rng(seed)
+    p = 5
+    request = SimpleNamespace(pi=rng.dirichlet(np.ones(c), size=r),
+                              profiles=np.concatenate([rng.dirichlet(np.ones(2), size=(r, c)),
+                                                       rng.dirichlet(np.ones(3), size=(r, c))], axis=-1))
+    raw = _assess_reply(rng, r, p, e, c)
+    out = RELEASE_RULES[type(raw)](g, request, raw)
+    for field in ("n_observed", "observed", "replicated", "pair_n_observed", "pair_observed", "pair_replicated"):
+        v = np.asarray(getattr(out, field))
+        assert np.all(v % round_to == 0), field
+        if suppress > 1 and round_to == 1:          # (rounding after suppression may land a kept cell under it)
+            assert not np.any((v >= 1) & (v < suppress)), field
+    assert set(np.unique(out.occupied)) <= {0, 1}
+    grid = waic_grid((2, 3), request.pi, request.profiles, round_to)
+    if round_to > 1:
+        for value in (out.lppd, out.p_waic):
+            assert abs(value / grid - round(value / grid)) < 1e-6
+        assert out.elpd == pytest.approx(out.lppd - out.p_waic)
+    else:
+        assert (out.lppd, out.p_waic, out.elpd_m2) == (raw.lppd, raw.p_waic, raw.elpd_m2)
+
+
+def test_assess_lppd_no_longer_differences_to_a_cell_count(silo_data):
+    # the review: two assessments differing in one probability gave the exact count of a cell from lppd
+    # (d lppd = n_cell x d log p). Rounded to the grid, one person's worth is below the rounding
+    from vcmc.silo.gate import waic_grid
+    from vcmc.silo.ppc import assess_rows
+
+    codes, n_mod = silo_data.codes, tuple(silo_data.schema.n_modalities)
+    offsets = profile_offsets(n_mod)
+    rng = np.random.default_rng(0)
+    pi = np.full((1, 2), 0.5)
+    prof = np.concatenate([rng.dirichlet(np.ones(k) * 5, size=(1, 2)) for k in n_mod], axis=-1)
+    moved = prof.copy()
+    moved[0, :, offsets[0]:offsets[1]] = prof[0, :, offsets[0]:offsets[1]][:, ::-1]
+    cell = int(np.sum(codes[:, 0] == 0))
+    limits = PrivacyConfig(min_cluster_size=10, round_to=5)
+    grid = waic_grid(n_mod, pi, prof, 5)
+    assert grid > 5 * np.log(2)              # five rows' worth of log density at least
+    silo = SimpleNamespace(name="s", privacy_in_force=limits, n_modalities=n_mod, secure_noise=False, local=None)
+    gate = Gate(silo, SiloPolicy())
+    replies = [gate.release(AssessRequest(pi=pi, profiles=x, pairs=np.zeros((0, 2), int), seed_entropy=1,
+                                          spawn_key=(2, 0)),
+                            gate_module.AssessReply(**assess_rows(codes, n_mod, pi, x, np.zeros((0, 2), int),
+                                                                  rng=1, privacy=limits)))
+               for x in (prof, moved)]
+    assert all(abs(r.lppd / grid - round(r.lppd / grid)) < 1e-9 for r in replies)
+    raw = [assess_rows(codes, n_mod, pi, x, np.zeros((0, 2), int), rng=1)["lppd"] for x in (prof, moved)]
+    assert raw[0] != raw[1] and cell > 0       # the unrounded sums differ (by the cell's share)
+
+
+def test_occupancy_is_sent_only_above_the_minimum_cluster_size(silo_data):
+    # "is anyone in this silo with this pattern": a global cluster that only one person's pattern can fall in
+    # read 1 when present; with rounding set it reads 1 only if at least min-cluster-size rows fall in it
+    from vcmc.silo.ppc import assess_rows
+
+    codes, n_mod = silo_data.codes, tuple(silo_data.schema.n_modalities)
+    offsets = profile_offsets(n_mod)
+    person = np.full(offsets[-1], 1e-9)
+    for q in range(len(n_mod)):
+        person[offsets[q] + codes[0, q]] = 1.0
+    person = person / np.repeat(np.add.reduceat(person, offsets[:-1]), np.diff(offsets))
+    uniform = np.concatenate([np.full(k, 1 / k) for k in n_mod])
+    pi = np.full((20, 2), 0.5)
+    prof = np.tile(np.stack([uniform, person]), (20, 1, 1))
+    plain = assess_rows(codes, n_mod, pi, prof, np.zeros((0, 2), int), rng=2)
+    assert plain["occupied"][:, 1].all()       # the person is there (the unprotected answer)
+    rounded = assess_rows(codes, n_mod, pi, prof, np.zeros((0, 2), int), rng=2,
+                          privacy=PrivacyConfig(min_cluster_size=10, round_to=5))
+    assert not rounded["occupied"][:, 1].any() and rounded["occupied"][:, 0].all()
+
+
+def test_lca_structural_sums_refused_for_a_class_under_the_minimum_size(silo_data):
+    import pandas as pd
+
+    from vcmc.lca.analysis import infer_spec
+    from vcmc.protocol.lca import LcaStructuralRequest
+
+    n = silo_data.n_rows
+    rng = np.random.default_rng(1)
+    aux = pd.DataFrame({"age": np.round(rng.normal(50, 10, n) / 5) * 5, "sex": rng.choice(["f", "m"], n)})
+    spec = infer_spec({silo_data.name: aux}, [("age", None), ("sex", None)], "--covariates")
+    n_mod = tuple(silo_data.schema.n_modalities)
+    offsets = profile_offsets(n_mod)
+    person = np.full(offsets[-1], 1e-6)
+    for q in range(len(n_mod)):
+        person[offsets[q] + silo_data.codes[0, q]] = 1.0
+    person = person / np.repeat(np.add.reduceat(person, offsets[:-1]), np.diff(offsets))
+    uniform = np.concatenate([np.full(k, 1 / k) for k in n_mod])
+
+    def request(profiles):
+        return LcaStructuralRequest(model="covariate", spec_json=spec.to_json(), pi=np.array([0.5, 0.5]),
+                                    profiles=profiles, log_error=np.log(np.array([[0.9, 0.1], [0.2, 0.8]])),
+                                    params=np.zeros(3))
+
+    allowed = SiloPolicy(allowed_strategies=("contingency", "lca"))
+    deployed = LocalSilo(silo_data, privacy=LIMITS, policy=allowed, auxiliary=aux, run_key="r")
+    with pytest.raises(DisclosureError, match="fewer than the minimum cluster size"):
+        deployed.handle(request(np.stack([uniform, person])))
+    half = np.stack([uniform, np.concatenate([np.r_[0.9, 0.1] if k == 2 else np.full(k, 1 / k) for k in n_mod])])
+    assert deployed.handle(request(half)).n_rows == n          # classes of many rows: answered
+    own = LocalSilo(silo_data, privacy=LIMITS, auxiliary=aux)    # the analyst's own session: sent
+    assert own.handle(request(np.stack([uniform, person]))).n_rows == n

@@ -30,6 +30,7 @@ import numpy as np
 
 from vcmc.config import PrivacyConfig, config_from_mapping
 from vcmc.exceptions import ConfigError, DisclosureError, NotFittedError
+from vcmc.model import profile_offsets
 from vcmc.protocol import (
     AnnounceReply,
     AnnounceRequest,
@@ -106,6 +107,10 @@ class SiloPolicy:
         silo's own profile of a local cluster mapped to it (the consistency check of ``AnnounceRequest``).
     max_draws, max_clusters, max_pairs : int
         Shape caps of every server-chosen array.
+    structural_floor : bool
+        The structural (covariate/distal) sums of the latent class analysis are refused when a class holds
+        fewer than the minimum cluster size of the silo's rows in expectation (default; off in the analyst's
+        own session).
     require_announcement : bool
         Assign and assess requests are answered only after the global draws were announced, and the draws
         are announced once per summary (default). False (the analyst's own session): assign and assess may
@@ -128,6 +133,7 @@ class SiloPolicy:
     max_pairs: int = 20000
     fingerprint_key: str = ""
     require_announcement: bool = True
+    structural_floor: bool = True
 
     def __post_init__(self):
         names = set(REQUEST_NAME.values())
@@ -159,7 +165,7 @@ class SiloPolicy:
         rules, the run order, the shape and probability checks, and the announced draws once announced, hold."""
         return cls(allowed_strategies=SAFE_STRATEGIES + UNSAFE_STRATEGIES,
                    budget={k: None for k in REQUEST_NAME.values()}, require_announcement=False,
-                   draw_tolerance=float("inf"))
+                   draw_tolerance=float("inf"), structural_floor=False)
 
     def budget_of(self, name: str) -> int | None:
         value = self.budget.get(name, DEFAULT_BUDGET[name])
@@ -648,9 +654,39 @@ def _release_assign(gate: Gate, request, reply: AssignReply) -> AssignReply:
     return dataclasses.replace(reply, counts=counts, expected=expected, probability=probability)
 
 
+def waic_grid(n_modalities, pi: np.ndarray, profiles: np.ndarray, round_to: int) -> float:
+    """The grid (nats) to which a silo's WAIC sums are rounded when its operator rounds counts to ``round_to``:
+    ``round_to`` rows' worth of log density, a row's worth being the entropy of the fitted model's predictive
+    of each variable summed over variables (mean over the draws; an upper bound of a typical row's
+    ``-log p(x_i)``). It is computed from the announced draws alone, so the grid says nothing of the rows: a
+    sum rounded to it hides the contribution of fewer than about ``round_to / 2`` rows, as rounding a count
+    does. 0 (no rounding) when ``round_to`` is 1."""
+    if int(round_to) <= 1:
+        return 0.0
+    offsets = profile_offsets(n_modalities)
+    pi = np.asarray(pi, dtype=np.float64)
+    marginal = np.einsum("rc,rcp->rp", pi / pi.sum(axis=1, keepdims=True), np.asarray(profiles, dtype=np.float64))
+    marginal = marginal / np.repeat(np.add.reduceat(marginal, offsets[:-1], axis=1), np.diff(offsets), axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = np.where(marginal > 0, -marginal * np.log(marginal), 0.0)
+    return float(int(round_to) * max(terms.sum(axis=1).mean(), 1e-3))
+
+
 def _release_assess(gate: Gate, request, reply: AssessReply) -> AssessReply:
     fields = ("n_observed", "observed", "replicated", "pair_n_observed", "pair_observed", "pair_replicated")
-    return dataclasses.replace(reply, **{f: _protect_vector(gate, getattr(reply, f)) for f in fields})
+    changes = {f: _protect_vector(gate, getattr(reply, f)) for f in fields}
+    occupied = np.asarray(reply.occupied)
+    if occupied.size and not np.isin(occupied, (0, 1)).all():
+        raise DisclosureError(f"silo {gate.silo.name!r}: an assess reply's occupancy must be 0/1 indicators")
+    grid = waic_grid(gate.silo.n_modalities, request.pi, request.profiles, gate.privacy.round_to)
+    if grid > 0:
+        # the WAIC sums: the review read an exact cell count from two lppd values; rounded like a count
+        # (``waic_grid``), and elpd from the rounded parts so that the message stays consistent
+        lppd = float(np.floor(reply.lppd / grid + 0.5) * grid)
+        p_waic = float(np.floor(reply.p_waic / grid + 0.5) * grid)
+        changes.update(lppd=lppd, p_waic=p_waic, elpd=lppd - p_waic,
+                       elpd_m2=float(np.floor(reply.elpd_m2 / grid ** 2 + 0.5) * grid ** 2))
+    return dataclasses.replace(reply, **changes)
 
 
 def _release_lca(gate: Gate, request, reply):
@@ -658,6 +694,9 @@ def _release_lca(gate: Gate, request, reply):
     minimum cluster size is not applied (EM needs every class's sums; an operator who allows "lca" accepts
     sums at server-chosen parameters, docs/federation.md)."""
     privacy = gate.privacy
+    if isinstance(reply, LcaStructuralReply):
+        _floor_structural(gate, request)
+        return reply
     if privacy.round_to <= 1 and privacy.suppress_cells_below <= 1:
         return reply
 
@@ -672,6 +711,23 @@ def _release_lca(gate: Gate, request, reply):
     if isinstance(reply, LcaClassifyReply):
         return dataclasses.replace(reply, cross=protect(reply.cross))
     return reply
+
+
+def _floor_structural(gate: Gate, request: LcaStructuralRequest) -> None:
+    """The size floor of the structural (covariate or distal) sums: their score, Hessian and moments are
+    per-class sums over the silo's rows weighted by the measurement model's posterior, so a class holding
+    fewer than the minimum cluster size in this silo (in expectation, but more than none) would describe
+    those few people: the reply is refused (in a deployment; the analyst's own session sends it)."""
+    if not gate.policy.structural_floor:
+        return
+    from vcmc.silo.counts import soft_counts
+
+    pi = np.asarray(request.pi, dtype=np.float64)[None]
+    profiles = np.asarray(request.profiles, dtype=np.float64)[None]
+    cluster, _, _ = soft_counts(gate.silo.codes, gate.silo.n_modalities, pi, profiles)
+    if np.any(_small(np.asarray(cluster)[0], gate.min_size)):
+        raise DisclosureError(f"silo {gate.silo.name!r}: a latent class holds fewer than the minimum cluster size "
+                              f"({gate.min_size}) of its rows; its structural sums are not sent")
 
 
 def _release_error(gate: Gate, request, reply: ErrorReply) -> ErrorReply:
