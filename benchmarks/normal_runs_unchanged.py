@@ -1,0 +1,137 @@
+"""Normal runs unchanged: ``vcmc demo`` of this checkout against the same demo of another commit, file by file.
+
+The boundary gate (docs/federation.md) must change nothing a run in the analyst's own session computes when
+no suppression, rounding or noise is set. This script checks out ``--against`` (default ``main``) in a
+temporary git worktree, runs ``vcmc demo --seed S --iterations N`` with that checkout's sources and with this
+one's (the same interpreter and libraries; one after the other), and compares every file written: data,
+result CSVs, ``posterior.nc``, figures and the report byte for byte, and ``result.json`` field by field with
+the timings, versions and paths that differ by construction left out. Prints ONE JSON line: the files
+compared, those identical, and every difference. Exit status 1 when a result differs.
+
+    python benchmarks/normal_runs_unchanged.py [--against main] [--iterations 1000] [--seed 3]
+
+The full demo (the paper's protocol) is ``--iterations 50000`` (about 4 minutes per checkout on one core).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from _provenance import commit
+
+REPO = Path(__file__).resolve().parents[1]
+# fields of result.json that differ between two runs of the same computation (wall times, memory, versions,
+# where the files were written)
+_VOLATILE = ("timing", "time", "seconds", "elapsed", "duration", "rss", "memory", "version", "commit", "path", "out",
+             "created", "command", "host", "python", "platform", "digest", "sha")
+
+
+def _demo(src: Path, out: Path, iterations: int, seed: int) -> None:
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    subprocess.run([sys.executable, "-c", "import vcmc, sys; assert vcmc.__file__.startswith(sys.argv[1]), "
+                    "vcmc.__file__", str(src)], env=env, check=True)
+    subprocess.run([sys.executable, "-m", "vcmc", "demo", "--out", str(out), "--iterations", str(iterations),
+                    "--seed", str(seed)], env=env, check=True, stdout=subprocess.DEVNULL)
+
+
+def _strip(value, key=""):
+    if isinstance(value, dict):
+        return {k: _strip(v, k) for k, v in value.items() if not any(t in k.lower() for t in _VOLATILE)}
+    if isinstance(value, list):
+        return [_strip(v, key) for v in value]
+    return value
+
+
+def _diff_json(a, b, where="") -> list[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = []
+        for k in sorted(set(a) | set(b)):
+            if k not in a or k not in b:
+                out.append(f"{where}/{k}: only in {'this checkout' if k in b else 'the reference'}")
+            else:
+                out += _diff_json(a[k], b[k], f"{where}/{k}")
+        return out
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return [d for i, (x, y) in enumerate(zip(a, b, strict=True)) for d in _diff_json(x, y, f"{where}[{i}]")]
+    return [] if a == b else [f"{where}: {json.dumps(a)[:80]} != {json.dumps(b)[:80]}"]
+
+
+def _same_posterior(a: Path, b: Path) -> bool:
+    """The same draws, coordinates and attributes but ArviZ's ``created_at`` stamp."""
+    import xarray as xr
+
+    with xr.open_dataset(a, group="posterior") as x, xr.open_dataset(b, group="posterior") as y:
+        attrs = [{k: v for k, v in d.attrs.items() if k != "created_at"} for d in (x, y)]
+        return bool(x.equals(y)) and attrs[0] == attrs[1]
+
+
+def _without_timings(html: str) -> str:
+    """The report without its "Timings (s)" table (wall times differ by construction)."""
+    start = html.find("<h3>Timings (s)</h3>")
+    end = html.find("</table>", start)
+    return html if start < 0 or end < 0 else html[:start] + html[end:]
+
+
+def compare(reference: Path, current: Path) -> dict:
+    files = sorted({p.relative_to(reference) for p in reference.rglob("*") if p.is_file()}
+                   | {p.relative_to(current) for p in current.rglob("*") if p.is_file()})
+    identical, differences = [], {}
+    for rel in files:
+        a, b = reference / rel, current / rel
+        if not a.is_file() or not b.is_file():
+            differences[str(rel)] = ["only in " + ("this checkout" if b.is_file() else "the reference")]
+        elif a.read_bytes() == b.read_bytes():
+            identical.append(str(rel))
+        elif rel.name == "posterior.nc" and _same_posterior(a, b):
+            identical.append(f"{rel} (but its created_at stamp)")
+        elif rel.name == "report.html" and _without_timings(a.read_text()) == _without_timings(b.read_text()):
+            identical.append(f"{rel} (but its timings table)")
+        elif rel.name == "result.json":
+            d = _diff_json(_strip(json.loads(a.read_text())), _strip(json.loads(b.read_text())))
+            (differences.__setitem__(str(rel), d) if d else identical.append(f"{rel} (but volatile fields)"))
+        else:
+            differences[str(rel)] = ["bytes differ"]
+    return {"files": len(files), "identical": identical, "differences": differences}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--against", default="main", help="the reference commit (default: main)")
+    parser.add_argument("--iterations", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=3)
+    parser.add_argument("--keep", type=Path, default=None, help="keep both demos' folders here")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="vcmc-unchanged-") as tmp:
+        tmp = Path(tmp) if args.keep is None else args.keep
+        tmp.mkdir(parents=True, exist_ok=True)
+        ref_tree = tmp / "reference"
+        subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(ref_tree), args.against],
+                       check=True, capture_output=True)
+        try:
+            reference_commit = subprocess.run(["git", "-C", str(ref_tree), "rev-parse", "HEAD"], check=True,
+                                              capture_output=True, text=True).stdout.strip()
+            # both into the same folder (the report names it), moved aside after each run
+            for src, name in ((ref_tree / "src", "ref-out"), (REPO / "src", "cur-out")):
+                shutil.rmtree(tmp / name, ignore_errors=True)
+                _demo(src, tmp / "demo", args.iterations, args.seed)
+                (tmp / "demo").rename(tmp / name)
+            report = compare(tmp / "ref-out", tmp / "cur-out")
+        finally:
+            subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(ref_tree)], check=False,
+                           capture_output=True)
+    report = {"command": "python benchmarks/normal_runs_unchanged.py " + " ".join(sys.argv[1:]),
+              "commit": commit(), "against": args.against, "against_commit": reference_commit,
+              "iterations": args.iterations, "seed": args.seed, "n_identical": len(report["identical"]), **report}
+    print(json.dumps(report))
+    sys.exit(1 if report["differences"] else 0)
+
+
+if __name__ == "__main__":
+    main()
