@@ -9,8 +9,12 @@ the timings, versions and paths that differ by construction left out. Prints ONE
 compared, those identical, and every difference. Exit status 1 when a result differs.
 
     python benchmarks/normal_runs_unchanged.py [--against main] [--iterations 1000] [--seed 3]
+    python benchmarks/normal_runs_unchanged.py --study quick --replicates 1
+    python benchmarks/normal_runs_unchanged.py --study generalisation-quick
 
-The full demo (the paper's protocol) is ``--iterations 50000`` (about 4 minutes per checkout on one core).
+The full demo (the paper's protocol) is ``--iterations 50000``; the full suites ``--study paper`` and
+``--study generalisation`` (hours on an idle machine; the study writes every replicate's cell JSON, compared
+field by field with the timings left out).
 """
 
 from __future__ import annotations
@@ -29,16 +33,22 @@ from _provenance import commit
 REPO = Path(__file__).resolve().parents[1]
 # fields of result.json that differ between two runs of the same computation (wall times, memory, versions,
 # where the files were written)
-_VOLATILE = ("timing", "time", "seconds", "elapsed", "duration", "rss", "memory", "version", "commit", "path", "out",
+_VOLATILE = ("timing", "time", "started", "finished", "seconds", "elapsed", "duration", "rss", "memory", "version", "commit", "path", "out",
              "created", "command", "host", "python", "platform", "digest", "sha")
 
 
-def _demo(src: Path, out: Path, iterations: int, seed: int) -> None:
+def _run(src: Path, out: Path, args) -> None:
+    """``vcmc demo`` (or ``vcmc study``) with the sources of ``src``, into ``out``."""
     env = {**os.environ, "PYTHONPATH": str(src)}
     subprocess.run([sys.executable, "-c", "import vcmc, sys; assert vcmc.__file__.startswith(sys.argv[1]), "
                     "vcmc.__file__", str(src)], env=env, check=True)
-    subprocess.run([sys.executable, "-m", "vcmc", "demo", "--out", str(out), "--iterations", str(iterations),
-                    "--seed", str(seed)], env=env, check=True, stdout=subprocess.DEVNULL)
+    if args.study:
+        command = ["study", "--profile", args.study, "--jobs", "1", "--no-figures", "--seed", str(args.seed)]
+        command += [] if args.replicates is None else ["--replicates", str(args.replicates)]
+    else:
+        command = ["demo", "--iterations", str(args.iterations), "--seed", str(args.seed)]
+    subprocess.run([sys.executable, "-m", "vcmc", *command, "--out", str(out)], env=env, check=True,
+                   stdout=subprocess.DEVNULL)
 
 
 def _strip(value, key=""):
@@ -79,6 +89,11 @@ def _without_timings(html: str) -> str:
     return html if start < 0 or end < 0 else html[:start] + html[end:]
 
 
+def _without_run_times(text: str) -> str:
+    """A study table without its run-time rows (the paper's Table 3 reports wall times)."""
+    return "\n".join(line for line in text.splitlines() if "run time" not in line)
+
+
 def compare(reference: Path, current: Path) -> dict:
     files = sorted({p.relative_to(reference) for p in reference.rglob("*") if p.is_file()}
                    | {p.relative_to(current) for p in current.rglob("*") if p.is_file()})
@@ -93,7 +108,9 @@ def compare(reference: Path, current: Path) -> dict:
             identical.append(f"{rel} (but its created_at stamp)")
         elif rel.name == "report.html" and _without_timings(a.read_text()) == _without_timings(b.read_text()):
             identical.append(f"{rel} (but its timings table)")
-        elif rel.name == "result.json":
+        elif rel.suffix in (".csv", ".md") and _without_run_times(a.read_text()) == _without_run_times(b.read_text()):
+            identical.append(f"{rel} (but its run-time rows)")
+        elif rel.suffix == ".json":
             d = _diff_json(_strip(json.loads(a.read_text())), _strip(json.loads(b.read_text())))
             (differences.__setitem__(str(rel), d) if d else identical.append(f"{rel} (but volatile fields)"))
         else:
@@ -106,6 +123,9 @@ def main() -> None:
     parser.add_argument("--against", default="main", help="the reference commit (default: main)")
     parser.add_argument("--iterations", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=3)
+    parser.add_argument("--study", default=None, help="run `vcmc study --profile STUDY` instead of the demo "
+                        "(quick, generalisation-quick; paper and generalisation are the full suites)")
+    parser.add_argument("--replicates", type=int, default=None, help="with --study: replicates per scenario")
     parser.add_argument("--keep", type=Path, default=None, help="keep both demos' folders here")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="vcmc-unchanged-") as tmp:
@@ -120,7 +140,7 @@ def main() -> None:
             # both into the same folder (the report names it), moved aside after each run
             for src, name in ((ref_tree / "src", "ref-out"), (REPO / "src", "cur-out")):
                 shutil.rmtree(tmp / name, ignore_errors=True)
-                _demo(src, tmp / "demo", args.iterations, args.seed)
+                _run(src, tmp / "demo", args)
                 (tmp / "demo").rename(tmp / name)
             report = compare(tmp / "ref-out", tmp / "cur-out")
         finally:
@@ -128,7 +148,8 @@ def main() -> None:
                            capture_output=True)
     report = {"command": "python benchmarks/normal_runs_unchanged.py " + " ".join(sys.argv[1:]),
               "commit": commit(), "against": args.against, "against_commit": reference_commit,
-              "iterations": args.iterations, "seed": args.seed, "n_identical": len(report["identical"]), **report}
+              "run": f"vcmc study --profile {args.study}" if args.study else f"vcmc demo --iterations {args.iterations}",
+              "seed": args.seed, "n_identical": len(report["identical"]), **report}
     print(json.dumps(report))
     sys.exit(1 if report["differences"] else 0)
 
