@@ -107,6 +107,11 @@ class SiloPolicy:
         silo's own profile of a local cluster mapped to it (the consistency check of ``AnnounceRequest``).
     max_draws, max_clusters, max_pairs : int
         Shape caps of every server-chosen array.
+    max_runs_per_day : int or None
+        Most runs a server may start in 24 hours (budgets are per run, and a server can start new runs):
+        counted in a ledger in ``budget_dir`` (``vcmc.silo.run_ledger``) at each run's first summarize.
+    budget_dir : str or None
+        A folder on the silo's host that outlives runs, for that ledger (needed with ``max_runs_per_day``).
     structural_floor : bool
         The structural (covariate/distal) sums of the latent class analysis are refused when a class holds
         fewer than the minimum cluster size of the silo's rows in expectation (default; off in the analyst's
@@ -134,6 +139,8 @@ class SiloPolicy:
     fingerprint_key: str = ""
     require_announcement: bool = True
     structural_floor: bool = True
+    max_runs_per_day: int | None = None
+    budget_dir: str | None = None
 
     def __post_init__(self):
         names = set(REQUEST_NAME.values())
@@ -154,6 +161,9 @@ class SiloPolicy:
             raise ConfigError(f"max_iterations must be >= 1; got {self.max_iterations!r}")
         if self.max_cpu_seconds is not None and not float(self.max_cpu_seconds) > 0:
             raise ConfigError(f"max_cpu_seconds must be > 0; got {self.max_cpu_seconds!r}")
+        if self.max_runs_per_day is not None and (int(self.max_runs_per_day) < 1 or not self.budget_dir):
+            raise ConfigError("max-runs-per-day must be >= 1 and needs budget-dir (a folder on the silo's host "
+                              f"that outlives runs); got {self.max_runs_per_day!r} and {self.budget_dir!r}")
 
     @classmethod
     def own_data(cls) -> SiloPolicy:
@@ -356,6 +366,14 @@ def _admit_summarize(gate: Gate, request: SummarizeRequest) -> SummarizeRequest:
         raise ConfigError("summarize: n_silos must be in [1, 10000] and the spawn key at most 16 numbers")
     if int(config.postprocess.summary_draws) > gate.policy.max_draws:
         raise ConfigError(f"summarize: at most {gate.policy.max_draws} summary draws may be asked for")
+    if gate.policy.max_runs_per_day is not None:
+        from vcmc.silo.run_ledger import admit_run
+
+        if gate.run_key is None:
+            raise ConfigError(f"silo {gate.silo.name!r}: max-runs-per-day needs the run's identity (a deployment)")
+        n_runs = admit_run(gate.policy.budget_dir, gate.run_key, gate.policy.max_runs_per_day, silo=gate.silo.name)
+        silo_log.info("silo %r: run %d of the last 24 hours (at most %d)", gate.silo.name, n_runs,
+                      gate.policy.max_runs_per_day)
     st = gate.state
     st.summarized, st.announced, st.strategy = False, False, strategy
     st.beta = float(config.prior.beta)
