@@ -31,10 +31,11 @@ from pathlib import Path
 from _provenance import commit
 
 REPO = Path(__file__).resolve().parents[1]
-# fields of result.json that differ between two runs of the same computation (wall times, memory, versions,
-# where the files were written)
-_VOLATILE = ("timing", "time", "started", "finished", "seconds", "elapsed", "duration", "rss", "memory", "version", "commit", "path", "out",
-             "created", "command", "host", "python", "platform", "digest", "sha")
+# keys of result.json, the study's cells and study.json that differ between two runs of the same computation
+# (wall and CPU times, peak memory, versions, when and how the study was started); every other key is compared
+_VOLATILE = frozenset({"timings_s", "timings", "seconds", "seconds_apply", "seconds_sampler", "time_s", "time_own_s",
+                       "time_parallel_s", "process_peak_rss_mb", "vcmc_version", "version", "started", "finished",
+                       "created", "command", "platform", "python"})
 
 
 def _run(src: Path, out: Path, args) -> None:
@@ -53,7 +54,7 @@ def _run(src: Path, out: Path, args) -> None:
 
 def _strip(value, key=""):
     if isinstance(value, dict):
-        return {k: _strip(v, k) for k, v in value.items() if not any(t in k.lower() for t in _VOLATILE)}
+        return {k: _strip(v, k) for k, v in value.items() if k not in _VOLATILE}
     if isinstance(value, list):
         return [_strip(v, key) for v in value]
     return value
@@ -148,7 +149,8 @@ def main() -> None:
                            capture_output=True)
     report = {"command": "python benchmarks/normal_runs_unchanged.py " + " ".join(sys.argv[1:]),
               "commit": commit(), "against": args.against, "against_commit": reference_commit,
-              "run": f"vcmc study --profile {args.study}" if args.study else f"vcmc demo --iterations {args.iterations}",
+              "run": (f"vcmc study --profile {args.study}" if args.study
+                      else f"vcmc demo --iterations {args.iterations}"),
               "seed": args.seed, "n_identical": len(report["identical"]), **report}
     print(json.dumps(report))
     sys.exit(1 if report["differences"] else 0)
