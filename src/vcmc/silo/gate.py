@@ -709,8 +709,9 @@ def _release_assess(gate: Gate, request, reply: AssessReply) -> AssessReply:
 
 def _release_lca(gate: Gate, request, reply):
     """Latent class sums: suppression and rounding of the count-like sums where the operator set them. The
-    minimum cluster size is not applied (EM needs every class's sums; an operator who allows "lca" accepts
-    sums at server-chosen parameters, docs/federation.md)."""
+    minimum cluster size is not applied to the EM sums (EM needs every class's sums; an operator who allows
+    "lca" accepts sums at server-chosen parameters, docs/federation.md); the structural sums (score, Hessian,
+    moments of one class's few people) are refused under it (``_floor_structural``)."""
     privacy = gate.privacy
     if isinstance(reply, LcaStructuralReply):
         _floor_structural(gate, request)
