@@ -20,6 +20,8 @@ field by field with the timings left out).
 from __future__ import annotations
 
 import argparse
+import csv
+import io
 import json
 import os
 import shutil
@@ -90,9 +92,30 @@ def _without_timings(html: str) -> str:
     return html if start < 0 or end < 0 else html[:start] + html[end:]
 
 
-def _without_run_times(text: str) -> str:
-    """A study table without its run-time rows (the paper's Table 3 reports wall times)."""
-    return "\n".join(line for line in text.splitlines() if "run time" not in line)
+def _is_time(header: str) -> bool:
+    header = header.strip().lower()
+    return header.startswith("time") or header.endswith("(s)") or "run time" in header
+
+
+def _without_run_times(text: str, suffix: str) -> list:
+    """A study table without its wall times: the rows of a run-time table (the paper's Table 3) and the time
+    columns (``time_s``, ``time (s)``) of a CSV or Markdown table."""
+    if suffix == ".csv":
+        rows = [r for r in csv.reader(io.StringIO(text)) if not any("run time" in c for c in r)]
+        drop = {j for j, c in enumerate(rows[0]) if _is_time(c)} if rows else set()
+        return [[c for j, c in enumerate(r) if j not in drop] for r in rows]
+    lines = [line for line in text.splitlines() if "run time" not in line]
+    out, drop = [], set()
+    for i, line in enumerate(lines):
+        if not line.startswith("|"):
+            out.append(line)
+            drop = set()
+            continue
+        cells = line.strip().strip("|").split("|")
+        if i + 1 < len(lines) and lines[i + 1].startswith("| ---"):          # a table's header
+            drop = {j for j, c in enumerate(cells) if _is_time(c)}
+        out.append([c for j, c in enumerate(cells) if j not in drop])
+    return out
 
 
 def compare(reference: Path, current: Path) -> dict:
@@ -109,7 +132,8 @@ def compare(reference: Path, current: Path) -> dict:
             identical.append(f"{rel} (but its created_at stamp)")
         elif rel.name == "report.html" and _without_timings(a.read_text()) == _without_timings(b.read_text()):
             identical.append(f"{rel} (but its timings table)")
-        elif rel.suffix in (".csv", ".md") and _without_run_times(a.read_text()) == _without_run_times(b.read_text()):
+        elif rel.suffix in (".csv", ".md") and (_without_run_times(a.read_text(), rel.suffix)
+                                                == _without_run_times(b.read_text(), rel.suffix)):
             identical.append(f"{rel} (but its run-time rows)")
         elif rel.suffix == ".json":
             d = _diff_json(_strip(json.loads(a.read_text())), _strip(json.loads(b.read_text())))
