@@ -76,7 +76,7 @@ def attacked(request, tmp_path_factory):
         lab.register(key)
         lab.start_supernode(f'data-path="{folder / "silo.csv"}" schema-path="{folder / "schema.json"}" '
                             f'silo-name="hospital" out-dir="{folder / "out"}" {NODE}', key=key, log="node.log")
-        status, log = lab.run_app(APP, f'plan="{folder / "plan.json"}"', done_file=Path(plan["out"]), timeout=400)
+        status, log = lab.run_app(APP, f'plan="{folder / "plan.json"}"', done_file=Path(plan["out"]), timeout=900)
         assert status == "finished:completed", f"status {status}; server log:\n{log}"
         yield json.loads(Path(plan["out"]).read_text()), data, folder, schema
     finally:
