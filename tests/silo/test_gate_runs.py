@@ -7,7 +7,7 @@ import pytest
 from vcmc.config import FitConfig, PostprocessConfig, PrivacyConfig, SamplerConfig
 from vcmc.exceptions import ConfigError, DisclosureError
 from vcmc.flower.client import policy_from_node_config
-from vcmc.protocol import SummarizeRequest
+from vcmc.protocol import SiloConfig, SummarizeRequest
 from vcmc.silo.gate import SiloPolicy
 from vcmc.silo.local import LocalSilo
 from vcmc.silo.run_ledger import LEDGER_NAME, WINDOW_SECONDS, admit_run
@@ -17,7 +17,7 @@ CFG = FitConfig(sampler=SamplerConfig(n_iter=200, burn_in=100, thin=5),
 
 
 def _summarize(silo):
-    return silo.handle(SummarizeRequest(config_json=json.dumps(CFG.to_dict()), n_silos=1, seed_entropy=3,
+    return silo.handle(SummarizeRequest(config=SiloConfig.from_fit_config(CFG), n_silos=1, seed_entropy=3,
                                         spawn_key=(0, 0)))
 
 
