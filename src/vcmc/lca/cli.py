@@ -108,7 +108,7 @@ def run_compare(args) -> int:
 def run_fit(args) -> int:
     """``vcmc fit --k K [--covariates ...] [--distal ...]``: the ML latent class analysis of one K."""
     from vcmc.config.schema import options
-    from vcmc.lca.analysis import analyse
+    from vcmc.lca.analysis import analyse, coding_text
     from vcmc.lca.outputs import write_analysis, write_lca_report
 
     if args.method != "vcmc":
@@ -133,6 +133,8 @@ def run_fit(args) -> int:
                        max_iter=args.max_em_iterations, rng=args.seed)
     settings = {"k": args.k, "starts": args.starts, "max_em_iterations": args.max_em_iterations, "seed": args.seed,
                 "files": [str(f) for f in args.files], "covariates": args.covariates, "distal": args.distal,
+                # the inferred coding, in the form a Flower run config states it (lca-covariates, lca-distal)
+                "covariate_coding": coding_text(cov_spec) or None, "distal_coding": coding_text(dis_spec) or None,
                 "three_step": "ML correction (Vermunt 2010), modal assignment"}
     paths = write_analysis(analysis, out, settings=settings)
     if args.report:
