@@ -158,3 +158,36 @@ def test_the_schema_fingerprint_is_keyed(attacked):
     sent = results["hello"]["schema_fingerprint"]
     assert sent.startswith("hmac-") and schema.fingerprint() not in sent
     assert results["summary"]["schema_fingerprint"] == sent      # the same key within the run
+
+
+@pytest.mark.flower
+def test_the_contingency_summary_gives_back_no_suppressed_cell(attacked):
+    # the review's attack: profile draws x cluster sizes gave back all 47 suppressed cells to within one
+    # person (37 exactly). The truth is the silo's table of the same request, reproduced here (same seed, same
+    # limits: the same local clusters, whatever the transport)
+    from vcmc.config import config_from_mapping
+    from vcmc.flower.client import policy_from_node_config, privacy_from_node_config, read_node_data
+    from vcmc.model import profile_offsets
+    from vcmc.protocol import SiloConfig, SummarizeRequest
+    from vcmc.silo.local import LocalSilo
+
+    results, _, folder, _ = attacked
+    sent = results["summary"]
+    node = _node_config(folder)
+    plan = json.loads((folder / "plan.json").read_text())
+    silo = LocalSilo(read_node_data(node), privacy=privacy_from_node_config(node), policy=policy_from_node_config(node),
+                     run_key="reproduced")
+    own = silo.handle(SummarizeRequest(config=SiloConfig.from_fit_config(config_from_mapping(plan["config"])),
+                                       n_silos=1, seed_entropy=5, spawn_key=(0, 0)))
+    np.testing.assert_array_equal(own.cluster_sizes, sent["cluster_sizes"])
+    np.testing.assert_array_equal(own.profile_draws, np.asarray(sent["profile_draws"]))
+    truth = silo.local_table()
+    suppressed = (truth >= 1) & (truth < 8)
+    assert suppressed.sum() >= 10
+    offsets = profile_offsets(own.n_modalities)
+    sizes = np.repeat(np.add.reduceat(truth, offsets[:-1], axis=1), np.diff(offsets), 1)
+    for field in ("profile_draws", "profile_estimate"):
+        estimate = np.asarray(sent[field], dtype=float)
+        recovered = np.rint((estimate.mean(axis=0) if field == "profile_draws" else estimate) * sizes)
+        assert np.mean(recovered[suppressed] == truth[suppressed]) < 0.5, field
+        assert not np.all(np.abs(recovered[suppressed] - truth[suppressed]) <= 1), field

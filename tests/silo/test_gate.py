@@ -68,11 +68,12 @@ def deployed(silo_data):
     return _deployed(silo_data)
 
 
-def _honest_announcement(silo):
-    local = silo.local
-    k = local.n_clusters
-    return AnnounceRequest(assignment=np.arange(k), n_global=k, pi=np.asarray(local.pi_draws, dtype=np.float64),
-                           profiles=np.asarray(local.profile_draws, dtype=np.float64))
+def _honest_announcement(summary):
+    """What an honest server announces to a silo alone: the draws it was sent (the gate checks them against
+    what it sent, which under suppression and rounding are draws of the protected table)."""
+    k = summary.n_clusters
+    return AnnounceRequest(assignment=np.arange(k), n_global=k, pi=np.asarray(summary.pi_draws, dtype=np.float64),
+                           profiles=np.asarray(summary.profile_draws, dtype=np.float64))
 
 
 def _one_person_profile(silo, row: int):
@@ -114,12 +115,13 @@ def test_handle_releases_every_reply_through_the_gate(silo_data, monkeypatch):
     silo.hello()
     summary = silo.summarize(_req())
     k = summary.n_clusters
-    pi = np.asarray(summary.pi_draws[:3])
-    prof = np.asarray(summary.profile_draws[:3])
+    # the draws the silo sent, which the honest announcement below carries
+    pi = np.asarray(summary.pi_draws[:3], dtype=np.float64)
+    prof = np.asarray(summary.profile_draws[:3], dtype=np.float64)
     silo.membership_divergence(DivergenceRequest(reference_pi=pi[0], reference_profiles=prof[0], rule="penalised"))
     silo.counts(CountsRequest(mode="soft", pi=pi, profiles=prof, n_global=k))
     silo.counts(CountsRequest(mode="hard", assignment=np.arange(k), n_global=k))
-    silo.announce(_honest_announcement(silo))
+    silo.announce(_honest_announcement(summary))
     silo.assign(AssignRequest(assignment=np.arange(k), n_global=k, pi=pi, profiles=prof))
     silo.assess(AssessRequest(pi=pi, profiles=prof, pairs=np.zeros((0, 2), int), seed_entropy=1, spawn_key=(2, 0)))
     from vcmc.protocol.lca import LcaClassifyRequest, LcaEStepRequest, LcaStructuralReply, LcaStructuralRequest
@@ -180,9 +182,9 @@ def test_operator_caps_iterations_and_cpu_time(silo_data):
 
 def test_allow_list_and_budget(silo_data):
     silo = LocalSilo(silo_data, privacy=LIMITS, policy=SiloPolicy(allowed_requests=("hello", "summarize")))
-    silo.handle(_req())
+    summary = silo.handle(_req())
     with pytest.raises(DisclosureError, match="does not allow announce requests"):
-        silo.handle(_honest_announcement(silo))
+        silo.handle(_honest_announcement(summary))
     budgeted = LocalSilo(silo_data, privacy=LIMITS, policy=SiloPolicy(budget={"hello": 2}))
     budgeted.handle(HelloRequest())
     budgeted.handle(HelloRequest())
@@ -211,7 +213,7 @@ def test_server_probabilities_are_floored(deployed):
 
 def test_announcement_checked_against_what_the_silo_sent(deployed):
     silo, summary = deployed
-    honest = _honest_announcement(silo)
+    honest = _honest_announcement(summary)
     k = honest.n_global
     # a profile singling out one person's record is refused
     crafted = np.array(honest.profiles, copy=True)
@@ -231,7 +233,7 @@ def test_assign_and_assess_only_with_announced_draws(silo_data):
     k = summary.n_clusters
     with pytest.raises(DisclosureError, match="announced first"):
         silo.handle(AssignRequest(assignment=np.arange(k), n_global=k))
-    honest = _honest_announcement(silo)
+    honest = _honest_announcement(summary)
     silo.handle(honest)
     other = np.array(honest.profiles[:1], copy=True)
     other[0, 0] = np.roll(other[0, 0], 1)      # not an announced draw (any change of any byte)
@@ -276,11 +278,16 @@ def test_hard_counts_are_withheld_suppressed_and_rounded(silo_data):
 def test_assign_counts_under_the_minimum_are_withheld(deployed):
     silo, summary = deployed
     k = summary.n_clusters
-    silo.handle(_honest_announcement(silo))
+    silo.handle(_honest_announcement(summary))
     reply = silo.handle(AssignRequest(assignment=np.arange(k), n_global=k))
     for field in (reply.counts, reply.expected, reply.probability):
         v = np.asarray(field)
         assert not np.any((v > 0) & (v < 10)) and np.all(np.asarray(v) % 5 == 0)
+
+
+def _block_sizes(table, n_modalities):
+    offsets = profile_offsets(n_modalities)
+    return np.repeat(np.add.reduceat(np.asarray(table, dtype=float), offsets[:-1], axis=1), np.diff(offsets), 1)
 
 
 def test_suppressed_cells_cannot_be_recovered_from_the_profile_estimate(deployed, silo_data):
@@ -288,13 +295,57 @@ def test_suppressed_cells_cannot_be_recovered_from_the_profile_estimate(deployed
     assert summary.counts is not None and summary.counts_suppressed > 0
     truth = silo.local_table()
     suppressed = (truth >= 1) & (truth < 8)
-    # the estimate is the prior-smoothed protected table: size x estimate gives the protected cell, not the truth
-    np.testing.assert_allclose(summary.profile_estimate, estimate_from_table(summary.counts, summary.n_modalities,
-                                                                             CFG.prior.beta))
-    offsets = profile_offsets(summary.n_modalities)
-    block_sum = np.repeat(np.add.reduceat(summary.counts + CFG.prior.beta, offsets[:-1], axis=1), np.diff(offsets), 1)
-    recovered = np.rint(summary.profile_estimate * block_sum - CFG.prior.beta)
-    assert np.all(recovered[suppressed] == 0)
+    # the estimate is a function of what the message carries (the protected table and the sizes) only: the
+    # prior-smoothed protected table with each variable's suppressed people shared evenly over its empty cells
+    np.testing.assert_allclose(summary.profile_estimate, estimate_from_table(
+        summary.counts, summary.n_modalities, CFG.prior.beta, summary.cluster_sizes))
+    released_only = estimate_from_table(summary.counts, summary.n_modalities, CFG.prior.beta, summary.cluster_sizes)
+    recovered = np.rint(summary.profile_estimate * _block_sizes(truth, summary.n_modalities))
+    guess = np.rint(released_only * _block_sizes(truth, summary.n_modalities))
+    np.testing.assert_array_equal(recovered, guess)
+    assert np.mean(recovered[suppressed] == truth[suppressed]) < 0.5
+
+
+def test_suppressed_cells_cannot_be_recovered_from_the_profile_draws(deployed, silo_data):
+    # the attack of the review: the draws' mean times the cluster's size gave back every suppressed cell to
+    # within one person (37 of 47 exactly) when the draws were the sampler's; under suppression and rounding
+    # they are drawn from the protected table (and the sizes), on the request's stream
+    silo, summary = deployed
+    truth = silo.local_table()
+    suppressed = (truth >= 1) & (truth < 8)
+    assert suppressed.sum() >= 10
+    sizes = _block_sizes(truth, summary.n_modalities)
+    recovered = np.rint(summary.profile_draws.mean(axis=0) * sizes)
+    assert np.mean(recovered[suppressed] == truth[suppressed]) < 0.5
+    assert not np.all(np.abs(recovered[suppressed] - truth[suppressed]) <= 1)
+    # what the attacker gets is what the protected table and the sizes say, to Monte Carlo error: the draws'
+    # mean is their posterior mean given the released fields
+    expected = estimate_from_table(summary.counts, summary.n_modalities, CFG.prior.beta, summary.cluster_sizes)
+    block = _block_sizes(summary.counts, summary.n_modalities)
+    held = block >= 10
+    se = np.sqrt(expected * (1 - expected) / (block + 1) / summary.profile_draws.shape[0])   # Dirichlet's sd / sqrt(T)
+    assert np.all(np.abs(summary.profile_draws.mean(axis=0) - expected)[held] <= 4.5 * se[held] + 1e-9)
+    # and no sampler draw reaches the message: replacing the silo's own posterior draws by any others changes
+    # no byte of the released draws (the same protected table, sizes and seed)
+    rebuilt = silo.gate.release(_req(), summary.with_changes(
+        profile_draws=np.ascontiguousarray(summary.profile_draws[::-1])))
+    np.testing.assert_array_equal(rebuilt.profile_draws, summary.profile_draws)
+    np.testing.assert_array_equal(rebuilt.profile_estimate, summary.profile_estimate)
+
+
+def test_an_honest_announcement_of_the_protected_draws_is_accepted_and_a_crafted_one_refused(silo_data):
+    # the announcement is checked against what the silo sent (draws of the protected table), not its own
+    # posterior: the silo's own sent draws pass, a one-person profile in one draw does not
+    for share in (True, False):
+        limits = dataclasses.replace(LIMITS, share_counts=share)
+        silo = LocalSilo(silo_data, privacy=limits, policy=SiloPolicy(), run_key="run-1")
+        summary = silo.handle(_req())
+        honest = _honest_announcement(summary)
+        crafted = np.array(honest.profiles, copy=True)
+        crafted[0, 0] = _one_person_profile(silo, 0)
+        with pytest.raises(DisclosureError, match="farther than"):
+            silo.handle(dataclasses.replace(honest, profiles=crafted))
+        assert isinstance(silo.handle(honest), AnnounceReply)
 
 
 def test_fingerprint_is_keyed_per_run(silo_data):
@@ -398,3 +449,130 @@ def test_counts_one_hot_reference(silo_data):
     silo.handle(_req())
     np.testing.assert_array_equal(silo.local_table(), one_hot_counts(silo.codes, silo.local.partition,
                                                                      silo.local.n_clusters, silo.n_modalities))
+
+
+# -- assessment aggregates (rounded, coarsened, occupancy above the minimum size) ----------------------------
+
+def _assess_reply(rng, r, p, e, c):
+    from vcmc.protocol import AssessReply
+
+    def ints(*shape):
+        return rng.integers(0, 60, size=shape).astype(np.int64)
+
+    return AssessReply(n_rows=200, n_observed=ints(p), observed=ints(p), replicated=ints(r, p),
+                       pair_n_observed=ints(e), pair_observed=ints(e), pair_replicated=ints(r, e),
+                       occupied=rng.integers(0, 2, size=(r, c)).astype(np.int8), lppd=float(-rng.random() * 3000),
+                       p_waic=float(rng.random() * 40), elpd=0.0, elpd_m2=float(rng.random() * 900), n_suppressed=0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(limits=_limits, seed=st.integers(0, 2 ** 31), r=st.integers(1, 4), e=st.integers(0, 3), c=st.integers(1, 3))
+def test_property_assess_replies(limits, seed, r, e, c):
+    # no unrounded count in any assess reply when rounding is set; the WAIC sums on the grid rounding implies
+    from vcmc.silo.gate import waic_grid
+
+    min_size, round_to, suppress = limits
+    g = _fake_gate(*limits)
+    rng = np.random.default_rng(seed)
+    p = 5
+    request = SimpleNamespace(pi=rng.dirichlet(np.ones(c), size=r),
+                              profiles=np.concatenate([rng.dirichlet(np.ones(2), size=(r, c)),
+                                                       rng.dirichlet(np.ones(3), size=(r, c))], axis=-1))
+    raw = _assess_reply(rng, r, p, e, c)
+    out = RELEASE_RULES[type(raw)](g, request, raw)
+    for field in ("n_observed", "observed", "replicated", "pair_n_observed", "pair_observed", "pair_replicated"):
+        v = np.asarray(getattr(out, field))
+        assert np.all(v % round_to == 0), field
+        if suppress > 1 and round_to == 1:          # (rounding after suppression may land a kept cell under it)
+            assert not np.any((v >= 1) & (v < suppress)), field
+    assert set(np.unique(out.occupied)) <= {0, 1}
+    grid = waic_grid((2, 3), request.pi, request.profiles, round_to)
+    if round_to > 1:
+        for value in (out.lppd, out.p_waic):
+            assert abs(value / grid - round(value / grid)) < 1e-6
+        assert out.elpd == pytest.approx(out.lppd - out.p_waic)
+    else:
+        assert (out.lppd, out.p_waic, out.elpd_m2) == (raw.lppd, raw.p_waic, raw.elpd_m2)
+
+
+def test_assess_lppd_no_longer_differences_to_a_cell_count(silo_data):
+    # the review: two assessments differing in one probability gave the exact count of a cell from lppd
+    # (d lppd = n_cell x d log p). Rounded to the grid, one person's worth is below the rounding
+    from vcmc.silo.gate import waic_grid
+    from vcmc.silo.ppc import assess_rows
+
+    codes, n_mod = silo_data.codes, tuple(silo_data.schema.n_modalities)
+    offsets = profile_offsets(n_mod)
+    rng = np.random.default_rng(0)
+    pi = np.full((1, 2), 0.5)
+    prof = np.concatenate([rng.dirichlet(np.ones(k) * 5, size=(1, 2)) for k in n_mod], axis=-1)
+    moved = prof.copy()
+    moved[0, :, offsets[0]:offsets[1]] = prof[0, :, offsets[0]:offsets[1]][:, ::-1]
+    cell = int(np.sum(codes[:, 0] == 0))
+    limits = PrivacyConfig(min_cluster_size=10, round_to=5)
+    grid = waic_grid(n_mod, pi, prof, 5)
+    assert grid > 5 * np.log(2)              # five rows' worth of log density at least
+    silo = SimpleNamespace(name="s", privacy_in_force=limits, n_modalities=n_mod, secure_noise=False, local=None)
+    gate = Gate(silo, SiloPolicy())
+    replies = [gate.release(AssessRequest(pi=pi, profiles=x, pairs=np.zeros((0, 2), int), seed_entropy=1,
+                                          spawn_key=(2, 0)),
+                            gate_module.AssessReply(**assess_rows(codes, n_mod, pi, x, np.zeros((0, 2), int),
+                                                                  rng=1, privacy=limits)))
+               for x in (prof, moved)]
+    assert all(abs(r.lppd / grid - round(r.lppd / grid)) < 1e-9 for r in replies)
+    raw = [assess_rows(codes, n_mod, pi, x, np.zeros((0, 2), int), rng=1)["lppd"] for x in (prof, moved)]
+    assert raw[0] != raw[1] and cell > 0       # the unrounded sums differ (by the cell's share)
+
+
+def test_occupancy_is_sent_only_above_the_minimum_cluster_size(silo_data):
+    # "is anyone in this silo with this pattern": a global cluster that only one person's pattern can fall in
+    # read 1 when present; with rounding set it reads 1 only if at least min-cluster-size rows fall in it
+    from vcmc.silo.ppc import assess_rows
+
+    codes, n_mod = silo_data.codes, tuple(silo_data.schema.n_modalities)
+    offsets = profile_offsets(n_mod)
+    person = np.full(offsets[-1], 1e-9)
+    for q in range(len(n_mod)):
+        person[offsets[q] + codes[0, q]] = 1.0
+    person = person / np.repeat(np.add.reduceat(person, offsets[:-1]), np.diff(offsets))
+    uniform = np.concatenate([np.full(k, 1 / k) for k in n_mod])
+    pi = np.full((20, 2), 0.5)
+    prof = np.tile(np.stack([uniform, person]), (20, 1, 1))
+    plain = assess_rows(codes, n_mod, pi, prof, np.zeros((0, 2), int), rng=2)
+    assert plain["occupied"][:, 1].all()       # the person is there (the unprotected answer)
+    rounded = assess_rows(codes, n_mod, pi, prof, np.zeros((0, 2), int), rng=2,
+                          privacy=PrivacyConfig(min_cluster_size=10, round_to=5))
+    assert not rounded["occupied"][:, 1].any() and rounded["occupied"][:, 0].all()
+
+
+def test_lca_structural_sums_refused_for_a_class_under_the_minimum_size(silo_data):
+    import pandas as pd
+
+    from vcmc.lca.analysis import infer_spec
+    from vcmc.protocol.lca import LcaStructuralRequest
+
+    n = silo_data.n_rows
+    rng = np.random.default_rng(1)
+    aux = pd.DataFrame({"age": np.round(rng.normal(50, 10, n) / 5) * 5, "sex": rng.choice(["f", "m"], n)})
+    spec = infer_spec({silo_data.name: aux}, [("age", None), ("sex", None)], "--covariates")
+    n_mod = tuple(silo_data.schema.n_modalities)
+    offsets = profile_offsets(n_mod)
+    person = np.full(offsets[-1], 1e-6)
+    for q in range(len(n_mod)):
+        person[offsets[q] + silo_data.codes[0, q]] = 1.0
+    person = person / np.repeat(np.add.reduceat(person, offsets[:-1]), np.diff(offsets))
+    uniform = np.concatenate([np.full(k, 1 / k) for k in n_mod])
+
+    def request(profiles):
+        return LcaStructuralRequest(model="covariate", spec_json=spec.to_json(), pi=np.array([0.5, 0.5]),
+                                    profiles=profiles, log_error=np.log(np.array([[0.9, 0.1], [0.2, 0.8]])),
+                                    params=np.zeros(3))
+
+    allowed = SiloPolicy(allowed_strategies=("contingency", "lca"))
+    deployed = LocalSilo(silo_data, privacy=LIMITS, policy=allowed, auxiliary=aux, run_key="r")
+    with pytest.raises(DisclosureError, match="fewer than the minimum cluster size"):
+        deployed.handle(request(np.stack([uniform, person])))
+    half = np.stack([uniform, np.concatenate([np.r_[0.9, 0.1] if k == 2 else np.full(k, 1 / k) for k in n_mod])])
+    assert deployed.handle(request(half)).n_rows == n          # classes of many rows: answered
+    own = LocalSilo(silo_data, privacy=LIMITS, auxiliary=aux)    # the analyst's own session: sent
+    assert own.handle(request(np.stack([uniform, person]))).n_rows == n

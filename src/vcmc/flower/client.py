@@ -38,7 +38,7 @@ NODE_PRIVACY_KEYS = {o.key.partition(".")[2]: o.name for o in options() if o.sec
 run config without their section (``min-cluster-size``, ...), from the one table of options."""
 
 NODE_POLICY_KEYS = ("allow-requests", "allow-strategies", "request-budget", "max-iterations", "max-cpu-seconds",
-                    "fingerprint-key")
+                    "fingerprint-key", "max-runs-per-day", "budget-dir")
 """Node-config keys of the operator-only limits of the boundary (``vcmc.silo.gate.SiloPolicy``)."""
 
 NODE_AUXILIARY_KEYS = {"covariates": "covariate", "distal": "distal"}
@@ -59,7 +59,8 @@ def policy_from_node_config(node_config: Mapping):
 
     ``allow-requests`` and ``allow-strategies``: comma-separated names; ``request-budget``: comma-separated
     ``type=count`` (e.g. ``"assign=1,assess=0"``); ``max-iterations``, ``max-cpu-seconds``: numbers;
-    ``fingerprint-key``: a secret shared by the silos' operators.
+    ``fingerprint-key``: a secret shared by the silos' operators; ``max-runs-per-day`` with ``budget-dir``
+    (an absolute folder on the silo's host that outlives runs): the runs a server may start in 24 hours.
     """
     from vcmc.silo.gate import SiloPolicy
 
@@ -78,9 +79,15 @@ def policy_from_node_config(node_config: Mapping):
             kwargs["max_iterations"] = int(node_config["max-iterations"])
         if node_config.get("max-cpu-seconds") not in (None, ""):
             kwargs["max_cpu_seconds"] = float(node_config["max-cpu-seconds"])
+        if node_config.get("max-runs-per-day") not in (None, ""):
+            kwargs["max_runs_per_day"] = int(node_config["max-runs-per-day"])
     except ValueError:
-        raise ConfigError("node config: request-budget must be 'type=count,...', max-iterations an integer and "
-                          "max-cpu-seconds a number") from None
+        raise ConfigError("node config: request-budget must be 'type=count,...', max-iterations and "
+                          "max-runs-per-day integers and max-cpu-seconds a number") from None
+    if node_config.get("budget-dir"):
+        if not Path(str(node_config["budget-dir"])).is_absolute():
+            raise ConfigError("the SuperNode's node config 'budget-dir' must be an absolute path on the silo's host")
+        kwargs["budget_dir"] = str(node_config["budget-dir"])
     if node_config.get("fingerprint-key"):
         kwargs["fingerprint_key"] = str(node_config["fingerprint-key"])
     return SiloPolicy(**kwargs)

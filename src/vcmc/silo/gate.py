@@ -30,6 +30,7 @@ import numpy as np
 
 from vcmc.config import PrivacyConfig
 from vcmc.exceptions import ConfigError, DisclosureError, NotFittedError
+from vcmc.model import profile_offsets
 from vcmc.protocol import (
     AnnounceReply,
     AnnounceRequest,
@@ -106,6 +107,15 @@ class SiloPolicy:
         silo's own profile of a local cluster mapped to it (the consistency check of ``AnnounceRequest``).
     max_draws, max_clusters, max_pairs : int
         Shape caps of every server-chosen array.
+    max_runs_per_day : int or None
+        Most runs a server may start in 24 hours (budgets are per run, and a server can start new runs):
+        counted in a ledger in ``budget_dir`` (``vcmc.silo.run_ledger``) at each run's first summarize.
+    budget_dir : str or None
+        A folder on the silo's host that outlives runs, for that ledger (needed with ``max_runs_per_day``).
+    structural_floor : bool
+        The structural (covariate/distal) sums of the latent class analysis are refused when a class holds
+        fewer than the minimum cluster size of the silo's rows in expectation (default; off in the analyst's
+        own session).
     require_announcement : bool
         Assign and assess requests are answered only after the global draws were announced, and the draws
         are announced once per summary (default). False (the analyst's own session): assign and assess may
@@ -128,6 +138,9 @@ class SiloPolicy:
     max_pairs: int = 20000
     fingerprint_key: str = ""
     require_announcement: bool = True
+    structural_floor: bool = True
+    max_runs_per_day: int | None = None
+    budget_dir: str | None = None
 
     def __post_init__(self):
         names = set(REQUEST_NAME.values())
@@ -148,6 +161,9 @@ class SiloPolicy:
             raise ConfigError(f"max_iterations must be >= 1; got {self.max_iterations!r}")
         if self.max_cpu_seconds is not None and not float(self.max_cpu_seconds) > 0:
             raise ConfigError(f"max_cpu_seconds must be > 0; got {self.max_cpu_seconds!r}")
+        if self.max_runs_per_day is not None and (int(self.max_runs_per_day) < 1 or not self.budget_dir):
+            raise ConfigError("max-runs-per-day must be >= 1 and needs budget-dir (a folder on the silo's host "
+                              f"that outlives runs); got {self.max_runs_per_day!r} and {self.budget_dir!r}")
 
     @classmethod
     def own_data(cls) -> SiloPolicy:
@@ -159,7 +175,7 @@ class SiloPolicy:
         rules, the run order, the shape and probability checks, and the announced draws once announced, hold."""
         return cls(allowed_strategies=SAFE_STRATEGIES + UNSAFE_STRATEGIES,
                    budget={k: None for k in REQUEST_NAME.values()}, require_announcement=False,
-                   draw_tolerance=float("inf"))
+                   draw_tolerance=float("inf"), structural_floor=False)
 
     def budget_of(self, name: str) -> int | None:
         value = self.budget.get(name, DEFAULT_BUDGET[name])
@@ -189,6 +205,11 @@ class _RunState:
     noise_entropy: int = 0
     noise_key: list[int] = dataclasses.field(default_factory=list)
     n_releases: int = 0
+    sent_profile_mean: list[list[float]] = dataclasses.field(default_factory=list)
+    """Mean of the profile draws of each local cluster as the summary sent them (K, P): the announcement is
+    checked against what the silo sent, which under suppression or rounding are draws of the protected table."""
+    sent_profile_radius: list[list[float]] = dataclasses.field(default_factory=list)
+    """Per local cluster and variable (K, Q), how far (total variation) the sent draws lie from their mean."""
 
 
 class Gate:
@@ -342,10 +363,19 @@ def _admit_summarize(gate: Gate, request: SummarizeRequest) -> SummarizeRequest:
         raise ConfigError("summarize: n_silos must be in [1, 10000] and the spawn key at most 16 numbers")
     if int(config.postprocess.summary_draws) > gate.policy.max_draws:
         raise ConfigError(f"summarize: at most {gate.policy.max_draws} summary draws may be asked for")
+    if gate.policy.max_runs_per_day is not None:
+        from vcmc.silo.run_ledger import admit_run
+
+        if gate.run_key is None:
+            raise ConfigError(f"silo {gate.silo.name!r}: max-runs-per-day needs the run's identity (a deployment)")
+        n_runs = admit_run(gate.policy.budget_dir, gate.run_key, gate.policy.max_runs_per_day, silo=gate.silo.name)
+        silo_log.info("silo %r: run %d of the last 24 hours (at most %d)", gate.silo.name, n_runs,
+                      gate.policy.max_runs_per_day)
     st = gate.state
     st.summarized, st.announced, st.strategy = False, False, strategy
     st.beta = float(config.prior.beta)
     st.assignment, st.pi_rows, st.profile_rows = None, [], []
+    st.sent_profile_mean, st.sent_profile_radius = [], []
     noise = np.random.SeedSequence(int(request.seed_entropy), spawn_key=tuple(int(k) for k in request.spawn_key))
     st.noise_entropy, st.noise_key = int(noise.entropy), [int(k) for k in noise.spawn_key]
     return request
@@ -404,7 +434,12 @@ def _admit_announce(gate: Gate, request: AnnounceRequest) -> AnnounceRequest:
     if pi.shape[1] != n_global:
         raise ConfigError(f"announce: pi must have {n_global} columns; got shape {pi.shape}")
     rc.check_weights_are_the_silos(pi, local.pi_draws, assignment, n_global, silo=gate.silo.name)
-    rc.check_profiles_near_the_silos(profiles, local, assignment, gate.silo.n_modalities,
+    sent = np.asarray(st.sent_profile_mean, dtype=np.float64)
+    radius = np.asarray(st.sent_profile_radius, dtype=np.float64)
+    if sent.shape != (local.n_clusters, gate.silo.n_columns):        # a state saved before they were recorded
+        sent, radius = rc.sent_profile_spread(np.asarray(local.profile_draws, dtype=np.float64),
+                                              gate.silo.n_modalities)
+    rc.check_profiles_near_the_silos(profiles, sent, radius, local.cluster_sizes, assignment, gate.silo.n_modalities,
                                      tolerance=gate.policy.draw_tolerance, silo=gate.silo.name)
     st.announced, st.assignment, st.n_global = True, assignment.tolist(), n_global
     st.pi_rows, st.profile_rows = _digest_rows(pi), _digest_rows(profiles.reshape(profiles.shape[0], -1))
@@ -545,6 +580,7 @@ def _release_summary(gate: Gate, request, reply: SiloSummary) -> SiloSummary:
                               f"({gate.min_size}) would be sent")
     changes: dict[str, object] = {"schema_fingerprint": gate.fingerprint(reply.schema_fingerprint)}
     protected = privacy.suppress_cells_below > 1 or privacy.round_to > 1 or privacy.dp_epsilon is not None
+    table = None
     if reply.counts is not None:
         # the table was noised, suppressed and rounded once when it was built (``Gate.protect_table``, so a
         # cached summary re-sent spends no new privacy budget); suppression and rounding are re-applied here,
@@ -559,7 +595,18 @@ def _release_summary(gate: Gate, request, reply: SiloSummary) -> SiloSummary:
             table = np.asarray(changes["counts"])
         else:
             table, _ = gate.protect_table(gate.silo.local_table(), privacy, gate.noise_rng())
-        changes["profile_estimate"] = rc.estimate_from_table(table, reply.n_modalities, gate.state.beta)
+        sizes = np.asarray(reply.cluster_sizes)
+        changes["profile_estimate"] = rc.estimate_from_table(table, reply.n_modalities, gate.state.beta, sizes)
+        # and so must the draws (their mean is the unprotected estimate): drawn from the protected table, on a
+        # stream of the request's seed, so a re-sent (cached) summary is the same message
+        stream = np.random.default_rng(np.random.SeedSequence(request.seed_entropy,
+                                                              spawn_key=(*request.spawn_key, 0x9A7E)))
+        changes["profile_draws"] = rc.draws_from_table(table, reply.n_modalities, gate.state.beta,
+                                                       reply.profile_draws.shape[0], stream, sizes)
+    # what was sent is what a later announcement is checked against (``_admit_announce``)
+    mean, radius = rc.sent_profile_spread(np.asarray(changes.get("profile_draws", reply.profile_draws)),
+                                          reply.n_modalities)
+    gate.state.sent_profile_mean, gate.state.sent_profile_radius = mean.tolist(), radius.tolist()
     return reply.with_changes(**changes)
 
 
@@ -622,16 +669,50 @@ def _release_assign(gate: Gate, request, reply: AssignReply) -> AssignReply:
     return dataclasses.replace(reply, counts=counts, expected=expected, probability=probability)
 
 
+def waic_grid(n_modalities, pi: np.ndarray, profiles: np.ndarray, round_to: int) -> float:
+    """The grid (nats) to which a silo's WAIC sums are rounded when its operator rounds counts to ``round_to``:
+    ``round_to`` rows' worth of log density, a row's worth being the entropy of the fitted model's predictive
+    of each variable summed over variables (mean over the draws; an upper bound of a typical row's
+    ``-log p(x_i)``). It is computed from the announced draws alone, so the grid says nothing of the rows: a
+    sum rounded to it hides the contribution of fewer than about ``round_to / 2`` rows, as rounding a count
+    does. 0 (no rounding) when ``round_to`` is 1."""
+    if int(round_to) <= 1:
+        return 0.0
+    offsets = profile_offsets(n_modalities)
+    pi = np.asarray(pi, dtype=np.float64)
+    marginal = np.einsum("rc,rcp->rp", pi / pi.sum(axis=1, keepdims=True), np.asarray(profiles, dtype=np.float64))
+    marginal = marginal / np.repeat(np.add.reduceat(marginal, offsets[:-1], axis=1), np.diff(offsets), axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = np.where(marginal > 0, -marginal * np.log(marginal), 0.0)
+    return float(int(round_to) * max(terms.sum(axis=1).mean(), 1e-3))
+
+
 def _release_assess(gate: Gate, request, reply: AssessReply) -> AssessReply:
     fields = ("n_observed", "observed", "replicated", "pair_n_observed", "pair_observed", "pair_replicated")
-    return dataclasses.replace(reply, **{f: _protect_vector(gate, getattr(reply, f)) for f in fields})
+    changes = {f: _protect_vector(gate, getattr(reply, f)) for f in fields}
+    occupied = np.asarray(reply.occupied)
+    if occupied.size and not np.isin(occupied, (0, 1)).all():
+        raise DisclosureError(f"silo {gate.silo.name!r}: an assess reply's occupancy must be 0/1 indicators")
+    grid = waic_grid(gate.silo.n_modalities, request.pi, request.profiles, gate.privacy.round_to)
+    if grid > 0:
+        # the WAIC sums: the review read an exact cell count from two lppd values; rounded like a count
+        # (``waic_grid``), and elpd from the rounded parts so that the message stays consistent
+        lppd = float(np.floor(reply.lppd / grid + 0.5) * grid)
+        p_waic = float(np.floor(reply.p_waic / grid + 0.5) * grid)
+        changes.update(lppd=lppd, p_waic=p_waic, elpd=lppd - p_waic,
+                       elpd_m2=float(np.floor(reply.elpd_m2 / grid ** 2 + 0.5) * grid ** 2))
+    return dataclasses.replace(reply, **changes)
 
 
 def _release_lca(gate: Gate, request, reply):
     """Latent class sums: suppression and rounding of the count-like sums where the operator set them. The
-    minimum cluster size is not applied (EM needs every class's sums; an operator who allows "lca" accepts
-    sums at server-chosen parameters, docs/federation.md)."""
+    minimum cluster size is not applied to the EM sums (EM needs every class's sums; an operator who allows
+    "lca" accepts sums at server-chosen parameters, docs/federation.md); the structural sums (score, Hessian,
+    moments of one class's few people) are refused under it (``_floor_structural``)."""
     privacy = gate.privacy
+    if isinstance(reply, LcaStructuralReply):
+        _floor_structural(gate, request)
+        return reply
     if privacy.round_to <= 1 and privacy.suppress_cells_below <= 1:
         return reply
 
@@ -646,6 +727,23 @@ def _release_lca(gate: Gate, request, reply):
     if isinstance(reply, LcaClassifyReply):
         return dataclasses.replace(reply, cross=protect(reply.cross))
     return reply
+
+
+def _floor_structural(gate: Gate, request: LcaStructuralRequest) -> None:
+    """The size floor of the structural (covariate or distal) sums: their score, Hessian and moments are
+    per-class sums over the silo's rows weighted by the measurement model's posterior, so a class holding
+    fewer than the minimum cluster size in this silo (in expectation, but more than none) would describe
+    those few people: the reply is refused (in a deployment; the analyst's own session sends it)."""
+    if not gate.policy.structural_floor:
+        return
+    from vcmc.silo.counts import soft_counts
+
+    pi = np.asarray(request.pi, dtype=np.float64)[None]
+    profiles = np.asarray(request.profiles, dtype=np.float64)[None]
+    cluster, _, _ = soft_counts(gate.silo.codes, gate.silo.n_modalities, pi, profiles)
+    if np.any(_small(np.asarray(cluster)[0], gate.min_size)):
+        raise DisclosureError(f"silo {gate.silo.name!r}: a latent class holds fewer than the minimum cluster size "
+                              f"({gate.min_size}) of its rows; its structural sums are not sent")
 
 
 def _release_error(gate: Gate, request, reply: ErrorReply) -> ErrorReply:

@@ -184,6 +184,14 @@ class _Replicator:
         return cells
 
 
+def occupancy_threshold(privacy: PrivacyConfig) -> int:
+    """Rows a global cluster must receive in a sampled allocation to be sent as occupied: 1 (any row) without
+    suppression or rounding; with either set, the minimum cluster size, so that ``occupied`` no longer answers
+    "is anyone in this silo like this" (a cluster of one person reads as empty; docs/federation.md)."""
+    protected = privacy.suppress_cells_below > 1 or privacy.round_to > 1 or privacy.dp_epsilon is not None
+    return max(int(privacy.min_cluster_size), 1) if protected else 1
+
+
 def assess_rows(codes: np.ndarray, n_modalities, pi: np.ndarray, profiles: np.ndarray, pairs: np.ndarray,
                 *, rng: RngLike = None, privacy: PrivacyConfig | None = None) -> dict:
     """The fields of an ``AssessReply`` for the rows ``codes`` (docs/design.md §14).
@@ -256,11 +264,12 @@ def assess_rows(codes: np.ndarray, n_modalities, pi: np.ndarray, profiles: np.nd
     n_pat = lay.n_patterns
     tables = DrawTables(lay.n_slots, n_pat, c)
     lp_max, lp_sum, lp_mean, lp_m2 = (np.zeros(n_pat) for _ in range(4))
-    occupied = np.zeros((r_draws, c), dtype=np.int8)
+    sampled = np.zeros((r_draws, c), dtype=np.int64)            # rows allocated to each cluster, per draw
     for r in range(r_draws):                 # a loop over draws only
         tables.fill(pi[r], profiles[r], lay)
         density_and_occupancy(tables.w, tables.lp, lay.pat_start, occ_gen.random(n), r + 1, lp_max, lp_sum,
-                              lp_mean, lp_m2, occupied[r])
+                              lp_mean, lp_m2, sampled[r])
+    occupied = (sampled >= occupancy_threshold(privacy)).astype(np.int8)
     mult = np.diff(lay.pat_start).astype(np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         lppd_u = lp_max + np.log(lp_sum) - np.log(r_draws)

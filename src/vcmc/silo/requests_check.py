@@ -85,28 +85,86 @@ def check_weights_are_the_silos(pi: np.ndarray, sent_pi: np.ndarray, assignment:
                                   "mapped through the announced matching")
 
 
-def check_profiles_near_the_silos(profiles: np.ndarray, local, assignment: np.ndarray, n_modalities, *,
-                                  tolerance: float, silo: str) -> None:
-    """Every announced profile draw of a global cluster that this silo's clusters are mapped to lies within
-    ``tolerance`` (total variation, per variable) of the silo's own posterior mean profile of those clusters
-    (size-weighted): the server cannot replace them by profiles that single out a pattern."""
+def sent_profile_spread(profile_draws: np.ndarray, n_modalities) -> tuple[np.ndarray, np.ndarray]:
+    """The mean (K, P) of the profile draws a silo sent and, per cluster and variable (K, Q), the largest total
+    variation of a sent draw from that mean (how far the silo's own message lets a draw of it lie)."""
+    draws = np.asarray(profile_draws, dtype=np.float64)                         # (T, K, P)
     offsets = profile_offsets(n_modalities)
-    own = np.asarray(local.profile_draws, dtype=np.float64).mean(axis=0)          # (K, P)
-    sizes = np.asarray(local.cluster_sizes, dtype=np.float64)
+    mean = draws.mean(axis=0)
+    radius = (0.5 * np.add.reduceat(np.abs(draws - mean[None]), offsets[:-1], axis=-1)).max(axis=0)
+    return mean, radius
+
+
+def check_profiles_near_the_silos(profiles: np.ndarray, sent_profiles: np.ndarray, sent_radius: np.ndarray,
+                                  sizes: np.ndarray, assignment: np.ndarray, n_modalities, *, tolerance: float,
+                                  silo: str) -> None:
+    """Every announced profile draw of a global cluster that this silo's clusters are mapped to lies near the
+    mean of the profile draws the silo *sent* of those clusters (``sent_profiles``, (K, P), size-weighted over
+    the clusters mapped together): within ``tolerance`` (total variation, per variable) or, where the sent
+    draws themselves scatter farther (``sent_radius``, (K, Q), from ``sent_profile_spread``), within their
+    spread. So the server cannot replace them by profiles that single out a pattern. The reference is what was
+    sent, not the silo's own posterior: under suppression or rounding the sent draws are those of the protected
+    table, and the server's honest global draws are built from them."""
+    offsets = profile_offsets(n_modalities)
+    own = np.asarray(sent_profiles, dtype=np.float64)                            # (K, P)
+    spread = np.asarray(sent_radius, dtype=np.float64)                           # (K, Q)
+    sizes = np.asarray(sizes, dtype=np.float64)
     for c in np.unique(assignment):
         members = assignment == c
         ref = (sizes[members, None] * own[members]).sum(axis=0) / sizes[members].sum()
+        allowed = np.maximum(float(tolerance), spread[members].max(axis=0))      # (Q,)
         diff = np.abs(profiles[:, c, :] - ref[None])                               # (T, P)
         tv = 0.5 * np.add.reduceat(diff, offsets[:-1], axis=-1)                    # (T, Q)
-        if np.any(tv > tolerance):
+        if np.any(tv > allowed[None] + 1e-12):
             raise DisclosureError(f"silo {silo!r}: an announced profile draw of global cluster {int(c)} is "
-                                  f"farther than {tolerance:g} (total variation) from the silo's own profile of "
-                                  "the clusters mapped to it")
+                                  f"farther than {tolerance:g} (total variation, or the spread of the silo's "
+                                  "sent draws) from the silo's own profile of the clusters mapped to it")
 
 
-def estimate_from_table(table: np.ndarray, n_modalities, beta: float) -> np.ndarray:
-    """Posterior-mean profiles from a (protected) cluster-by-modality table with the Dirichlet(beta) prior."""
-    t = np.asarray(table, dtype=np.float64) + float(beta)
+def share_suppressed_mass(table: np.ndarray, sizes: np.ndarray | None, n_modalities) -> np.ndarray:
+    """The protected table with the people its suppression (or rounding) took out of each variable put back,
+    evenly, into that variable's empty cells: ``size - sum(cells)`` of a cluster is known to the receiver
+    (the cluster sizes are sent), so this uses nothing but what the message carries and gives back no cell.
+
+    Without it a suppressed cell would be read as "nobody" and the profiles drawn from the table would be
+    biased towards the cells that were kept (a block 15/0/0 of a cluster of 25 read as 94 % instead of 60 %),
+    which misleads the server's matching. Where a variable has missing values in the cluster its observed
+    people are fewer than the size, and part of the mass put back stands for them: an approximation, in the
+    direction of the prior.
+    """
+    t = np.maximum(np.asarray(table, dtype=np.float64), 0.0)
+    if sizes is None:
+        return t
+    offsets = profile_offsets(n_modalities)
+    width = np.diff(offsets)
+    sums = np.add.reduceat(t, offsets[:-1], axis=-1)                              # (K, Q)
+    empty = np.add.reduceat((t <= 0).astype(np.float64), offsets[:-1], axis=-1)   # (K, Q)
+    missing = np.maximum(np.asarray(sizes, dtype=np.float64)[:, None] - sums, 0.0)
+    share = np.where(empty > 0, missing / np.maximum(empty, 1.0), 0.0)
+    return np.where(t <= 0, np.repeat(share, width, axis=-1), t)
+
+
+def estimate_from_table(table: np.ndarray, n_modalities, beta: float, sizes: np.ndarray | None = None) -> np.ndarray:
+    """Posterior-mean profiles from a (protected) cluster-by-modality table with the Dirichlet(beta) prior (the
+    suppressed people put back evenly where ``sizes`` is given, ``share_suppressed_mass``)."""
+    t = share_suppressed_mass(table, sizes, n_modalities) + float(beta)
     offsets = profile_offsets(n_modalities)
     sums = np.add.reduceat(t, offsets[:-1], axis=-1)
     return t / np.repeat(sums, np.diff(offsets), axis=-1)
+
+
+def draws_from_table(table: np.ndarray, n_modalities, beta: float, n_draws: int,
+                     rng: np.random.Generator, sizes: np.ndarray | None = None) -> np.ndarray:
+    """``n_draws`` profile draws of every cluster from Dirichlet(beta + table), variable by variable (the
+    suppressed people put back evenly where ``sizes`` is given, ``share_suppressed_mass``).
+
+    With the operator's suppression, rounding or noise set, the profile draws a silo sends are these: draws
+    of its own posterior (the sampler's) would give back the unprotected cells to within about one person
+    (their mean is (beta + n) / (beta K + N)), undoing the protection of the table in the same message. These
+    are conditional on the silo's modal partition, so they carry no allocation uncertainty (docs/federation.md).
+    """
+    t = share_suppressed_mass(table, sizes, n_modalities) + float(beta)
+    offsets = profile_offsets(n_modalities)
+    g = rng.standard_gamma(np.broadcast_to(t, (int(n_draws), *t.shape)))
+    sums = np.add.reduceat(g, offsets[:-1], axis=-1)
+    return g / np.repeat(sums, np.diff(offsets), axis=-1)

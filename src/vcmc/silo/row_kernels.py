@@ -148,8 +148,8 @@ def density_and_occupancy(w, lp, pat_start, u_rows, t, lp_max, lp_sum, lp_mean, 
     ``lp_sum``) and a running mean and sum of squared deviations (Welford; draw ``t`` is 1-based). Per row
     (``u_rows`` in the layout's row order, one uniform each): an allocation drawn from the row's
     probabilities ``w`` by inverse CDF (the first cluster whose cumulative probability exceeds ``u`` times
-    the total, the last cluster of positive probability at most); ``occupied[c]`` is set when cluster ``c``
-    receives a row.
+    the total, the last cluster of positive probability at most); ``occupied[c]`` counts the rows cluster
+    ``c`` receives (the gate sends only whether it reached the minimum cluster size, ``vcmc.silo.ppc``).
     """
     n_pat, n_comp = w.shape
     cum = np.empty(n_comp)
@@ -178,7 +178,7 @@ def density_and_occupancy(w, lp, pat_start, u_rows, t, lp_max, lp_sum, lp_mean, 
             k = 0
             while k < last and cum[k] <= v:
                 k += 1
-            occupied[k] = 1
+            occupied[k] += 1
 
 
 @njit(cache=True)
