@@ -114,6 +114,11 @@ class SiloPolicy:
         are announced once per summary (default). False (the analyst's own session): assign and assess may
         come without an announcement and a new announcement replaces the last (the server steps re-run on
         the same summaries); once draws are announced, later requests must use them whatever this says.
+    whole_round_counts : bool
+        The counts of the global-informed rounds are released whole, without the minimum cluster size per
+        component (default False). Only the analyst's own session sets it (``own_data``): there every row is
+        the analyst's already, and the minimum would stop the pooled sampler from growing a cluster in a silo
+        from its first few rows (docs/design.md §16). In a deployment the minimum applies to every round.
     fingerprint_key : str
         A secret the silos' operators share out of band; the schema fingerprint sent is keyed with it and the
         run id, so it cannot be inverted offline (empty: keyed with the run id only).
@@ -131,6 +136,7 @@ class SiloPolicy:
     max_pairs: int = 20000
     fingerprint_key: str = ""
     require_announcement: bool = True
+    whole_round_counts: bool = False
 
     def __post_init__(self):
         names = set(REQUEST_NAME.values())
@@ -162,7 +168,7 @@ class SiloPolicy:
         rules, the run order, the shape and probability checks, and the announced draws once announced, hold."""
         return cls(allowed_strategies=SAFE_STRATEGIES + UNSAFE_STRATEGIES,
                    budget={k: None for k in REQUEST_NAME.values()}, require_announcement=False,
-                   draw_tolerance=float("inf"))
+                   draw_tolerance=float("inf"), whole_round_counts=True)
 
     def budget_of(self, name: str) -> int | None:
         value = self.budget.get(name, DEFAULT_BUDGET[name])
@@ -635,7 +641,12 @@ def _release_counts(gate: Gate, request: CountsRequest, reply: CountsReply) -> C
 
 def _release_round_counts(gate: Gate, request, reply: RoundCountsReply) -> RoundCountsReply:
     """A round's counts: the rules of every count table (the minimum cluster size per component, DP noise,
-    suppression and rounding; ``_release_counts``)."""
+    suppression and rounding; ``_release_counts``). In the analyst's own session (``whole_round_counts``)
+    without suppression, rounding or noise set, they are released whole."""
+    privacy = gate.privacy
+    if (gate.policy.whole_round_counts and privacy.suppress_cells_below <= 1 and privacy.round_to <= 1
+            and privacy.dp_epsilon is None):
+        return reply
     protected = _release_counts(gate, request, CountsReply(cluster=np.asarray(reply.cluster, dtype=np.float64),
                                                            modality=np.asarray(reply.modality, dtype=np.float64),
                                                            loglik=np.zeros(0)))
