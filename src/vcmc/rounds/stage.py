@@ -106,6 +106,34 @@ def refine(one_shot: GlobalResult, transport, config, *, rng, policy: FaultPolic
                    size_sum / max(n_kept, 1), every, time.perf_counter() - t0)
 
 
+def stability_of(kept: list[dict]) -> dict:
+    """Did the kept rounds settle? The occupied K and the collapsed log joint of the first and second half
+    of the kept rounds compared (Geweke's test, with each half's effective sample size from ArviZ): stable
+    when the halves' most frequent K agree and the log joint's means differ by less than 3 standard errors."""
+    import arviz as az
+
+    lj = np.asarray([t["log_joint"] for t in kept], dtype=np.float64)
+    ks = np.asarray([t["k"] for t in kept], dtype=np.int64)
+    half = lj.size // 2
+    if half < 10:
+        return {"stable": False, "z": None, "k_first": None, "k_second": None,
+                "said": f"the rounds kept {lj.size} rounds, too few to judge whether they settled; raise "
+                        "aggregation.rounds"}
+
+    def mean_se(x):
+        ess = float(az.ess(x[None, :])) if np.std(x) > 0 else float(x.size)
+        return float(x.mean()), float(np.std(x, ddof=1) / np.sqrt(max(ess, 1.0)))
+
+    (m1, s1), (m2, s2) = mean_se(lj[:half]), mean_se(lj[half:])
+    z = (m2 - m1) / np.sqrt(s1**2 + s2**2) if s1 + s2 > 0 else 0.0
+    k1, k2 = (int(np.bincount(k).argmax()) for k in (ks[:half], ks[half:]))
+    stable = bool(abs(z) < 3 and k1 == k2)
+    said = "" if stable else (
+        f"the rounds did not settle: the kept rounds' occupied components {k1} then {k2}, log joint "
+        f"{m1:.1f} then {m2:.1f} (z = {z:.1f}); raise aggregation.rounds (--rounds) and compare")
+    return {"stable": stable, "z": float(z), "k_first": k1, "k_second": k2, "said": said}
+
+
 def _result(one_shot: GlobalResult, transport, names, trace, log_pi, log_prof, mean_size, every: FaultPolicy,
             seconds: float) -> GlobalResult:
     """The refined result: the components occupied on average over the kept rounds (at least one row) are the
@@ -120,7 +148,7 @@ def _result(one_shot: GlobalResult, transport, names, trace, log_pi, log_prof, m
     pi_k = pi_k / pi_k.sum(axis=1, keepdims=True)
     prof_k = np.exp(log_prof[:, keep, :])
     partition_counts = np.stack([np.asarray(replies[n].counts, dtype=np.int64) for n in names])
-    from vcmc.result_builder import classification_quality
+    from vcmc.result_builder import classification_quality, one_cluster_silo_warnings
 
     diagnostics = dict(one_shot.diagnostics)
     diagnostics["one_shot"] = {"n_clusters": int(one_shot.n_clusters),
@@ -132,11 +160,14 @@ def _result(one_shot: GlobalResult, transport, names, trace, log_pi, log_prof, m
         "n_draws": int(pi.shape[0]), "components": int(pi.shape[1]), "kept_components": keep.tolist(),
         "seconds": seconds, "per_round": trace}
     diagnostics["classification"] = classification_quality([replies[n] for n in names], names)
+    stability = stability_of(kept_rounds)
+    diagnostics["rounds"]["stability"] = stability
     for key in ("ppc", "waic", "prior_dominated", "matching_checks"):
         diagnostics.pop(key, None)
-    diagnostics["warnings"] = list(diagnostics.get("warnings", [])) + [
+    one_shot_words = [w for w in diagnostics.get("warnings", []) if "labelled rows" not in w]
+    diagnostics["warnings"] = one_shot_words + one_cluster_silo_warnings(partition_counts, names) + [
         "the model assessment (predictive checks, WAIC) and the matching checks describe the one-shot pass; "
-        "they were not recomputed after the rounds"]
+        "they were not recomputed after the rounds"] + ([] if stability["stable"] else [stability["said"]])
     timings = dict(one_shot.timings)
     timings["rounds"] = seconds
     timings["total"] = timings.get("total", 0.0) + seconds
