@@ -195,6 +195,7 @@ class _RunState:
     pi_rows: list[str] = dataclasses.field(default_factory=list)
     profile_rows: list[str] = dataclasses.field(default_factory=list)
     out_dir_written: bool = False
+    rounds_out_dir_written: bool = False
     noise_entropy: int = 0
     noise_key: list[int] = dataclasses.field(default_factory=list)
     n_releases: int = 0
@@ -310,13 +311,19 @@ class Gate:
         key = f"{self.policy.fingerprint_key}|{self.run_key}".encode()
         return "hmac-" + hmac.new(key, plain.encode(), hashlib.sha256).hexdigest()[:40]
 
-    def may_write_out_dir(self) -> bool:
-        """True once per run: only the first assign of a run writes the silo's out-dir."""
-        if self.state.out_dir_written:
-            silo_log.warning("silo %r: a second assign request in this run; out-dir not written again",
-                             self.silo.name)
+    def may_write_out_dir(self, *, rounds: bool = False) -> bool:
+        """True once per run: only the first assign of a run writes the silo's out-dir; with ``rounds``, the
+        first finish of the global-informed rounds may write it once more (their labels replace the one-shot
+        pass's; the round_finish budget is 1 per run)."""
+        written = self.state.rounds_out_dir_written if rounds else self.state.out_dir_written
+        if written:
+            silo_log.warning("silo %r: a second %s request in this run; out-dir not written again",
+                             self.silo.name, "round finish" if rounds else "assign")
             return False
-        self.state.out_dir_written = True
+        if rounds:
+            self.state.rounds_out_dir_written = True
+        else:
+            self.state.out_dir_written = True
         return True
 
     # -- state ----------------------------------------------------------------------------------------------
