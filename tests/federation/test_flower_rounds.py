@@ -52,7 +52,7 @@ def test_rounds_over_real_supernodes_equal_the_in_process_rounds(tmp_path):
                                 f'out-dir="{tmp_path / "silo-out" / name}"', log=f"supernode{i}.log")
         run_config = " ".join([f'out-dir="{out_dir}"', f'schema-path="{schema_path}"', f"seed={SEED}",
                                f"min-nodes={N_SILOS}", "wait-nodes=90", "round-timeout=300",
-                               *(f"{k}={v}" for k, v in OVERRIDES.items())])
+                               *(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in OVERRIDES.items())])
         status, server_log = lab.run_app(APP_DIR, run_config, done_file=out_dir / "result.json", timeout=240)
     finally:
         lab.close()
