@@ -114,7 +114,7 @@ def _global_rounds(call, names, silos):
     from vcmc.protocol.rounds import RoundFinishRequest, RoundStartRequest, RoundSweepRequest
 
     c = len(names)
-    starts = call({n: RoundStartRequest(offset=s, n_components=c) for s, n in enumerate(names)})
+    starts = call({n: RoundStartRequest(start=np.array([s]), n_components=c) for s, n in enumerate(names)})
     rng = np.random.default_rng(4)
     for r in (2, 3):
         cluster = sum(np.asarray(x.cluster) for x in starts.values())

@@ -134,7 +134,7 @@ def test_handle_releases_every_reply_through_the_gate(silo_data, monkeypatch):
     from vcmc.protocol.rounds import RoundFinishRequest, RoundStartRequest, RoundSweepRequest
 
     c = 2 * k
-    silo.handle(RoundStartRequest(offset=k, n_components=c))
+    silo.handle(RoundStartRequest(start=np.arange(k) + k, n_components=c))
     prof_c = np.concatenate([prof[0], prof[0]])
     silo.handle(RoundSweepRequest(round=2, log_pi=np.log(np.full(c, 1.0 / c)), log_profiles=np.log(prof_c),
                                   keep=True, seed_entropy=1, spawn_key=(3, 2, 0)))

@@ -47,7 +47,7 @@ def _sweep(silo, log_pi, log_prof, r=2, keep=True):
 def test_memberships_are_the_exact_allocation_probabilities(silo_data):
     silo, k = _ready(silo_data)
     c = k + 2
-    start = silo.handle(RoundStartRequest(offset=1, n_components=c))
+    start = silo.handle(RoundStartRequest(start=np.arange(k) + 1, n_components=c))
     assert start.cluster.sum() == silo_data.n_rows and start.cluster[0] == 0          # offset 1: component 0 empty
     log_pi, log_prof = _draw(silo, c)
     reply = _sweep(silo, log_pi, log_prof)
@@ -71,13 +71,13 @@ def test_memberships_are_the_exact_allocation_probabilities(silo_data):
 def test_a_deployment_refuses_rounds_unless_its_operator_allows_them(silo_data):
     silo, k = _ready(silo_data, SiloPolicy(allowed_strategies=("contingency",), require_announcement=False))
     with pytest.raises(DisclosureError, match="rounds"):
-        silo.handle(RoundStartRequest(offset=0, n_components=k))
+        silo.handle(RoundStartRequest(start=np.arange(k), n_components=k))
 
 
 def test_a_deployment_withholds_components_under_the_minimum_size(silo_data):
     silo, k = _ready(silo_data, SiloPolicy(allowed_strategies=("contingency", "rounds"), require_announcement=False))
     c = k + 3
-    silo.handle(RoundStartRequest(offset=0, n_components=c))
+    silo.handle(RoundStartRequest(start=np.arange(k), n_components=c))
     log_pi, log_prof = _draw(silo, c, seed=4)
     sizes = []
     for r in range(2, 8):
@@ -94,14 +94,14 @@ def test_rounds_need_the_one_shot_labels_and_a_start(silo_data):
     silo = LocalSilo(silo_data, run_key="run-1")
     silo.handle(SummarizeRequest(config_json=json.dumps(CFG.to_dict()), n_silos=4, seed_entropy=9, spawn_key=(0, 1)))
     with pytest.raises(NotFittedError, match="assign"):
-        silo.handle(RoundStartRequest(offset=0, n_components=3))
+        silo.handle(RoundStartRequest(start=np.arange(3), n_components=3))
     with pytest.raises(NotFittedError, match="no rounds"):
         silo.handle(RoundFinishRequest(keep=np.arange(2)))
 
 
 def test_round_state_survives_export_and_restore(silo_data):
     silo, k = _ready(silo_data)
-    silo.handle(RoundStartRequest(offset=0, n_components=k + 1))
+    silo.handle(RoundStartRequest(start=np.arange(k), n_components=k + 1))
     log_pi, log_prof = _draw(silo, k + 1)
     _sweep(silo, log_pi, log_prof)
     state = silo.export_state()

@@ -7,7 +7,8 @@ summed counts. Every reply is a table of whole-silo sums (per component, per com
 table a one-shot summary also holds; nothing has a dimension equal to the silo's row count.
 
 - ``RoundStartRequest`` -> ``RoundCountsReply``: the silo starts its rows' allocations from its one-shot
-  labels, each global cluster of this silo its own component (``offset + label``), and returns their counts.
+  labels, mapped to components by the server (``start[label]``: each global cluster of each silo its own
+  component), and returns their counts.
 - ``RoundSweepRequest`` -> ``RoundCountsReply``: one sweep of the rows' allocations at the server's draw of
   the weights and profiles; the counts of the new allocation.
 - ``RoundFinishRequest`` -> ``AssignReply``: the rows' memberships (allocation probabilities averaged over
@@ -25,12 +26,13 @@ from vcmc.protocol.message import Message
 
 @dataclass(frozen=True)
 class RoundStartRequest(Message):
-    """Start the rounds: allocation of row i = ``offset + (its one-shot label)``, of ``n_components``."""
+    """Start the rounds: the allocation of a row with one-shot label k is component ``start[k]`` (``start``
+    has one entry per global cluster of the one-shot result), of ``n_components``."""
 
     KIND = "round_start_request"
     VERSION = 1
 
-    offset: int
+    start: np.ndarray
     n_components: int
 
 

@@ -51,15 +51,15 @@ def refine(one_shot: GlobalResult, transport, config, *, rng, policy: FaultPolic
     every = FaultPolicy(min_silos=None, timeout=policy.timeout)
     n_rounds = int(config.aggregation.rounds)
     names = tuple(one_shot.silos)
-    k_one = int(one_shot.weights.shape[0])
-    n_comp = max(int(config.prior.n_components), k_one * len(names))
+    starts, used = start_components(one_shot.partition_counts)
+    n_comp = max(int(config.prior.n_components), used)
     alpha = float(config.prior.alpha)
     beta_cols = beta_columns(config.prior.beta, one_shot.n_modalities)
     root = as_seed_sequence(rng)
     srv = np.random.default_rng(np.random.SeedSequence(root.entropy, spawn_key=(*root.spawn_key, _ROUNDS_KEY)))
     t0 = time.perf_counter()
 
-    replies, _ = gather(transport, {n: RoundStartRequest(offset=s * k_one, n_components=n_comp)
+    replies, _ = gather(transport, {n: RoundStartRequest(start=starts[s], n_components=n_comp)
                                     for s, n in enumerate(names)}, every, stage="round start")
     cluster, modality, sent = _sum(replies)
     start_joint = log_joint(cluster, modality, alpha=alpha, beta_cols=beta_cols, n_modalities=one_shot.n_modalities)
@@ -104,6 +104,23 @@ def refine(one_shot: GlobalResult, transport, config, *, rng, policy: FaultPolic
                       "kept": bool(keep)})
     return _result(one_shot, transport, names, trace, np.asarray(kept_pi), np.asarray(kept_prof),
                    size_sum / max(n_kept, 1), every, time.perf_counter() - t0)
+
+
+def start_components(partition_counts: np.ndarray) -> tuple[np.ndarray, int]:
+    """The over-complete start: ``start[s, k]``, the component of silo s's rows labelled k. The first silo
+    holding cluster k keeps component k; every other (silo, cluster) pair with labelled rows gets its own
+    component; a pair with none counted (none, or fewer than the minimum cluster size, withheld) starts in
+    component k. Returns the map and the number of components it uses."""
+    counts = np.asarray(partition_counts)
+    n_silos, k = counts.shape
+    start = np.tile(np.arange(k, dtype=np.int64), (n_silos, 1))
+    nxt = k
+    for c in range(k):
+        holders = np.flatnonzero(counts[:, c] > 0)
+        for s in holders[1:]:
+            start[s, c] = nxt
+            nxt += 1
+    return start, nxt
 
 
 def stability_of(kept: list[dict], max_rhat: float = 1.05) -> dict:

@@ -526,6 +526,7 @@ def _admit_round(gate: Gate, request):
                               "round; docs/federation.md)")
     if isinstance(request, RoundStartRequest):
         rc.cap("round start", clusters=int(request.n_components), max_clusters=gate.policy.max_clusters)
+        rc.cap("round start", clusters=np.asarray(request.start).size, max_clusters=gate.policy.max_clusters)
         return request
     if isinstance(request, RoundFinishRequest):
         return request

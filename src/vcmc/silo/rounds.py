@@ -54,16 +54,19 @@ def _offsets(n_modalities) -> np.ndarray:
 
 
 def start(silo, request: RoundStartRequest) -> RoundCountsReply:
-    """Allocations from the silo's one-shot labels (``offset + label``) and their counts."""
+    """Allocations from the silo's one-shot labels (``start[label]``) and their counts."""
     if silo.assignments is None:
         raise NotFittedError(f"silo {silo.name!r}: the rounds start from the one-shot labels; no assign request "
                              "came first")
     c = int(request.n_components)
     labels = np.asarray(silo.assignments, dtype=np.int64)
-    z = labels + int(request.offset)
-    if z.size and (z.min() < 0 or z.max() >= c):
-        raise ConfigError(f"round start: offset {int(request.offset)} puts this silo's clusters outside the "
-                          f"{c} components")
+    start_map = np.asarray(request.start, dtype=np.int64).ravel()
+    if labels.size and labels.max() >= start_map.size:
+        raise ConfigError(f"round start: start maps {start_map.size} clusters; this silo's labels need "
+                          f"{int(labels.max()) + 1}")
+    if start_map.size and (start_map.min() < 0 or start_map.max() >= c):
+        raise ConfigError(f"round start: start must map clusters to components in [0, {c})")
+    z = start_map[labels]
     codes = np.ascontiguousarray(silo.codes, dtype=np.int64)
     patterns, inverse = np.unique(codes, axis=0, return_inverse=True)
     patterns = np.ascontiguousarray(patterns, dtype=np.int64)
