@@ -78,3 +78,18 @@ def test_same_seed_same_result_whatever_the_number_of_processes(small_silo_desig
         np.testing.assert_array_equal(a.pi_draws, other.pi_draws)
         for x, y in zip(a.assignments, other.assignments, strict=True):
             np.testing.assert_array_equal(x, y)
+
+
+def test_memberships_agree_with_prediction_from_the_result_draws(small_silo_design, refined):
+    """The rounds' memberships average each row's allocation probabilities over the kept rounds' draws, which
+    are the result's global draws (all of them when at most 1,000 are kept): predicting the same rows from
+    the result (what ``vcmc predict`` and ``predict_proba`` do) gives the same memberships."""
+    from vcmc.silo.memberships import memberships_to_target
+
+    n_mod = small_silo_design.silos[0].schema.n_modalities
+    for s, silo in enumerate(small_silo_design.silos):
+        predicted, _ = memberships_to_target(silo.codes, n_mod, refined.pi_draws, refined.profile_draws,
+                                             target=None)
+        # equal up to the renormalisation over the kept components (the dropped ones hold almost no mass)
+        np.testing.assert_allclose(predicted, refined.memberships[s], atol=0.02)
+        assert np.mean(np.argmax(predicted, axis=1) == refined.assignments[s]) >= 0.99
