@@ -78,7 +78,8 @@ def markdown(out: dict) -> str:
         reps = d["replicates"]
         labels = [k for k in reps[0] if k != "replicate"]
         if len(lines) == 2:
-            lines += ["| design | method | ARI | ΔARI | K (full MCMC's) | seconds |", "| --- | --- | --- | --- | --- | --- |"]
+            lines += ["| design | method | ARI | ΔARI | K (full MCMC's) | seconds |",
+                      "| --- | --- | --- | --- | --- | --- |"]
         full = np.mean([r["full-mcmc"]["ari"] for r in reps])
         full_k = np.mean([r["full-mcmc"]["k"] for r in reps])
         for i, lab in enumerate(labels):

@@ -1,6 +1,5 @@
 """Shared fixtures: small simulated datasets and short-chain configurations used across the suite."""
 
-import json
 
 import numpy as np
 import pytest
@@ -49,10 +48,10 @@ def tiny_config():
 @pytest.fixture(scope="session")
 def summarize_request():
     """``summarize_request(config, index)``: the request the pipeline sends to silo ``index``."""
-    from vcmc.protocol import SummarizeRequest
+    from vcmc.protocol import SiloConfig, SummarizeRequest
 
     def make(config, index=0, n_silos=4, entropy=2024):
-        return SummarizeRequest(config_json=json.dumps(config.to_dict()), n_silos=n_silos,
+        return SummarizeRequest(config=SiloConfig.from_fit_config(config), n_silos=n_silos,
                                 seed_entropy=entropy, spawn_key=(0, index))
 
     return make

@@ -160,6 +160,23 @@ text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_siz
 
 
 @st.composite
+def silo_configs(draw):
+    """Typed configurations: the sampler, prior and disclosure limits drawn over their valid ranges."""
+    from vcmc.config import AggregationConfig, FitConfig, PriorConfig, PrivacyConfig, SamplerConfig
+    from vcmc.protocol import SiloConfig
+
+    n_iter = draw(st.integers(2, 10**6))
+    beta = draw(st.floats(1e-3, 1e3) | st.tuples(st.floats(1e-3, 1e3), st.floats(1e-3, 1e3)))
+    return SiloConfig.from_fit_config(FitConfig(
+        prior=PriorConfig(n_components=draw(st.integers(1, 50)), beta=beta),
+        sampler=SamplerConfig(n_iter=n_iter, burn_in=draw(st.none() | st.integers(0, n_iter - 1)), thin=1),
+        privacy=PrivacyConfig(min_cluster_size=draw(st.integers(0, 100)),
+                              dp_epsilon=draw(st.none() | st.floats(1e-3, 10))),
+        aggregation=AggregationConfig(strategy=draw(st.sampled_from(["contingency", "federated-gradient",
+                                                                     "design"])))))
+
+
+@st.composite
 def messages(draw):
     from vcmc.protocol import (
         AssignReply,
@@ -178,7 +195,7 @@ def messages(draw):
     c, p, m = draw(st.integers(1, 4)), draw(st.integers(2, 6)), draw(st.integers(1, 3))
     kind = draw(st.sampled_from(range(11)))
     if kind == 0:
-        return SummarizeRequest(config_json=draw(text), n_silos=draw(st.integers(1, 10**6)),
+        return SummarizeRequest(config=draw(silo_configs()), n_silos=draw(st.integers(1, 10**6)),
                                 seed_entropy=draw(st.integers(0, 2**128 - 1)),
                                 spawn_key=tuple(draw(st.lists(st.integers(0, 2**31), max_size=3))))
     if kind == 1:

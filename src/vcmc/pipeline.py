@@ -14,7 +14,6 @@ Flower ``ServerApp``.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 import warnings
@@ -32,6 +31,7 @@ from vcmc.protocol import (
     CountsRequest,
     DivergenceReply,
     DivergenceRequest,
+    SiloConfig,
     SiloSummary,
     SummarizeRequest,
 )
@@ -70,9 +70,9 @@ def summarize_silos(transport, config: FitConfig, *, rng: RngLike = None,
     policy = policy or FaultPolicy()
     root = _root(rng)
     names = tuple(transport.silos)
-    cfg_json = json.dumps(config.to_dict())
+    silo_config = SiloConfig.from_fit_config(config)
     requests = {
-        name: SummarizeRequest(config_json=cfg_json, n_silos=len(names), seed_entropy=int(root.entropy),
+        name: SummarizeRequest(config=silo_config, n_silos=len(names), seed_entropy=int(root.entropy),
                                spawn_key=(*root.spawn_key, _SILO_KEY, s))
         for s, name in enumerate(names)
     }

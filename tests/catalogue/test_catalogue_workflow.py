@@ -381,6 +381,21 @@ def test_schema_command(tmp_path, capsys):
     assert rc == 1 and "--overwrite" in err and out.read_bytes() == kept
 
 
+def test_schema_command_minimum_is_named_for_what_it_is(tmp_path, capsys):
+    """--min-modality-rows: the fewest rows a modality is seen in; --min-cluster-size, its first name, still
+    works with a deprecation warning."""
+    files = write_files(tmp_path, cases.base(**{"c.csv": cases.edited(2, 5, 1, "west")}))
+    rc, _, err = _main(capsys, "schema", *files, "--out", str(tmp_path / "a.json"), "--min-modality-rows", "1")
+    assert rc == 0 and "'west'" not in err and "deprecated" not in err, err
+    rc, _, err = _main(capsys, "schema", *files, "--out", str(tmp_path / "b.json"), "--min-modality-rows", "2")
+    assert rc == 0 and "column 'region': 'west' in 1 row(s)" in err and "--min-modality-rows 2" in err, err
+    rc, _, err = _main(capsys, "schema", *files, "--out", str(tmp_path / "c.json"), "--min-cluster-size", "2")
+    assert rc == 0 and "deprecated" in err and "--min-modality-rows" in err and "'west' in 1 row(s)" in err, err
+    rc, _, err = _main(capsys, "schema", *files, "--out", str(tmp_path / "d.json"), "--min-cluster-size", "2",
+                       "--min-modality-rows", "2")
+    assert rc == 1 and "alone" in err, err
+
+
 def test_schema_check(tmp_path, capsys):
     files = write_files(tmp_path, cases.base(**{"b.csv": cases.edited(1, 3, 1, "nroth"), "s.json": cases.SCHEMA}))
     rc, _, err = _main(capsys, "schema", *files, "--check", str(tmp_path / "s.json"))

@@ -5,10 +5,11 @@ import dataclasses
 import numpy as np
 import pytest
 
+from vcmc.config import FitConfig
 from vcmc.exceptions import ConfigError, InconsistentSiloSummaries, SiloFailure
 from vcmc.federation.faults import FaultPolicy, SiloDroppedWarning, gather, load_summaries, save_summaries
 from vcmc.federation.transport import InProcessTransport
-from vcmc.protocol import SiloSummary, SummarizeRequest
+from vcmc.protocol import SiloConfig, SiloSummary, SummarizeRequest
 
 N_MOD = (2, 3)
 
@@ -53,7 +54,7 @@ def nan_summary(silo):
     return s
 
 
-REQ = SummarizeRequest(config_json="{}", n_silos=4, seed_entropy=1, spawn_key=(0, 0))
+REQ = SummarizeRequest(config=SiloConfig.from_fit_config(FitConfig()), n_silos=4, seed_entropy=1, spawn_key=(0, 0))
 
 
 def transport(*silos):

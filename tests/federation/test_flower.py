@@ -18,7 +18,7 @@ from vcmc.config import (
 )
 from vcmc.flower.records import decode_record, encode_record  # noqa: E402
 from vcmc.flower.server import SERVER_KEYS  # noqa: E402
-from vcmc.protocol import HelloReply, SummarizeRequest  # noqa: E402
+from vcmc.protocol import HelloReply, SiloConfig, SummarizeRequest  # noqa: E402
 
 APP_DIR = Path(__file__).resolve().parents[2] / "flower_app"
 sys.path.insert(0, str(Path(__file__).parent))
@@ -39,7 +39,8 @@ def test_app_defaults_are_the_library_defaults():
 
 
 def test_record_encoding_round_trips_big_seeds_and_arrays():
-    req = SummarizeRequest(config_json="{}", n_silos=3, seed_entropy=2**100 + 7, spawn_key=(0, 2))
+    req = SummarizeRequest(config=SiloConfig.from_fit_config(FitConfig()), n_silos=3, seed_entropy=2**100 + 7,
+                           spawn_key=(0, 2))
     back = decode_record(encode_record(req))
     assert back == req
     hello = HelloReply(silo="A", schema_fingerprint="f" * 16, n_modalities=(2, 3), vcmc_version="0.1")

@@ -1,13 +1,12 @@
 """Disclosure control inside the silo: minimum cluster size, suppression, rounding, DP noise."""
 
-import json
 
 import numpy as np
 import pytest
 
 from vcmc.config import FitConfig, PostprocessConfig, PrivacyConfig, SamplerConfig
 from vcmc.data import Schema, SiloData
-from vcmc.protocol import SummarizeRequest
+from vcmc.protocol import SiloConfig, SummarizeRequest
 from vcmc.silo.disclosure import (
     DisclosureError,
     apply_min_cluster_size,
@@ -41,7 +40,7 @@ def _silo_with_three_outliers(seed=0):
 
 
 def _request(cfg):
-    return SummarizeRequest(config_json=json.dumps(cfg.to_dict()), n_silos=1, seed_entropy=1, spawn_key=(0,))
+    return SummarizeRequest(config=SiloConfig.from_fit_config(cfg), n_silos=1, seed_entropy=1, spawn_key=(0,))
 
 
 def test_cluster_of_three_is_not_sent_under_minimum_size_five():

@@ -5,7 +5,6 @@ round-to 5, the default ``SiloPolicy()`` of a SuperNode.
 """
 
 import dataclasses
-import json
 from types import SimpleNamespace
 
 import numpy as np
@@ -28,6 +27,7 @@ from vcmc.protocol import (
     CountsRequest,
     DivergenceRequest,
     HelloRequest,
+    SiloConfig,
     SiloSummary,
     SummarizeRequest,
 )
@@ -43,7 +43,7 @@ CFG = FitConfig(sampler=SamplerConfig(n_iter=400, burn_in=200, thin=5),
 
 
 def _req(cfg=CFG, entropy=99):
-    return SummarizeRequest(config_json=json.dumps(cfg.to_dict()), n_silos=4, seed_entropy=entropy, spawn_key=(0, 1))
+    return SummarizeRequest(config=SiloConfig.from_fit_config(cfg), n_silos=4, seed_entropy=entropy, spawn_key=(0, 1))
 
 
 def _with(section: str, **changes) -> FitConfig:

@@ -1,7 +1,6 @@
 """LocalSilo: the silo side of the boundary (reproducible from the request's seed, state kept locally)."""
 
 import dataclasses
-import json
 
 import numpy as np
 import pytest
@@ -15,6 +14,7 @@ from vcmc.protocol import (
     DivergenceRequest,
     HelloReply,
     HelloRequest,
+    SiloConfig,
     SummarizeRequest,
 )
 from vcmc.silo.local import LocalSilo
@@ -33,7 +33,7 @@ CFG = FitConfig(sampler=SamplerConfig(n_iter=400, burn_in=200, thin=5),
 
 
 def _req(cfg=CFG, entropy=99, key=(0, 1)):
-    return SummarizeRequest(config_json=json.dumps(cfg.to_dict()), n_silos=4, seed_entropy=entropy,
+    return SummarizeRequest(config=SiloConfig.from_fit_config(cfg), n_silos=4, seed_entropy=entropy,
                             spawn_key=key)
 
 

@@ -1,13 +1,12 @@
 """A silo with a state folder answers a repeated summarize request without re-running its sampler."""
 
-import json
 
 import numpy as np
 import pytest
 
 import vcmc.silo.apply as apply_mod
 from vcmc.config import FitConfig, SamplerConfig
-from vcmc.protocol import AssignRequest, SummarizeRequest
+from vcmc.protocol import AssignRequest, SiloConfig, SummarizeRequest
 from vcmc.research.simulate import simulate_design
 from vcmc.silo.local import LocalSilo
 
@@ -19,7 +18,7 @@ def silo_data():
 
 def request(seed=1):
     cfg = FitConfig(sampler=SamplerConfig(n_iter=400, burn_in=200))
-    return SummarizeRequest(config_json=json.dumps(cfg.to_dict()), n_silos=4, seed_entropy=seed, spawn_key=(0, 0))
+    return SummarizeRequest(config=SiloConfig.from_fit_config(cfg), n_silos=4, seed_entropy=seed, spawn_key=(0, 0))
 
 
 def test_repeated_request_is_served_from_the_state_folder(tmp_path, silo_data, monkeypatch):

@@ -1,14 +1,12 @@
 """The silo's half of the global-informed rounds: exact allocation probabilities, and the gate's rules."""
 
-import json
-
 import numpy as np
 import pytest
 
 from vcmc.config import FitConfig, PostprocessConfig, PrivacyConfig, SamplerConfig
 from vcmc.exceptions import DisclosureError, NotFittedError
 from vcmc.model import profile_offsets
-from vcmc.protocol import AssignRequest, SummarizeRequest
+from vcmc.protocol import AssignRequest, SiloConfig, SummarizeRequest
 from vcmc.protocol.rounds import RoundFinishRequest, RoundStartRequest, RoundSweepRequest
 from vcmc.silo.gate import SiloPolicy
 from vcmc.silo.local import LocalSilo
@@ -26,7 +24,7 @@ def silo_data():
 
 def _ready(silo_data, policy=None):
     silo = LocalSilo(silo_data, policy=policy, run_key="run-1")
-    summary = silo.handle(SummarizeRequest(config_json=json.dumps(CFG.to_dict()), n_silos=4, seed_entropy=9,
+    summary = silo.handle(SummarizeRequest(config=SiloConfig.from_fit_config(CFG), n_silos=4, seed_entropy=9,
                                            spawn_key=(0, 1)))
     k = summary.n_clusters
     silo.handle(AssignRequest(assignment=np.arange(k), n_global=k))
@@ -92,7 +90,7 @@ def test_a_deployment_withholds_components_under_the_minimum_size(silo_data):
 
 def test_rounds_need_the_one_shot_labels_and_a_start(silo_data):
     silo = LocalSilo(silo_data, run_key="run-1")
-    silo.handle(SummarizeRequest(config_json=json.dumps(CFG.to_dict()), n_silos=4, seed_entropy=9, spawn_key=(0, 1)))
+    silo.handle(SummarizeRequest(config=SiloConfig.from_fit_config(CFG), n_silos=4, seed_entropy=9, spawn_key=(0, 1)))
     with pytest.raises(NotFittedError, match="assign"):
         silo.handle(RoundStartRequest(start=np.arange(3), n_components=3))
     with pytest.raises(NotFittedError, match="no rounds"):

@@ -211,7 +211,7 @@ def config_from_args(args) -> FitConfig:
 
 
 def load_silos(files, *, silo_column=None, schema_path=None, id_column=None, na_values=(), normalisation=None,
-               min_count: int = 1, info: dict | None = None):
+               min_modality_rows: int = 1, info: dict | None = None):
     """The silos of ``vcmc fit``. ``info``, when given, is filled with what ``result.json`` records about the
     data: the schema used (a file, or inferred), the missing-value texts, the normalisation and what it
     changed, and the row numbers of each silo's rows in its file (``rows``)."""
@@ -244,11 +244,12 @@ def load_silos(files, *, silo_column=None, schema_path=None, id_column=None, na_
         if len(paths) != 1:
             raise ConfigError(f"--silo-column splits ONE file into silos; got {len(paths)} files.")
         silos = split_by_column(paths[0], silo_column, schema=schema, id_column=id_column, na_values=na,
-                                normalisation=normalisation, min_count=min_count, min_count_name=min_name,
+                                normalisation=normalisation, min_modality_rows=min_modality_rows,
+                                min_modality_rows_flag=min_name,
                                 changes=changes, positions=positions)
     else:
         silos = read_silos(paths, schema=schema, id_column=id_column, na_values=na, normalisation=normalisation,
-                           min_count=min_count, min_count_name=min_name, changes=changes)
+                           min_modality_rows=min_modality_rows, min_modality_rows_flag=min_name, changes=changes)
         positions = {s.name: None for s in silos}
     if info is not None:
         info.update({
@@ -292,7 +293,7 @@ def run(args) -> int:
     info: dict = {}
     silos = load_silos(args.files, silo_column=args.silo_column, schema_path=args.schema,
                        id_column=args.id_column, na_values=na_values, normalisation=normalisation,
-                       min_count=config.privacy.min_cluster_size, info=info)
+                       min_modality_rows=config.privacy.min_cluster_size, info=info)
     _guard.validate_against_data(args, silos, config)
     resume = not args.no_resume
     n_clusters = (args.n_clusters if args.n_clusters is not None

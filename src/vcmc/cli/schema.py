@@ -33,9 +33,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="cell texts read as missing besides the empty cell, e.g. NA,-9 (recorded in the schema)")
     p.add_argument("--strip-whitespace", action="store_true", help="read ' 1 ' as '1'")
     p.add_argument("--case-insensitive", action="store_true", help="read 'Yes' and 'yes' as one modality")
-    p.add_argument("--min-cluster-size", type=int, default=FitConfig().privacy.min_cluster_size, metavar="N",
-                   help="list modalities seen in fewer rows of all silos than this (vcmc fit's disclosure "
-                        "minimum)")
+    p.add_argument("--min-modality-rows", type=int, metavar="N",
+                   help="list modalities seen in fewer rows of all silos than this (default "
+                        f"{FitConfig().privacy.min_cluster_size}: vcmc fit's disclosure minimum, --min-cluster-size, "
+                        "under which vcmc fit's own inference refuses them)")
+    # the name of the first release, kept working: it named the disclosure minimum, which this is not
+    p.add_argument("--min-cluster-size", type=int, dest="deprecated_min_cluster_size", metavar="N",
+                   help=argparse.SUPPRESS)
 
 
 def _silos(args, schema):
@@ -54,8 +58,8 @@ def _silos(args, schema):
     return read_silos(args.files, schema=schema, id_column=args.id_column, na_values=na, normalisation=norm), na
 
 
-def rare_modalities(silos, min_count: int) -> list[str]:
-    """``column 'x': 'west' in 3 row(s) of b.csv`` for each modality seen in fewer than ``min_count`` rows."""
+def rare_modalities(silos, min_modality_rows: int) -> list[str]:
+    """``column 'x': 'west' in 3 row(s) of b.csv`` for each modality seen in fewer than ``min_modality_rows`` rows."""
     import numpy as np
 
     schema = silos[0].schema
@@ -64,7 +68,7 @@ def rare_modalities(silos, min_count: int) -> list[str]:
         for k, label in enumerate(var.modalities):
             per = {s.source or s.name: int(np.count_nonzero(s.codes[:, q] == k)) for s in silos}
             n = sum(per.values())
-            if n < min_count:
+            if n < min_modality_rows:
                 where = ", ".join(f"{src}" for src, c in per.items() if c)
                 out.append(f"column {var.name!r}: {label!r} in {n} row(s) ({where or 'no silo'})")
     return out
@@ -101,10 +105,22 @@ def run(args) -> int:
           f"silo(s) -> {out}; review it, then give it to vcmc fit --schema {out}")
     for line in data_warnings(silos):
         print(f"warning: {line}", file=sys.stderr)  # noqa: T201
-    rare = rare_modalities(silos, args.min_cluster_size)
+    minimum = args.min_modality_rows
+    if args.deprecated_min_cluster_size is not None:
+        if minimum is not None:
+            raise ConfigError("give --min-modality-rows alone (--min-cluster-size is its deprecated name)")
+        print("warning: vcmc schema --min-cluster-size is deprecated; it is --min-modality-rows (the fewest rows "  # noqa: T201
+              "a modality is seen in, not a cluster size)", file=sys.stderr)
+        minimum = args.deprecated_min_cluster_size
+    if minimum is None:
+        from vcmc.config import FitConfig
+
+        minimum = FitConfig().privacy.min_cluster_size
+    rare = rare_modalities(silos, minimum)
     if rare:
         print(f"note: {len(rare)} modalit{'y is' if len(rare) == 1 else 'ies are'} seen in fewer rows of all "  # noqa: T201
-              f"silos than the disclosure minimum (--min-cluster-size {args.min_cluster_size}):", file=sys.stderr)
+              f"silos than --min-modality-rows {minimum} (by default vcmc fit's disclosure minimum, "
+              "--min-cluster-size):", file=sys.stderr)
         for line in rare:
             print(f"  {line}", file=sys.stderr)  # noqa: T201
         print("  they are in the schema, so vcmc fit --schema publishes them in the results (profiles.csv, "  # noqa: T201

@@ -10,7 +10,9 @@ table come
 - the keys accepted by ``config_from_mapping`` (``vcmc.config.mapping``);
 - the scikit-learn parameter constraints of ``FederatedLatentClassModel`` (``param_constraint``);
 - ``[tool.flwr.app.config]`` of ``flower_app/pyproject.toml`` (``app_config_lines``; a test checks the
-  file key by key against it).
+  file key by key against it);
+- the typed configuration a silo receives (``vcmc.protocol.silo_config``: one key per option);
+- the option tables of the README and docs/design.md (``vcmc.config.tables``; a test checks them).
 """
 
 from __future__ import annotations
@@ -194,3 +196,4 @@ def app_config_lines() -> list[str]:
             text = repr(value)
         lines.append(f"{opt.key} = {text}")
     return lines
+

@@ -207,8 +207,9 @@ def _frame_of(obj, i: int, id_column, *, drop: str | None = None) -> tuple[pd.Da
 
 # -- schema inference ----------------------------------------------------------------------------------
 def infer_schema(frames_or_paths, *, max_levels: int = MAX_LEVELS, na_values=DEFAULT_NA_VALUES,
-                 id_column=None, normalisation: Normalisation = NO_NORMALISATION, min_count: int = 1,
-                 min_count_name: str = "min_count", many_levels: int | None = MANY_LEVELS) -> Schema:
+                 id_column=None, normalisation: Normalisation = NO_NORMALISATION, min_modality_rows: int = 1,
+                 min_modality_rows_flag: str = "min_modality_rows",
+                 many_levels: int | None = MANY_LEVELS) -> Schema:
     """Infer the shared schema from every silo's data: the union of the labels observed in all silos.
 
     Parameters
@@ -224,12 +225,13 @@ def infer_schema(frames_or_paths, *, max_levels: int = MAX_LEVELS, na_values=DEF
         Identifier column to leave out (position or name), the same in every source.
     normalisation : Normalisation
         Explicit normalisation of the labels (white space, case); default none.
-    min_count : int
-        Fewest rows (over all silos) a modality must be seen in (default 1: no limit). ``vcmc fit`` passes
-        the disclosure minimum ``privacy.min_cluster_size``: a modality inferred from fewer rows would be
-        published in the results (profiles, posterior draws) although it describes fewer people.
-    min_count_name : str
-        How messages name ``min_count`` (e.g. ``"--min-cluster-size"``).
+    min_modality_rows : int
+        Fewest rows (over all silos) a modality must be seen in for inference to publish it in the schema
+        (default 1: no limit). ``vcmc fit`` passes the disclosure minimum ``privacy.min_cluster_size``
+        (``--min-cluster-size``): a modality inferred from fewer rows would be published in the results
+        (profiles, posterior draws) although it describes fewer people.
+    min_modality_rows_flag : str
+        How messages name the setting the user typed (e.g. ``"--min-cluster-size"``).
     many_levels : int or None
         A column with at least this many distinct values in a silo and fewer than two rows per value there
         is refused (identifier-like or many-level; default ``MANY_LEVELS`` = 10); None switches it off.
@@ -245,7 +247,7 @@ def infer_schema(frames_or_paths, *, max_levels: int = MAX_LEVELS, na_values=DEF
         A column missing from one silo, a variable with a single modality, a column with more than
         ``max_levels`` distinct values, labels that differ only by white space or case, a value spelled like a
         missing value ("NA") that ``na_values`` does not name, an identifier-like or many-level column
-        (``MANY_LEVELS``), a modality seen in fewer than ``min_count`` rows.
+        (``MANY_LEVELS``), a modality seen in fewer than ``min_modality_rows`` rows.
     DataError
         An unreadable or empty file, a column missing in every row of every silo.
     """
@@ -258,7 +260,8 @@ def infer_schema(frames_or_paths, *, max_levels: int = MAX_LEVELS, na_values=DEF
         raise SchemaError(f"max_levels must be an integer >= 2; got {max_levels!r}.")
     frames = [_frame_of(obj, i, id_column) for i, obj in enumerate(items)]
     return _infer_from_frames(frames, max_levels=max_levels, na_values=na_values, normalisation=normalisation,
-                              min_count=min_count, min_count_name=min_count_name, many_levels=many_levels)
+                              min_modality_rows=min_modality_rows, min_modality_rows_flag=min_modality_rows_flag,
+                              many_levels=many_levels)
 
 
 def _check_columns(frames: list[tuple[pd.DataFrame, str]]) -> list[str]:
@@ -345,8 +348,9 @@ def _levels_problem(src: str, c: str, n_levels: int, n_obs: int, shown, max_leve
 
 
 def _infer_from_frames(frames: list[tuple[pd.DataFrame, str]], *, max_levels: int, na_values,
-                       normalisation: Normalisation = NO_NORMALISATION, min_count: int = 1,
-                       min_count_name: str = "min_count", many_levels: int | None = MANY_LEVELS) -> Schema:
+                       normalisation: Normalisation = NO_NORMALISATION, min_modality_rows: int = 1,
+                       min_modality_rows_flag: str = "min_modality_rows",
+                       many_levels: int | None = MANY_LEVELS) -> Schema:
     """:func:`infer_schema` on (frame, source description) pairs."""
     if int(max_levels) < 2:
         raise SchemaError(f"max_levels must be an integer >= 2; got {max_levels!r}.")
@@ -402,9 +406,9 @@ def _infer_from_frames(frames: list[tuple[pd.DataFrame, str]], *, max_levels: in
                         f"(--schema) listing {lab!r} as a modality keeps it as a value")
     if problems:
         raise SchemaError(f"schema inference refused ({sources}): " + "; ".join(problems) + ".")
-    if int(min_count) > 1:
+    if int(min_modality_rows) > 1:
         for c in columns:
-            rare = sorted((lab for lab, n in counts[c].items() if n < int(min_count)), key=str)
+            rare = sorted((lab for lab, n in counts[c].items() if n < int(min_modality_rows)), key=str)
             if rare:
                 seen = ", ".join(f"{lab!r} in {counts[c][lab]} row(s) of {', '.join(dict.fromkeys(files_of[c][lab]))}"
                                  for lab in rare[:5])
@@ -412,7 +416,8 @@ def _infer_from_frames(frames: list[tuple[pd.DataFrame, str]], *, max_levels: in
         if problems:
             raise SchemaError(
                 f"schema inference refused ({sources}): modalities seen in fewer rows of all silos than the disclosure "
-                f"minimum ({min_count_name} {int(min_count)}): " + "; ".join(problems) + ". A modality "
+                f"minimum ({min_modality_rows_flag} {int(min_modality_rows)}): " + "; ".join(problems)
+                + ". A modality "
                 "inferred from the data is published in the results (profiles.csv, posterior.nc) although "
                 "it describes fewer people than that. Give a schema file (--schema) that lists the "
                 "modalities, or merge or recode the rare values in the data (e.g. into an 'other' category).")
@@ -444,7 +449,7 @@ def _as_schema(schema) -> Schema | None:
 # -- one silo --------------------------------------------------------------------------------------------
 def from_dataframe(df: pd.DataFrame, *, schema=None, name: str = "silo", source: str | None = None,
                    id_column=None, na_values=DEFAULT_NA_VALUES, max_levels: int = MAX_LEVELS,
-                   normalisation: Normalisation = NO_NORMALISATION, min_count: int = 1,
+                   normalisation: Normalisation = NO_NORMALISATION, min_modality_rows: int = 1,
                    changes: dict | None = None) -> SiloData:
     """Encode a pandas DataFrame (one silo) with the shared schema.
 
@@ -464,7 +469,7 @@ def from_dataframe(df: pd.DataFrame, *, schema=None, name: str = "silo", source:
     na_values : iterable of str
         Cells read as missing (default: the empty cell); ``NaN``/``None`` are always missing, and so are the
         schema's own ``na_values``.
-    max_levels, min_count : int
+    max_levels, min_modality_rows : int
         Used only when inferring the schema (see :func:`infer_schema`).
     normalisation : Normalisation
         Explicit normalisation of the labels (default none).
@@ -484,7 +489,7 @@ def from_dataframe(df: pd.DataFrame, *, schema=None, name: str = "silo", source:
     schema = _as_schema(schema)
     if schema is None:
         schema = _infer_from_frames([(df, source)], max_levels=max_levels, na_values=na_values,
-                                    normalisation=normalisation, min_count=min_count)
+                                    normalisation=normalisation, min_modality_rows=min_modality_rows)
     codes = schema.encode(df, source=source, na_values=na_values, normalisation=normalisation, changes=changes)
     check_columns_observed(codes, schema, source)
     return SiloData(name=str(name), codes=codes, schema=schema, source=source, row_ids=ids)
@@ -492,7 +497,7 @@ def from_dataframe(df: pd.DataFrame, *, schema=None, name: str = "silo", source:
 
 def read_csv(path, *, schema=None, name: str | None = None, id_column=None, na_values=DEFAULT_NA_VALUES,
              sep: str = ",", encoding: str = "utf-8", max_levels: int = MAX_LEVELS,
-             normalisation: Normalisation = NO_NORMALISATION, min_count: int = 1,
+             normalisation: Normalisation = NO_NORMALISATION, min_modality_rows: int = 1,
              changes: dict | None = None) -> SiloData:
     """Read one silo's CSV file (header row of variable names, one row per individual).
 
@@ -510,7 +515,7 @@ def read_csv(path, *, schema=None, name: str | None = None, id_column=None, na_v
         Cells read as missing (default: only the empty cell; e.g. ``("", "NA")`` for R's exports).
     sep, encoding : str
         CSV separator and text encoding.
-    max_levels, min_count : int
+    max_levels, min_modality_rows : int
         Used only when inferring the schema.
     normalisation, changes
         As in :func:`from_dataframe`.
@@ -523,18 +528,18 @@ def read_csv(path, *, schema=None, name: str | None = None, id_column=None, na_v
     df = _read_csv_frame(p, sep=sep, encoding=encoding)
     return from_dataframe(df, schema=schema, name=name or p.stem, source=str(p), id_column=id_column,
                           na_values=na_values, max_levels=max_levels, normalisation=normalisation,
-                          min_count=min_count, changes=changes)
+                          min_modality_rows=min_modality_rows, changes=changes)
 
 
 def read_parquet(path, *, schema=None, name: str | None = None, id_column=None, na_values=DEFAULT_NA_VALUES,
                  max_levels: int = MAX_LEVELS, normalisation: Normalisation = NO_NORMALISATION,
-                 min_count: int = 1, changes: dict | None = None) -> SiloData:
+                 min_modality_rows: int = 1, changes: dict | None = None) -> SiloData:
     """Read one silo's Parquet file (needs the ``parquet`` extra: pyarrow). Arguments as :func:`read_csv`."""
     p = Path(path)
     df = _read_parquet_frame(p)
     return from_dataframe(df, schema=schema, name=name or p.stem, source=str(p), id_column=id_column,
                           na_values=na_values, max_levels=max_levels, normalisation=normalisation,
-                          min_count=min_count, changes=changes)
+                          min_modality_rows=min_modality_rows, changes=changes)
 
 
 def read_rows(path, schema, *, name: str | None = None, id_column=None, na_values=DEFAULT_NA_VALUES,
@@ -563,8 +568,8 @@ def read_rows(path, schema, *, name: str | None = None, id_column=None, na_value
 # -- several silos -----------------------------------------------------------------------------------------
 def read_silos(paths: Sequence, *, schema=None, names: Sequence[str] | None = None, id_column=None,
                na_values=DEFAULT_NA_VALUES, max_levels: int = MAX_LEVELS,
-               normalisation: Normalisation = NO_NORMALISATION, min_count: int = 1,
-               min_count_name: str = "min_count", changes: dict | None = None) -> list[SiloData]:
+               normalisation: Normalisation = NO_NORMALISATION, min_modality_rows: int = 1,
+               min_modality_rows_flag: str = "min_modality_rows", changes: dict | None = None) -> list[SiloData]:
     """Read one file per silo (CSV, or Parquet by extension) with one shared schema.
 
     When ``schema`` is omitted it is inferred from all files together (see :func:`infer_schema` for what it
@@ -584,7 +589,8 @@ def read_silos(paths: Sequence, *, schema=None, names: Sequence[str] | None = No
     if schema is None:
         schema = _infer_from_frames([(f, str(p)) for (f, _), p in zip(frames, paths, strict=True)],
                                     max_levels=max_levels, na_values=na_values, normalisation=normalisation,
-                                    min_count=min_count, min_count_name=min_count_name)
+                                    min_modality_rows=min_modality_rows,
+                                    min_modality_rows_flag=min_modality_rows_flag)
     silos = []
     for i, (p, (df, ids)) in enumerate(zip(paths, frames, strict=True)):
         name = names[i] if names is not None else Path(p).stem
@@ -602,7 +608,8 @@ def read_silos(paths: Sequence, *, schema=None, names: Sequence[str] | None = No
 
 def split_by_column(path_or_df, column: str, *, schema=None, id_column=None, na_values=DEFAULT_NA_VALUES,
                     max_levels: int = MAX_LEVELS, normalisation: Normalisation = NO_NORMALISATION,
-                    min_count: int = 1, min_count_name: str = "min_count", changes: dict | None = None,
+                    min_modality_rows: int = 1, min_modality_rows_flag: str = "min_modality_rows",
+                    changes: dict | None = None,
                     positions: dict | None = None) -> list[SiloData]:
     """Split one table into silos by the value of ``column`` (e.g. a hospital identifier).
 
@@ -617,7 +624,7 @@ def split_by_column(path_or_df, column: str, *, schema=None, id_column=None, na_
         Shared schema; inferred from the whole table when omitted.
     id_column : int or str, optional
         Row identifier column. Without it, ``row_ids`` hold the 0-based row positions in the whole table.
-    normalisation, min_count, min_count_name, changes
+    normalisation, min_modality_rows, min_modality_rows_flag, changes
         As in :func:`read_silos`.
     positions : dict, optional
         Filled with ``{silo name: 0-based positions of its rows in the whole table}`` (the ``row`` of
@@ -656,7 +663,8 @@ def split_by_column(path_or_df, column: str, *, schema=None, id_column=None, na_
         schema = _infer_from_frames([(data.loc[values == v], f"{src} ({column}={v})")
                                      for v in sort_modalities(pd.unique(values))],
                                     max_levels=max_levels, na_values=na_values, normalisation=normalisation,
-                                    min_count=min_count, min_count_name=min_count_name)
+                                    min_modality_rows=min_modality_rows,
+                                    min_modality_rows_flag=min_modality_rows_flag)
     silos = []
     for v in sort_modalities(pd.unique(values)):
         mask = values == v

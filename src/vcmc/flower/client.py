@@ -133,7 +133,7 @@ def read_node_data(node_config: Mapping, node_id: int | None = None):
                                   case_insensitive=_flag(node_config, "case-insensitive"))
     na_values = ("", *(t for t in str(node_config.get("na-values") or "").split(",") if t))
     return reader(str(path), schema=schema, name=name, id_column=id_column, na_values=na_values,
-                  normalisation=normalisation, min_count=privacy.min_cluster_size)
+                  normalisation=normalisation, min_modality_rows=privacy.min_cluster_size)
 
 
 def _flag(node_config: Mapping, key: str) -> bool:

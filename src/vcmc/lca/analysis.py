@@ -97,7 +97,7 @@ def infer_spec(frames: Mapping[str, pd.DataFrame], columns: list[tuple[str, str 
 
 
 def lca_silos(frames: Mapping[str, pd.DataFrame], *, covariates=None, distal=None, schema=None, id_column=None,
-              na_values=("",), privacy=None, min_count: int = 1, exclude=()):
+              na_values=("",), privacy=None, min_modality_rows: int = 1, exclude=()):
     """LocalSilos from one data frame per silo (name -> frame); auxiliary columns kept out of the clustering.
 
     ``exclude`` names further columns left out of the clustering (and not used at all).
@@ -136,7 +136,7 @@ def lca_silos(frames: Mapping[str, pd.DataFrame], *, covariates=None, distal=Non
     dis_spec = infer_spec(auxiliary, dis_cols, "--distal") if dis_cols else None
     if schema is None:
         schema = infer_schema(list(clustering.values()), id_column=id_column, na_values=tuple(na),
-                              min_count=min_count)
+                              min_modality_rows=min_modality_rows)
     silos = []
     for name, df in clustering.items():
         data = from_dataframe(df, schema=schema, name=name, id_column=id_column, na_values=tuple(na))

@@ -71,7 +71,7 @@ def load(args, *, covariates=None, distal=None):
     privacy = PrivacyConfig()
     exclude = [c.strip() for c in (getattr(args, "exclude", None) or "").split(",") if c.strip()]
     return lca_silos(frames, covariates=covariates, distal=distal, schema=schema, id_column=args.id_column,
-                     na_values=tuple(na), privacy=privacy, min_count=privacy.min_cluster_size, exclude=exclude)
+                     na_values=tuple(na), privacy=privacy, min_modality_rows=privacy.min_cluster_size, exclude=exclude)
 
 
 def _check_out(out, overwrite: bool, names) -> Path:

@@ -26,10 +26,11 @@ from vcmc.protocol.requests import (
     SummarizeRequest,
     decode_message,
 )
+from vcmc.protocol.silo_config import SiloConfig
 from vcmc.protocol.summary import SiloSummary
 
 __all__ = ["MESSAGE_BY_KIND", "MESSAGE_TYPES", "REPLY_TYPE", "AnnounceReply", "AnnounceRequest", "AssessReply",
            "AssessRequest", "AssignReply",
            "AssignRequest", "CountsReply", "CountsRequest", "DivergenceReply", "DivergenceRequest",
-           "ErrorReply", "HelloReply", "HelloRequest", "Message", "Silo", "SiloSummary", "SummarizeRequest",
-           "decode_message"]
+           "ErrorReply", "HelloReply", "HelloRequest", "Message", "Silo", "SiloConfig", "SiloSummary",
+           "SummarizeRequest", "decode_message"]

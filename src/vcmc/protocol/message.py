@@ -1,9 +1,12 @@
 """Base of every object that crosses the silo boundary: frozen, typed, versioned, plain-array encoded.
 
 A message is a frozen dataclass whose fields are numpy arrays, Python scalars (int, float, bool, str),
-tuples of them, ``dict[str, float]`` or ``None``. ``to_arrays`` gives a flat ``dict[str, ndarray | scalar]``
+tuples of them, ``dict[str, float]``, another message (``SummarizeRequest.config``: its keys are prefixed
+with the field's name and a '.') or ``None``. ``to_arrays`` gives a flat ``dict[str, ndarray | scalar]``
 that travels unchanged in-process, through a process pool or in Flower ``ArrayRecord``/``ConfigRecord``;
-``from_arrays`` rebuilds and re-validates it. ``VERSION`` is checked on decoding.
+``from_arrays`` rebuilds and re-validates it. ``VERSION`` is checked on decoding; a message class with
+``CLOSED = True`` also refuses a key it has no field for (the server cannot slip in an option the silo
+would silently ignore).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ class Message:
 
     KIND: ClassVar[str] = "message"
     VERSION: ClassVar[int] = 1
+    CLOSED: ClassVar[bool] = False
 
     def to_arrays(self) -> dict[str, object]:
         """Flat encoding: arrays stay arrays, scalars stay scalars, dicts are flattened with a '.'."""
@@ -38,6 +42,9 @@ class Message:
             if isinstance(value, dict):
                 for k, v in value.items():
                     out[f"{f.name}{_DICT_SEP}{k}"] = float(v)
+            elif isinstance(value, Message):
+                for k, v in value.to_arrays().items():
+                    out[f"{f.name}{_DICT_SEP}{k}"] = v
             elif isinstance(value, tuple):
                 out[f.name] = np.asarray(value)
             elif isinstance(value, np.ndarray):
@@ -61,11 +68,17 @@ class Message:
                 f"{cls.KIND!r} message has version {version!r}; this vcmc understands version "
                 f"{cls.VERSION}. Upgrade the silo and the server to the same vcmc release.")
         hints = _type_hints(cls)
+        if cls.CLOSED:
+            _refuse_unknown_keys(cls, arrays, hints)
         kwargs: dict[str, object] = {}
         for f in dataclasses.fields(cls):
             hint = hints[f.name]
             prefix = f"{f.name}{_DICT_SEP}"
-            if _is_dict(hint):
+            if _is_message(hint):
+                nested = {k[len(prefix):]: v for k, v in arrays.items() if isinstance(k, str) and k.startswith(prefix)}
+                if nested:
+                    kwargs[f.name] = hint.from_arrays(nested)
+            elif _is_dict(hint):
                 kwargs[f.name] = {k[len(prefix):]: float(v) for k, v in arrays.items()
                                   if isinstance(k, str) and k.startswith(prefix)}
             elif f.name in arrays:
@@ -76,6 +89,23 @@ class Message:
                     value = value.item()
                 kwargs[f.name] = value
         return cls(**kwargs)
+
+
+def _refuse_unknown_keys(cls, arrays: typing.Mapping[str, object], hints: dict) -> None:
+    """Every key is the header, a field, or (for a dict or nested message field) prefixed by one."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    prefixed = tuple(f"{f.name}{_DICT_SEP}" for f in dataclasses.fields(cls)
+                     if _is_dict(hints[f.name]) or _is_message(hints[f.name]))
+    unknown = sorted(str(k) for k in arrays if k not in ("__kind__", "__version__") and k not in names
+                     and not (isinstance(k, str) and k.startswith(prefixed)))
+    if unknown:
+        raise InconsistentSiloSummaries(
+            f"{cls.KIND!r} message (version {cls.VERSION}) has fields this vcmc does not know: "
+            f"{', '.join(map(repr, unknown))}. Upgrade the silo and the server to the same vcmc release.")
+
+
+def _is_message(hint) -> bool:
+    return isinstance(hint, type) and issubclass(hint, Message)
 
 
 @functools.cache

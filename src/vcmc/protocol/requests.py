@@ -16,7 +16,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from vcmc.exceptions import InconsistentSiloSummaries
+from vcmc.exceptions import ConfigError, InconsistentSiloSummaries
 from vcmc.protocol.lca import LCA_MESSAGE_TYPES, LCA_REPLY_TYPE
 from vcmc.protocol.message import Message
 from vcmc.protocol.rounds import (
@@ -26,6 +26,7 @@ from vcmc.protocol.rounds import (
     RoundStartRequest,
     RoundSweepRequest,
 )
+from vcmc.protocol.silo_config import SiloConfig
 from vcmc.protocol.summary import SiloSummary
 
 
@@ -33,18 +34,37 @@ from vcmc.protocol.summary import SiloSummary
 class SummarizeRequest(Message):
     """Run the apply step and return a ``SiloSummary``.
 
-    ``config_json`` is ``FitConfig.to_dict()`` as JSON (prior, sampler, post-processing; the silo's own
-    disclosure limits, set by its operator, can only be tightened by the server's privacy section).
-    The silo's random stream is ``SeedSequence(seed_entropy, spawn_key=spawn_key)``.
+    ``config`` is the typed ``SiloConfig`` (prior, sampler, post-processing, the disclosure limits the server
+    asks for, which can only tighten the silo operator's own, and the aggregation strategy). The silo's
+    random stream is ``SeedSequence(seed_entropy, spawn_key=spawn_key)``. Version 2: version 1 carried the
+    configuration as JSON text (``config_json``), which a silo of this release refuses.
     """
 
     KIND = "summarize_request"
-    VERSION = 1
+    VERSION = 2
+    CLOSED = True
 
-    config_json: str
+    config: SiloConfig
     n_silos: int
     seed_entropy: int
     spawn_key: tuple[int, ...]
+
+    def __post_init__(self):
+        if not isinstance(self.config, SiloConfig):
+            raise ConfigError(f"SummarizeRequest.config must be a SiloConfig (SiloConfig.from_fit_config); got "
+                              f"{type(self.config).__name__}")
+
+    @classmethod
+    def from_arrays(cls, arrays):
+        version = arrays.get("__version__")
+        if arrays.get("__kind__") == cls.KIND and version is not None and int(version) != cls.VERSION:
+            raise InconsistentSiloSummaries(
+                f"'summarize_request' message has version {int(version)}; this vcmc understands version "
+                f"{cls.VERSION} (the configuration as a typed SiloConfig, no longer as JSON text). Upgrade the "
+                "server and the silos to the same vcmc release.")
+        if "config.__kind__" not in arrays and arrays.get("__kind__") == cls.KIND:
+            raise InconsistentSiloSummaries("the summarize request has no configuration ('config')")
+        return super().from_arrays(arrays)
 
 
 @dataclass(frozen=True)
@@ -338,7 +358,9 @@ def decode_message(arrays: Mapping[str, object]) -> Message:
                  and k in _SCALAR_KEYS.get(cls, ()) else v) for k, v in arrays.items()}
     try:
         return cls.from_arrays(plain)
-    except InconsistentSiloSummaries:
+    except (InconsistentSiloSummaries, ConfigError):
+        # a kind, version or field refused, or an option out of its range (the config dataclasses' own
+        # message, naming the option): said as it is
         raise
     except (TypeError, ValueError, KeyError) as exc:
         raise InconsistentSiloSummaries(

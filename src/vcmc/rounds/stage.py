@@ -184,10 +184,9 @@ def _result(one_shot: GlobalResult, transport, names, trace, log_pi, log_prof, m
     timings = dict(one_shot.timings)
     timings["rounds"] = seconds
     timings["total"] = timings.get("total", 0.0) + seconds
-    refined = GlobalResult.from_draws(
+    return GlobalResult.from_draws(
         pi_draws=pi_k, profile_draws=prof_k, method=one_shot.method, n_modalities=one_shot.n_modalities,
         silos=names, partition_counts=partition_counts,
         assignments=_local_rows(transport, "local_assignments", names),
         memberships=_local_rows(transport, "local_memberships", names), n_chains=1, timings=timings,
         config=one_shot.config, seed=one_shot.seed, diagnostics=diagnostics, matching=None)
-    return refined

@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from vcmc.config import PrivacyConfig, config_from_mapping
+from vcmc.config import PrivacyConfig
 from vcmc.exceptions import ConfigError, DisclosureError, NotFittedError
 from vcmc.protocol import (
     AnnounceReply,
@@ -343,11 +343,8 @@ def _admit_hello(gate: Gate, request: HelloRequest) -> HelloRequest:
 
 
 def _admit_summarize(gate: Gate, request: SummarizeRequest) -> SummarizeRequest:
-    try:
-        config = config_from_mapping(json.loads(request.config_json))
-    except (ValueError, TypeError) as exc:
-        raise ConfigError(f"summarize: the request's configuration is not valid ({type(exc).__name__})") from None
-    strategy = config.aggregation.strategy
+    config = request.config          # a typed SiloConfig, checked when the request was decoded
+    strategy = config.strategy
     if strategy not in gate.policy.allowed_strategies:
         raise DisclosureError(f"silo {gate.silo.name!r}: its operator does not allow the {strategy!r} strategy "
                               "(its count round trips sum the silo's rows at parameters the server chooses; "

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from vcmc.atomic import atomic_path
-from vcmc.config import PrivacyConfig, config_from_mapping
+from vcmc.config import PrivacyConfig
 from vcmc.exceptions import ConfigError, DisclosureError, NotFittedError, StateCacheError
 from vcmc.protocol import (
     AnnounceReply,
@@ -48,6 +48,12 @@ _STATE_FIELDS = ("partition", "membership", "pi_draws", "profile_draws", "n_occu
 _STATE_FORMAT = 2     # 2: the file holds its key and a digest of its arrays
 silo_log = logging.getLogger("vcmc.silo")
 LCA_REQUEST_TYPES = tuple(LCA_REPLY_TYPE)
+
+
+def _config_text(config) -> bytes:
+    """The request's options as canonical text (the state file's key): their wire encoding, keys sorted."""
+    plain = {k: (np.asarray(v).tolist() if isinstance(v, np.ndarray) else v) for k, v in config.to_arrays().items()}
+    return json.dumps(plain, sort_keys=True).encode()
 
 
 def _arrays_digest(arrays: dict[str, np.ndarray]) -> str:
@@ -258,7 +264,7 @@ class LocalSilo:
 
         return {"format": str(_STATE_FORMAT), "silo": self.name, "seed": str(int(request.seed_entropy)),
                 "spawn_key": ",".join(str(int(k)) for k in request.spawn_key), "n_silos": str(int(request.n_silos)),
-                "config": digest(request.config_json.encode()), "privacy": digest(repr(self.privacy).encode()),
+                "config": digest(_config_text(request.config)), "privacy": digest(repr(self.privacy).encode()),
                 "secure_noise": str(bool(self.secure_noise)),
                 "data": digest(self.data.schema.fingerprint().encode() + np.ascontiguousarray(self.codes).tobytes())}
 
@@ -298,8 +304,7 @@ class LocalSilo:
             return None
         self.assignments = self.memberships = None
         self.rounds = None
-        config = config_from_mapping(json.loads(request.config_json))
-        self.privacy_in_force = effective_privacy(self.privacy, config.privacy)
+        self.privacy_in_force = effective_privacy(self.privacy, request.config.privacy)
         return summary
 
     def _save_cached(self, request: SummarizeRequest, summary: SiloSummary) -> None:
@@ -325,7 +330,7 @@ class LocalSilo:
         from vcmc.silo.apply import run_apply_step
         from vcmc.silo.build_summary import build_summary
 
-        config = config_from_mapping(json.loads(request.config_json))
+        config = request.config
         privacy = effective_privacy(self.privacy, config.privacy)
         seed = np.random.SeedSequence(int(request.seed_entropy), spawn_key=tuple(int(k) for k in
                                                                                  request.spawn_key))
@@ -335,7 +340,7 @@ class LocalSilo:
                                jobs=self.jobs, progress=self.gate.cpu_guard(self.progress))
         local, n_merged = apply_min_cluster_size(local, self.codes, privacy,
                                                  floor=config.postprocess.threshold(self.data.n_rows))
-        include_counts = privacy.share_counts and config.aggregation.strategy != "federated-gradient"
+        include_counts = privacy.share_counts and config.strategy != "federated-gradient"
         summary = build_summary(local, self.codes, silo=self.name,
                                 schema_fingerprint=self.data.schema.fingerprint(),
                                 n_modalities=self.n_modalities, include_counts=include_counts,

@@ -4,11 +4,13 @@ Each attack records what came back (the reply's fields, or the error text); the 
 (tests/federation/test_curious_server.py) asserts that nothing below the silo operator's limits was learnt.
 """
 
-import json
+import dataclasses
 
 import numpy as np
+from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
 from flwr.app import Message as FlowerMessage
 
+from vcmc.config import config_from_mapping
 from vcmc.exceptions import SiloFailure
 from vcmc.flower.records import decode_record, encode_record
 from vcmc.flower.server import FlowerTransport, discover_silos, wait_for_nodes
@@ -20,8 +22,18 @@ from vcmc.protocol import (
     CountsRequest,
     DivergenceRequest,
     HelloRequest,
+    SiloConfig,
     SummarizeRequest,
 )
+
+
+def _raw_record(arrays: dict) -> RecordDict:
+    """A message as ``encode_record`` lays it out, from a hand-made flat encoding (what a modified or older
+    server could send that no vcmc message class would build)."""
+    return RecordDict({"arrays": ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in arrays.items()
+                                              if isinstance(v, np.ndarray)}),
+                       "scalars": ConfigRecord({k: v for k, v in arrays.items() if not isinstance(v, np.ndarray)}),
+                       "bigints": ConfigRecord({})})
 
 
 def _plain(reply) -> dict:
@@ -56,8 +68,18 @@ def run_attacks(grid, plan: dict) -> dict:
         results[name] = _plain(tr.call({silo: request})[silo])
         return results[name]
 
-    def summarize(config: dict):
-        return SummarizeRequest(config_json=json.dumps(config), n_silos=1, seed_entropy=5, spawn_key=(0, 0))
+    honest = config_from_mapping(plan["config"])
+
+    def summarize(config):
+        return SummarizeRequest(config=SiloConfig.from_fit_config(config), n_silos=1, seed_entropy=5,
+                                spawn_key=(0, 0))
+
+    def send_raw(name, arrays: dict):
+        raw = FlowerMessage(_raw_record(arrays), dst_node_id=tr.node_ids[silo], message_type="query.summarize",
+                            group_id=name)
+        reply = grid.send_and_receive([raw], timeout=240)[0]
+        results[name] = ({"ok": False, "reason": reply.error.reason} if reply.has_error()
+                         else {"ok": True, "kind": decode_record(reply.content).KIND})
 
     k_guess = 3
     one = np.tile(person, (1, k_guess, 1))
@@ -69,19 +91,24 @@ def run_attacks(grid, plan: dict) -> dict:
     ask("assess-before-summary", AssessRequest(pi=uniform_pi, profiles=one, pairs=np.zeros((0, 2), np.int64),
                                                seed_entropy=1, spawn_key=(2, 0)))
     # -- a message on the wrong handler: a summarize request sent as query.hello
-    wrong = FlowerMessage(encode_record(summarize(plan["config"])), dst_node_id=tr.node_ids[silo],
+    wrong = FlowerMessage(encode_record(summarize(honest)), dst_node_id=tr.node_ids[silo],
                           message_type="query.hello", group_id="wrong")
     reply = grid.send_and_receive([wrong], timeout=120)[0]
     results["wrong-handler"] = ({"ok": False, "reason": reply.error.reason} if reply.has_error()
                                 else {"ok": True, "kind": decode_record(reply.content).KIND})
     # -- unsafe strategies and the iteration cap
-    ask("federated-gradient-strategy", summarize({**plan["config"], "aggregation": {
-        **plan["config"]["aggregation"], "strategy": "federated-gradient"}}))
-    ask("design-strategy", summarize({**plan["config"], "aggregation": {
-        **plan["config"]["aggregation"], "strategy": "design"}}))
-    ask("huge-n-iter", summarize({**plan["config"], "sampler": {**plan["config"]["sampler"], "n_iter": 100000000}}))
+    ask("federated-gradient-strategy", summarize(dataclasses.replace(honest, aggregation=dataclasses.replace(
+        honest.aggregation, strategy="federated-gradient"))))
+    ask("design-strategy", summarize(dataclasses.replace(honest, aggregation=dataclasses.replace(
+        honest.aggregation, strategy="design"))))
+    ask("huge-n-iter", summarize(dataclasses.replace(honest, sampler=dataclasses.replace(
+        honest.sampler, n_iter=100000000))))
+    # -- the configuration as an older server sends it (JSON text), and with an option the silo does not know
+    send_raw("json-configuration", {"__kind__": "summarize_request", "__version__": 1, "config_json": "{}",
+                                    "n_silos": 1, "seed_entropy": 5, "spawn_key": np.array([0, 0])})
+    send_raw("unknown-option", {**summarize(honest).to_arrays(), "config.privacy.trust-the-server": True})
     # -- the honest summary
-    summary = ask("summary", summarize(plan["config"]))
+    summary = ask("summary", summarize(honest))
     if not summary["ok"]:
         results["abort"] = True
     else:
