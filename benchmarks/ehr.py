@@ -24,6 +24,7 @@ commit are recorded in the JSON.
     python benchmarks/ehr.py --n 30000 --iterations 2000      # a quick look
     python benchmarks/ehr.py --stop converged --methods vcmc  # --iterations auto (ehr-uniform-auto.*)
     python benchmarks/ehr.py --iterations 4000 --methods vcmc --profile --tag app4000   # issue 24's scale
+    python benchmarks/ehr.py --methods startup --tag startup  # where the process pool's start-up goes
 """
 
 from __future__ import annotations
@@ -231,7 +232,38 @@ def profile_markdown(report: dict, prof: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-WORKERS = {"vcmc": _run_vcmc, "full-mcmc": _run_full, "fedmerdel": _run_fedmerdel, "profile": _run_profile}
+def _run_startup(args, data_dir: Path) -> dict:
+    """Where the start of a ``--jobs`` run goes: the process pool's start-up as ``_run_vcmc`` makes it (fork
+    server and its imports, then each worker reading its silos one after the other and answering the hello),
+    then, in this process, the same reading and hello of every silo one after the other, timed apart."""
+    import functools
+
+    from vcmc.data import Schema, read_csv
+    from vcmc.federation.transport import ProcessPoolTransport
+    from vcmc.protocol import HelloRequest
+    from vcmc.silo.local import LocalSilo
+
+    schema = Schema.from_json(data_dir / "schema.json")
+    files = _silo_files(data_dir)
+    loaders = {p.stem: functools.partial(read_csv, p, schema=schema) for p in files}
+    t0 = time.perf_counter()
+    with ProcessPoolTransport(loaders, max_workers=args.jobs):
+        pool_s = time.perf_counter() - t0
+    read_s, hello_s = [], []
+    for p in files:
+        t0 = time.perf_counter()
+        data = read_csv(p, schema=schema)
+        t1 = time.perf_counter()
+        LocalSilo(data).handle(HelloRequest()).to_arrays()
+        read_s.append(t1 - t0)
+        hello_s.append(time.perf_counter() - t1)
+    return {"startup_s": pool_s, "read_csv_s_per_silo": float(np.median(read_s)),
+            "hello_s_per_silo": float(np.median(hello_s)), "read_and_hello_all_silos_one_process_s":
+            float(sum(read_s) + sum(hello_s)), "n_silos": len(files), "jobs": args.jobs}
+
+
+WORKERS = {"vcmc": _run_vcmc, "full-mcmc": _run_full, "fedmerdel": _run_fedmerdel, "profile": _run_profile,
+           "startup": _run_startup}
 
 
 # ------------------------------------------------------------------------------------------------ scoring
@@ -289,6 +321,16 @@ def heatmap(profiles, weights, names, path: Path, title: str) -> Path:
     return path
 
 
+def _startup_lines(report: dict) -> list[str]:
+    if "startup" not in report["runs"]:
+        return []
+    st = report["runs"]["startup"]
+    return ["", f"Start-up of the process pool ({st['n_silos']} silos, --jobs {st['jobs']}): {st['startup_s']:.1f} s; "
+                f"reading one silo {st['read_csv_s_per_silo']:.2f} s and its hello {st['hello_s_per_silo']:.2f} s "
+                f"(medians, one process; all silos one after the other "
+                f"{st['read_and_hello_all_silos_one_process_s']:.1f} s)."]
+
+
 def markdown(report: dict) -> str:
     sizes = report["truth"]["sizes"]
     methods = [m for m in report["runs"] if "score" in report["runs"][m]]
@@ -298,6 +340,12 @@ def markdown(report: dict) -> str:
                for line in (f"Earlier runs kept in this file (`--keep-runs`): `{c}`; each run's commit is in the JSON.",
                             "")],
              "| | " + " | ".join(methods) + " |", "| --- | " + " | ".join("---" for _ in methods) + " |"]
+
+    if not methods:  # --methods startup alone: no fit, no tables
+        lines = lines[:3]
+
+    if not methods:  # --methods startup alone: no fit, no tables
+        return "\n".join(lines[:4] + _startup_lines(report)) + "\n"
 
     def row(label, fn):
         lines.append(f"| {label} | " + " | ".join(fn(report["runs"][m]) for m in methods) + " |")
@@ -325,6 +373,7 @@ def markdown(report: dict) -> str:
                   ", ".join(f"{c + 1}: {n:,}; {k} silos; true {t}" for c, (n, k, t) in
                             enumerate(zip(sc["estimated_sizes"], sc["estimated_silos"], sc["estimated_majority"],
                                           strict=True)) if n > 0)]
+    lines += _startup_lines(report)
     if "vcmc" in report["runs"] and "timings_s" in report["runs"]["vcmc"]:
         v = report["runs"]["vcmc"]
         ratio = v.get("labelling_and_assessment_over_apply")
@@ -431,6 +480,13 @@ def main() -> None:
         run = json.loads((data_dir / f"run-{method}.json").read_text())
         run["process_wall_s"] = time.perf_counter() - t0
         run["commit"] = report["commit"]
+        if method == "startup":  # no fit: nothing to score
+            report["runs"][method] = run
+            (out_dir / f"ehr-{tag}.json").write_text(json.dumps(report, indent=1))
+            (out_dir / f"ehr-{tag}.md").write_text(markdown(report))
+            print(f"startup: pool {run['startup_s']:.1f} s; per silo read {run['read_csv_s_per_silo']:.2f} s, "  # noqa: T201
+                  f"hello {run['hello_s_per_silo']:.2f} s", flush=True)
+            continue
         run["score"] = score(run, truth)
         heatmap(run["profiles"], run["weights"], names, out_dir / f"heatmap-{tag}-{method}.png",
                 f"{method}: scaled difference of prevalence, cluster vs population")

@@ -12,7 +12,17 @@ options given; then ``vcmc fit`` on the same files with the same seed and option
   /proc every ``--sample`` seconds: the largest peak RSS (VmHWM) of one process of the kind, and the
   largest PSS summed over the kind's live processes at one instant (shared pages counted once), with
   the number of processes of each kind seen (ClientApp: one launch per message, Flower's design);
-- whether the Flower result equals ``vcmc fit``'s (silos, weights, cluster sizes, WAIC).
+- whether the Flower result equals ``vcmc fit``'s (silos, weights, cluster sizes, WAIC);
+- CPU seconds per process kind, and ClientApp launches against the messages sent to silos (a launch more
+  than the messages is a ClientApp Flower restarted after its task token expired: ``401 Unauthorized``
+  in the SuperNodes' logs, docs/federation.md §3.6);
+- once per invocation, each message of a 2-silo run answered again in a fresh process as Flower's
+  SuperExec runs it (``clientapp_cost``: seconds to load the ClientApp, seconds to answer, peak RSS, the
+  heavy libraries it imported), in ``OUT/clientapp-cost.json``.
+
+``--superexec-poll-interval S`` sets Flower's ``FLWR_SUPEREXEC_TASK_POLL_INTERVAL`` for every site; ``--idle
+SECONDS`` instead measures the CPU that 8 idle SuperNodes and SuperExecs use with Flower's default interval
+and with ``S`` (``OUT/idle-cpu.json``).
 
 Writes ``OUT/flower-<N>.json`` per deployment and ``OUT/README.md`` (a table of every ``flower-*.json`` in
 OUT), each with the command and the commit. A deployment is stopped if the host's available memory falls
@@ -20,8 +30,9 @@ under ``--min-available-mb`` (30 sites on one host need about 13 GB). The machin
 for the figures to mean anything absolute; the ratios within one run (Flower / vcmc fit) are what is
 compared.
 
-    python benchmarks/flower.py --sites 8 30 --iterations 50000 --rows 1000    # the full run
-    python benchmarks/flower.py --sites 8 --iterations 2000 --rows 300          # a short one
+    python benchmarks/flower.py --sites 8 30 --iterations 50000 --rows 1000 --superexec-poll-interval 5   # full
+    python benchmarks/flower.py --sites 8 --iterations 400 --rows 300 --superexec-poll-interval 5        # short
+    python benchmarks/flower.py --idle 60 --superexec-poll-interval 5                                    # idle CPU
 """
 
 from __future__ import annotations
@@ -45,7 +56,7 @@ from vcmc.atomic import atomic_write_text
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "federation"))
-from flowerlab import Lab  # noqa: E402 - the test suite's loopback deployment, one implementation
+from flowerlab import Lab, processes_with  # noqa: E402 - the test suite's loopback deployment, one implementation
 
 KINDS = (("flower-superlink", "SuperLink"), ("flower-supernode", "SuperNode"), ("flower-superexec", "SuperExec"),
          ("flwr-clientapp", "ClientApp"), ("flwr-serverapp", "ServerApp"))
@@ -87,6 +98,7 @@ class MemorySampler(threading.Thread):
         self.stop = threading.Event()
         self.kinds: dict[str, dict] = {k: {"processes": set(), "peak_rss_mb": 0.0, "peak_pss_sum_mb": 0.0}
                                        for _, k in KINDS}
+        self.cpu_ticks: dict[int, tuple[str, int]] = {}     # pid -> (kind, user + system clock ticks seen)
         self.peak_total_pss_mb = 0.0
         self.peak_live = 0
 
@@ -110,6 +122,8 @@ class MemorySampler(threading.Thread):
                 if not hwm:
                     continue
                 live += 1
+                self.cpu_ticks[int(p.name)] = (kind, max(_cpu_ticks(int(p.name)),
+                                                         self.cpu_ticks.get(int(p.name), ("", 0))[1]))
                 k = self.kinds[kind]
                 k["processes"].add(int(p.name))
                 k["peak_rss_mb"] = max(k["peak_rss_mb"], hwm / 1024)
@@ -126,9 +140,20 @@ class MemorySampler(threading.Thread):
             self.stop.wait(self.every)
 
     def summary(self) -> dict:
+        tick = os.sysconf("SC_CLK_TCK")
+        cpu = {k: sum(t for kind, t in self.cpu_ticks.values() if kind == k) / tick for k in self.kinds}
         return {"per_kind": {k: {"processes_seen": len(v["processes"]), "peak_rss_mb": round(v["peak_rss_mb"], 1),
-                                 "peak_pss_sum_mb": round(v["peak_pss_sum_mb"], 1)} for k, v in self.kinds.items()},
+                                 "peak_pss_sum_mb": round(v["peak_pss_sum_mb"], 1), "cpu_s": round(cpu[k], 1)}
+                             for k, v in self.kinds.items()},
                 "peak_total_pss_mb": round(self.peak_total_pss_mb, 1), "peak_live_processes": self.peak_live}
+
+
+def _cpu_ticks(pid: int) -> int:
+    """User + system CPU time of a process in clock ticks (0 when it is gone)."""
+    with contextlib.suppress(OSError, IndexError, ValueError):
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        return int(fields[11]) + int(fields[12])
+    return 0
 
 
 def _available_mb() -> float:
@@ -163,8 +188,14 @@ def stages_from_log(text: str) -> list[dict]:
 
 
 def run_flower(tmp: Path, files: list[Path], schema: Path, options: dict, seed: int, sample: float,
-               timeout: float, min_available_mb: float = 0.0) -> dict:
+               timeout: float, min_available_mb: float = 0.0, superexec_poll_interval: float | None = None,
+               run_options: dict | None = None) -> dict:
     lab = Lab(tmp)
+    if superexec_poll_interval is not None:
+        # Flower's own setting (flwr 1.42, flwr.supercore.superexec.run_superexec): how often each SuperExec
+        # asks its SuperNode for a task to launch (default 1 s); inherited by the SuperExec that each
+        # SuperNode starts with --isolation subprocess
+        lab.env["FLWR_SUPEREXEC_TASK_POLL_INTERVAL"] = f"{superexec_poll_interval:g}"
 
     def stop_deployment() -> None:
         import signal
@@ -190,7 +221,7 @@ def run_flower(tmp: Path, files: list[Path], schema: Path, options: dict, seed: 
         t_up = time.monotonic() - t0
         run_config = " ".join([f'out-dir="{out_dir}"', f'schema-path="{schema}"', f"seed={seed}",
                                f"min-nodes={len(files)}", "wait-nodes=120",
-                               *(f"{k}={v}" for k, v in options.items())])
+                               *(f"{k}={v}" for k, v in {**options, **(run_options or {})}.items())])
         t1 = time.monotonic()
         status, server_log = lab.run_app(ROOT / "flower_app", run_config, done_file=out_dir / "result.json",
                                          timeout=timeout)
@@ -202,14 +233,24 @@ def run_flower(tmp: Path, files: list[Path], schema: Path, options: dict, seed: 
             raise RuntimeError(f"Flower run ended {status}:\n{server_log}")
         log_text = (out_dir / "server.log").read_text()
         result = json.loads((out_dir / "result.json").read_text())
-        unauthorised = sum(("401 Unauthorized" in p.read_text(errors="replace")) for p in tmp.glob("supernode*.log"))
+        node_logs = [p.read_text(errors="replace") for p in tmp.glob("supernode*.log")]
+        unauthorised = sum("401 Unauthorized" in text for text in node_logs)
+        unauthorised_lines = sum(text.count("401 Unauthorized") for text in node_logs)
     finally:
         sampler.stop.set()
         sampler.join(5)
         lab.close()
-    return {"deployment_up_s": round(t_up, 1), "run_wall_s": round(wall, 1), "stages": stages_from_log(log_text),
-            "server_timings_s": result["timings_s"], "memory": sampler.summary(),
-            "supernode_logs_with_401_unauthorized": unauthorised, "result": result}
+    stages = stages_from_log(log_text)
+    memory = sampler.summary()
+    messages = sum(s["silos"] for s in stages)
+    launches = memory["per_kind"]["ClientApp"]["processes_seen"]
+    return {"deployment_up_s": round(t_up, 1), "run_wall_s": round(wall, 1), "stages": stages,
+            "server_timings_s": result["timings_s"], "memory": memory,
+            "messages_to_silos": messages, "clientapp_launches": launches,
+            "clientapp_relaunches": max(launches - messages, 0),
+            "superexec_poll_interval_s": superexec_poll_interval or 1.0,
+            "supernode_logs_with_401_unauthorized": unauthorised, "lines_401_unauthorized": unauthorised_lines,
+            "result": result}
 
 
 def run_fit(tmp: Path, files: list[Path], schema: Path, options: dict, seed: int) -> dict:
@@ -261,6 +302,126 @@ def data_read_cost(csv: Path, schema: Path, repeats: int = 5) -> dict:
             "from_node_state_s": round(float(np.median(cached)), 4), "node_state_bytes": len(wire)}
 
 
+# One message handled in a fresh process, as Flower's SuperExec runs it: the ClientApp module loaded as
+# Flower loads it (flower_app/vcmc_flower/client_app.py), then the captured request answered from the
+# captured node state. Prints one JSON line.
+_ONE_MESSAGE = """
+import json, pickle, sys, time
+t0 = time.perf_counter()
+sys.path.insert(0, sys.argv[1])
+import vcmc_flower.client_app
+t1 = time.perf_counter()
+from flwr.supercore.task_identity import TaskIdentity
+TaskIdentity._run_id = 1; TaskIdentity._node_id = 1; TaskIdentity._task_id = 1
+from flwr.app import Message
+from flwr.common.serde import context_from_proto
+from flwr.proto.message_pb2 import Context
+from vcmc.flower.client import client_handle
+from vcmc.flower.records import encode_record
+stage, request, context = pickle.loads(open(sys.argv[2], "rb").read())[int(sys.argv[3])]
+context = context_from_proto(Context.FromString(context))
+before = set(sys.modules)
+t2 = time.perf_counter()
+reply = client_handle(Message(encode_record(request), dst_node_id=1, message_type=stage), context)
+t3 = time.perf_counter()
+assert not reply.has_error(), reply.error.reason
+heavy = ("arviz", "arviz_plots", "arviz_stats", "matplotlib", "xarray", "scipy", "numba", "pandas", "pyarrow")
+print(json.dumps({"stage": stage.removeprefix("query."), "load_clientapp_s": round(t1 - t0, 3),
+                  "handle_s": round(t3 - t2, 3),
+                  "peak_rss_mb": round(int(next(line.split()[1] for line in open("/proc/self/status")
+                                                if line.startswith("VmHWM:"))) / 1024, 1),
+                  "imported_by_handler": sorted(m for m in heavy if m in sys.modules and m not in before),
+                  "imported_with_clientapp": sorted(m for m in heavy if m in before)}))
+"""
+
+
+def clientapp_cost(tmp: Path, options: dict, seed: int, rows: int = 300) -> list[dict]:
+    """What each message of a run costs the fresh ClientApp process Flower starts for it (one per message,
+    Flower's design): seconds to load the ClientApp module, seconds to answer, peak RSS and which heavy
+    libraries the module and the handler import. The messages are those of a 2-silo run (the ServerApp
+    over the test suite's in-process ``LoopbackGrid``, each node with its own ``Context``); each is then
+    answered again in a new process from the node state it arrived with."""
+    import pickle
+
+    from flwr.common.serde import context_to_proto
+    from flwr.supercore.task_identity import TaskIdentity
+    from test_flower import LoopbackGrid  # the suite's in-process Grid: one implementation
+
+    import vcmc.flower.client as client
+    from vcmc.flower.records import decode_record
+    from vcmc.flower.server import server_main
+
+    files, schema = make_files(tmp, 2, rows, seed)
+    nodes = {1 + i: {"data-path": str(f), "schema-path": str(schema), "silo-name": f.stem} for i, f in enumerate(files)}
+    captured = []
+    handle = client.client_handle
+
+    def capturing(message, context):
+        if context.node_id == 1:
+            captured.append((message.metadata.message_type, decode_record(message.content),
+                             context_to_proto(context).SerializeToString()))
+        return handle(message, context)
+
+    TaskIdentity._run_id, TaskIdentity._node_id, TaskIdentity._task_id = 1, 0, 1
+    client.client_handle = capturing
+    try:
+        from flwr.app import Context, RecordDict
+
+        rc = {**options, "out-dir": str(tmp / "probe-result"), "schema-path": str(schema), "seed": seed,
+              "min-nodes": 2}
+        server_main(LoopbackGrid(nodes), Context(run_id=1, node_id=0, node_config={}, state=RecordDict(),
+                                                 run_config=rc))
+    finally:
+        client.client_handle = handle
+    (tmp / "messages.pkl").write_bytes(pickle.dumps(captured))
+    out = []
+    for i in range(len(captured)):
+        done = subprocess.run([sys.executable, "-c", _ONE_MESSAGE, str(ROOT / "flower_app"), str(tmp / "messages.pkl"),
+                               str(i)], capture_output=True, text=True, timeout=600)
+        if done.returncode != 0:
+            raise RuntimeError(f"answering message {i} in a fresh process failed:\n{done.stderr[-3000:]}")
+        out.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    return out
+
+
+def idle_cost(tmp: Path, n_sites: int, seconds: float, poll_interval: float | None) -> dict:
+    """CPU seconds per minute and per site that a deployment's SuperNodes and SuperExecs use while no run is
+    going on (their polling), with Flower's SuperExec poll interval ``poll_interval`` (None: Flower's 1 s)."""
+    lab = Lab(tmp)
+    if poll_interval is not None:
+        lab.env["FLWR_SUPEREXEC_TASK_POLL_INTERVAL"] = f"{poll_interval:g}"
+    try:
+        lab.start_superlink()
+        for i in range(n_sites):
+            lab.start_supernode(f'data-path="{tmp / "unused.csv"}" silo-name="site_{i + 1}"', log=f"idle{i}.log")
+        deadline = time.monotonic() + 300
+        while len([n for n in lab.nodes() if n.get("status") == "online"]) < n_sites:
+            if time.monotonic() > deadline:
+                raise TimeoutError("not every SuperNode came online within 300 s")
+            time.sleep(2)
+        time.sleep(10)      # past the start-up imports
+
+        def ticks() -> dict[str, int]:
+            out = dict.fromkeys(("SuperLink", "SuperNode", "SuperExec"), 0)
+            for pid in processes_with(str(lab.home)):
+                with contextlib.suppress(OSError):
+                    kind = _kind(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode())
+                    if kind in out:
+                        out[kind] += _cpu_ticks(pid)
+            return out
+
+        before = ticks()
+        time.sleep(seconds)
+        after = ticks()
+    finally:
+        lab.close()
+    per_minute = 60 / seconds / os.sysconf("SC_CLK_TCK")
+    return {"sites": n_sites, "seconds": seconds, "superexec_poll_interval_s": poll_interval or 1.0,
+            "cpu_s_per_minute": {k: round((after[k] - before[k]) * per_minute, 2) for k in before},
+            "cpu_s_per_minute_per_site": {k: round((after[k] - before[k]) * per_minute / n_sites, 3)
+                                          for k in ("SuperNode", "SuperExec")}}
+
+
 def compare(flower: dict, fit: dict) -> dict:
     wf = np.array([c["weight"] for c in flower["clusters"]])
     wv = np.array([c["weight"] for c in fit["clusters"]])
@@ -274,13 +435,17 @@ def compare(flower: dict, fit: dict) -> dict:
             "elpd_waic": waic}
 
 
-def markdown(reports: list[dict]) -> str:
+def markdown(reports: list[dict], cost: dict | None = None) -> str:
     lines = ["# Flower deployment on one host against `vcmc fit`", "",
              "Written by `benchmarks/flower.py` from the `flower-<sites>.json` files beside this one (each section",
              "gives its command and commit). Figures from a shared, busy machine: read the ratios, not the seconds.",
+             "30 sites did not complete on this 2-core host: 30-sites-shared-host.md says what they showed and why.",
+             "The lighter ClientApp imports against the previous code: clientapp-before-after.md. Idle CPU of the",
+             "SuperNodes and SuperExecs by SuperExec poll interval: idle-cpu.json.",
              "", "| sites | iterations | rows per site | Flower run (s) | vcmc fit (s) | ratio | identical | "
-             "peak PSS, all (MB) | processes seen |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "peak PSS, all (MB) | processes seen | messages to silos | ClientApp launches (relaunches) | "
+             "SuperExec poll (s) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in reports:
         c = r["comparison"]
         same = c["same_silos_in_order"] and c["same_cluster_sizes"] and (c["max_abs_weight_difference"] or 0) < 1e-9
@@ -288,7 +453,10 @@ def markdown(reports: list[dict]) -> str:
         lines.append(f"| {r['sites']} | {r['iterations']} | {r['rows']} | {r['flower']['run_wall_s']} | "
                      f"{r['fit']['wall_s']} | "
                      f"{r['flower']['run_wall_s'] / r['fit']['wall_s']:.2f} | {'yes' if same else 'NO'} | "
-                     f"{r['flower']['memory']['peak_total_pss_mb']} | {seen} |")
+                     f"{r['flower']['memory']['peak_total_pss_mb']} | {seen} | "
+                     f"{r['flower'].get('messages_to_silos', '')} | {r['flower'].get('clientapp_launches', '')} "
+                     f"({r['flower'].get('clientapp_relaunches', '')}) | "
+                     f"{r['flower'].get('superexec_poll_interval_s', 1.0)} |")
     for r in reports:
         lines += ["", f"## {r['sites']} sites", "", f"Command: `{r['command']}` at commit `{r['commit']}`, "
                   f"{r['cores']} cores.", "",
@@ -299,15 +467,28 @@ def markdown(reports: list[dict]) -> str:
         t = r["flower"]["server_timings_s"]
         lines += ["", "Server-side: " + ", ".join(f"{k} {v:.1f} s" for k, v in t.items()) +
                   "; `vcmc fit`: " + ", ".join(f"{k} {v:.1f} s" for k, v in r["fit"]["timings_s"].items()), "",
-                  "| process kind | processes seen | peak RSS of one (MB) | peak PSS of all at once (MB) |",
-                  "| --- | --- | --- | --- |"]
+                  "| process kind | processes seen | peak RSS of one (MB) | peak PSS of all at once (MB) | "
+                  "CPU, all (s) |", "| --- | --- | --- | --- | --- |"]
         for kind, v in r["flower"]["memory"]["per_kind"].items():
-            lines.append(f"| {kind} | {v['processes_seen']} | {v['peak_rss_mb']} | {v['peak_pss_sum_mb']} |")
-        lines.append(f"| `vcmc fit` (one process) | 1 | {r['fit']['peak_rss_mb']} | |")
+            lines.append(f"| {kind} | {v['processes_seen']} | {v['peak_rss_mb']} | {v['peak_pss_sum_mb']} | "
+                         f"{v.get('cpu_s', '')} |")
+        lines.append(f"| `vcmc fit` (one process) | 1 | {r['fit']['peak_rss_mb']} | | |")
+        lines += ["", f"SuperNode logs with `401 Unauthorized`: "
+                  f"{r['flower'].get('supernode_logs_with_401_unauthorized', '')} of {r['sites']} "
+                  f"({r['flower'].get('lines_401_unauthorized', '')} lines)."]
         d = r["silo_data_per_message"]
         lines += ["", "Silo data per ClientApp message: reading and encoding the file "
                   f"{d['read_and_encode_file_s']} s, "
                   f"rebuilding from the node state {d['from_node_state_s']} s (state {d['node_state_bytes']} bytes)."]
+    if cost:
+        lines += ["", "## One message, one ClientApp process", "",
+                  f"Command: `{cost['command']}` at commit `{cost['commit']}`. Each message of a 2-silo run "
+                  "(300 rows each) answered again in a fresh process, as Flower's SuperExec runs it: load the "
+                  "ClientApp module (Flower, vcmc's handler), then answer from the node state.", "",
+                  "| message | load ClientApp (s) | answer (s) | peak RSS (MB) | heavy libraries the answer imported |",
+                  "| --- | --- | --- | --- | --- |"]
+        lines += [f"| {m['stage']} | {m['load_clientapp_s']} | {m['handle_s']} | {m['peak_rss_mb']} | "
+                  f"{', '.join(m['imported_by_handler']) or 'none'} |" for m in cost["messages"]]
     return "\n".join(lines) + "\n"
 
 
@@ -321,6 +502,12 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=7200, help="seconds a Flower run may take")
     ap.add_argument("--min-available-mb", type=float, default=2000,
                     help="stop a deployment when the host's available memory falls under this (0: never)")
+    ap.add_argument("--superexec-poll-interval", type=float, default=None,
+                    help="seconds between each SuperExec's polls of its SuperNode for a task "
+                         "(Flower's FLWR_SUPEREXEC_TASK_POLL_INTERVAL; Flower's default 1 s)")
+    ap.add_argument("--idle", type=float, default=0, metavar="SECONDS",
+                    help="instead of runs: measure the idle CPU of 8 SuperNodes for SECONDS with Flower's default "
+                         "SuperExec poll interval and with --superexec-poll-interval (idle-cpu.json)")
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "results" / "flower")
     args = ap.parse_args()
     # SIGTERM (and SIGINT, ignored in a background job) must still stop every process of the deployment:
@@ -331,7 +518,24 @@ def main() -> None:
     options = {"sampler.n-iter": args.iterations, "sampler.burn-in": args.iterations // 2,
                "privacy.min-cluster-size": 10}
     command = " ".join(["python", "benchmarks/flower.py", *sys.argv[1:]])
+    if args.idle:
+        rows = []
+        for poll in (None, args.superexec_poll_interval or 5.0):
+            with tempfile.TemporaryDirectory(prefix="vcmc-flower-idle-") as tmp_name:
+                rows.append(idle_cost(Path(tmp_name), 8, args.idle, poll))
+        args.out.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(args.out / "idle-cpu.json", json.dumps(
+            {"benchmark": "flower-idle", "command": command, "commit": commit(), "cores": os.cpu_count(),
+             "measurements": rows}, indent=2) + "\n")
+        print(json.dumps(rows))  # noqa: T201
+        return
     reports = []
+    with tempfile.TemporaryDirectory(prefix="vcmc-clientapp-") as tmp_name:
+        cost = {"benchmark": "flower-clientapp", "command": command, "commit": commit(), "cores": os.cpu_count(),
+                "rows": 300, "iterations": args.iterations, "messages": clientapp_cost(Path(tmp_name), options,
+                                                                                       args.seed)}
+    args.out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(args.out / "clientapp-cost.json", json.dumps(cost, indent=2) + "\n")
     for n in args.sites:
         with tempfile.TemporaryDirectory(prefix=f"vcmc-flower-{n}-") as tmp_name:
             tmp = Path(tmp_name)
@@ -339,7 +543,7 @@ def main() -> None:
             data.mkdir()
             files, schema = make_files(data, n, args.rows, args.seed)
             flower = run_flower(tmp, files, schema, options, args.seed, args.sample, args.timeout,
-                                args.min_available_mb)
+                                args.min_available_mb, args.superexec_poll_interval)
             fit = run_fit(tmp, files, schema, options, args.seed)
             per_message = data_read_cost(files[0], schema)
         report = {"benchmark": "flower", "command": command, "commit": commit(), "cores": os.cpu_count(),
@@ -355,7 +559,7 @@ def main() -> None:
         print(json.dumps({"sites": n, "flower_s": flower["run_wall_s"], "fit_s": fit["wall_s"],  # noqa: T201
                           **report["comparison"]}))
     saved = [json.loads(p.read_text()) for p in args.out.glob("flower-*.json")]
-    atomic_write_text(args.out / "README.md", markdown(sorted(saved, key=lambda r: r["sites"])))
+    atomic_write_text(args.out / "README.md", markdown(sorted(saved, key=lambda r: r["sites"]), cost))
 
 
 if __name__ == "__main__":

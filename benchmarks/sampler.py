@@ -27,7 +27,14 @@ together).
 With ``--layout-model`` it times the allocation step of both paths on a few data sets next to the work
 estimates that choose between them (``vcmc.silo.sampler.layout.work_estimates``).
 
+With ``--against DIR`` (another checkout of the repository, e.g. ``git worktree add ../base main``) it
+times case (c) only, alternately in this checkout and in DIR (``--runs`` alternations, each a fresh process
+with that checkout's ``src`` first on the path, in an order that swaps every run), as CPU seconds of the
+process (``time.process_time``: on a shared machine, waiting for a core is not counted) per iteration of
+``run_chain``; ``ratio`` is the median of the per-alternation ratios this / DIR.
+
     python benchmarks/sampler.py [--runs 5] [--iters 2000] [--no-compile] [--breakdown] [--layout-model]
+    python benchmarks/sampler.py --against DIR [--runs 3] [--iters 2000]
 """
 
 from __future__ import annotations
@@ -351,7 +358,7 @@ def breakdown(n, k, c, iters, runs, thin=5):
 @njit(cache=True)
 def _loop_sparse_tables(n_iter, logpi, prof, base_col, ecol, evar, n_col, bvec, rho, lbase, nzero, tmp):
     for _ in range(n_iter):
-        KS._fill_sparse_tables(logpi, prof, base_col, ecol, evar, n_col, bvec, rho, lbase, nzero, tmp)
+        KS.fill_ratio_tables(logpi, prof, base_col, ecol, evar, n_col, bvec, rho, lbase, nzero, tmp)
 
 
 @njit(cache=True)
@@ -402,7 +409,7 @@ def breakdown_sparse(n, k, c, iters, runs, thin=5, data="ehr", seed=0):
     prior = PriorConfig(n_components=c)
     alpha, beta = DV.local_prior(prior, kk, 4)
     offsets = profile_offsets(kk)
-    lay = LA.sparse_layout(LA._check_codes(codes, kk), offsets)
+    lay = LA.by_exception_count(LA.sparse_layout(LA._check_codes(codes, kk), offsets))  # the sampler's order
     const = DR._dirichlet_normaliser(alpha, beta, offsets)
     state = run_chain(codes, k, prior=prior, sampler=SamplerConfig(n_iter=300, burn_in=0, thin=5), n_silos=4,
                       rng=0, layout="sparse")
@@ -413,8 +420,8 @@ def breakdown_sparse(n, k, c, iters, runs, thin=5, data="ehr", seed=0):
     lanes = -(-c // IN._LANES) * IN._LANES
     n_slot = lay.n_slots
     bvec, rho = np.zeros(lanes), np.zeros((n_slot, lanes))
-    lbase, nzero, tmp = np.empty(c), np.empty(c, np.int64), np.empty(c)
-    KS._fill_sparse_tables(logpi, prof, lay.base_col, lay.ecol, lay.evar, n_col, bvec, rho, lbase, nzero, tmp)
+    lbase, nzero, tmp = np.empty(c), np.empty(c, np.int64), np.empty(0)  # no log scales
+    KS.fill_ratio_tables(logpi, prof, lay.base_col, lay.ecol, lay.evar, n_col, bvec, rho, lbase, nzero, tmp)
     rng = np.random.default_rng(0)
     ubuf = rng.random(n)
     nc, cnt = np.zeros(c, np.int64), np.zeros(n_slot * lanes, np.int32)
@@ -472,6 +479,7 @@ def layout_model(runs=5):
         offsets = profile_offsets(kk)
         x = LA._check_codes(codes, kk)
         path, slay, est = choose_layout(x, kk, offsets, c)
+        slay = LA.by_exception_count(slay)  # the order the sampler uses
         dlay = LA._layout(x, kk, offsets)
         state = run_chain(codes, k, prior=PriorConfig(n_components=c), sampler=SamplerConfig(n_iter=100, burn_in=0,
                           thin=100), n_silos=4, rng=0)
@@ -482,7 +490,7 @@ def layout_model(runs=5):
         n_slot, n_gt = slay.n_slots, int(dlay.grp_off[-1])
         rng = np.random.default_rng(0)
         sargs = (logpi, prof, slay.base_col, slay.ecol, slay.evar, n_col, np.zeros(lanes), np.zeros((n_slot, lanes)),
-                 np.empty(c), np.empty(c, np.int64), np.empty(c), slay.pexc_start, slay.pexc,
+                 np.empty(c), np.empty(c, np.int64), np.empty(0), slay.pexc_start, slay.pexc,
                  slay.pexc * np.uint32(lanes), slay.pat_start, np.empty(n), state.final_z[slay.row_of],
                  np.zeros(c, np.int64), np.zeros(n_slot * lanes, np.int32), np.empty(2 * lanes),
                  np.empty(2 * KS._pre_size(lanes // 4)), np.empty(c), np.empty((n_slot, c)),
@@ -510,7 +518,7 @@ def _loop_sparse_alloc(n_iter, logpi, prof, base_col, ecol, evar, n_col, bvec, r
                        pexc, poff, pat_start, ubuf, zp, nc, cnt, w, pre, lw, lrat, zhit, stamp, probs, ct, rng):
     bg = rng.bit_generator
     for it in range(n_iter):
-        KS._fill_sparse_tables(logpi, prof, base_col, ecol, evar, n_col, bvec, rho, lbase, nzero, tmp)
+        KS.fill_ratio_tables(logpi, prof, base_col, ecol, evar, n_col, bvec, rho, lbase, nzero, tmp)
         for r in range(ubuf.shape[0]):
             ubuf[r] = DI._unit(bg)
         KS._sparse_pass(bvec, rho, pexc_start, pexc, poff, pat_start, lbase, nzero, prof, base_col, ecol, evar,
@@ -562,6 +570,50 @@ def compile_seconds() -> dict:
             "cold_compile_sparse_extra_s": round(float(out[2]), 2), "warm_process_total_s": round(warm, 2)}
 
 
+# One timing of case (c) in a fresh process whose ``vcmc`` is the given checkout's (the public API only, so
+# that any version of the kernel can be timed): CPU microseconds per iteration of run_chain.
+_AB_SNIPPET = """
+import json, sys, time
+import numpy as np
+sys.path.insert(0, {bench!r})
+from sampler import CASES, case_codes
+from vcmc.config import PriorConfig, SamplerConfig
+from vcmc.silo.sampler import run_chain
+import vcmc
+case = CASES["c_n9700_q80_c30_sparse"]
+codes = case_codes(case["n"], case["k"], case["data"], case["seed"])
+prior = PriorConfig(n_components=case["c"])
+run_chain(codes, case["k"], prior=prior, sampler=SamplerConfig(n_iter=5, burn_in=0, thin=5), n_silos=4, rng=0)
+t = time.process_time()
+run_chain(codes, case["k"], prior=prior, sampler=SamplerConfig(n_iter={iters}, burn_in=0, thin=5,
+          block_size=min({iters}, 1000)), n_silos=4, rng={seed})
+print(json.dumps({{"us": (time.process_time() - t) / {iters} * 1e6, "vcmc": vcmc.__file__}}))
+"""
+
+
+def against(other: str, runs: int, iters: int) -> dict:
+    """Case (c) here and in the checkout ``other``, alternately (see the module docstring)."""
+    import os
+    from pathlib import Path
+
+    here = Path(__file__).resolve().parent.parent
+    trees = {"this": here, "other": Path(other).resolve()}
+    times = {"this": [], "other": []}
+    for r in range(runs):
+        for side in (("this", "other") if r % 2 == 0 else ("other", "this")):
+            env = dict(os.environ, PYTHONPATH=str(trees[side] / "src"))
+            code = _AB_SNIPPET.format(bench=str(here / "benchmarks"), iters=iters, seed=r)
+            out = json.loads(subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True,
+                                            text=True).stdout.strip().splitlines()[-1])
+            if not out["vcmc"].startswith(str(trees[side])):
+                raise RuntimeError(f"the {side} run imported vcmc from {out['vcmc']}, not {trees[side]}")
+            times[side].append(round(out["us"], 1))
+    ratios = [a / b for a, b in zip(times["this"], times["other"], strict=True)]
+    return {"case": "c_n9700_q80_c30_sparse", "iters": iters, "cpu_us_per_iter_this": times["this"],
+            "cpu_us_per_iter_other": times["other"], "ratio": round(float(np.median(ratios)), 3),
+            "ratios": [round(x, 3) for x in ratios], "other": str(trees["other"])}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=5)
@@ -570,7 +622,15 @@ def main(argv=None) -> int:
     ap.add_argument("--no-compile", action="store_true", help="skip the cold-compile measurement")
     ap.add_argument("--breakdown", action="store_true", help="time the pieces of a sweep of cases (a) and (c)")
     ap.add_argument("--layout-model", action="store_true", help="check the work estimates of the path choice")
+    ap.add_argument("--against", default=None, metavar="DIR",
+                    help="time case (c) alternately here and in the checkout DIR: CPU time, ratio this / DIR")
     args = ap.parse_args(argv)
+    if args.against:
+        from _provenance import commit
+
+        print(json.dumps({"benchmark": "sampler-against", "command": " ".join(["python", *sys.argv]),
+                          "commit": commit(), **against(args.against, args.runs, args.iters)}))
+        return 0
     # warm up (and populate the cache) outside the timings
     for layout in ("dense", "sparse"):
         run_chain(make_codes(50, [2, 3]), [2, 3], prior=PriorConfig(n_components=3),

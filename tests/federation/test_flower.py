@@ -466,6 +466,45 @@ print(sorted(m for m in ("arviz", "matplotlib", "scipy.stats", "numba", "xarray"
     assert done.stdout.strip() == "[]"
 
 
+def test_a_message_answered_from_the_node_state_imports_no_pandas(tmp_path):
+    """After the run's first message the silo's codes are in the node state: a later message (here a second
+    hello, in a new process with the Context as Flower serialises it between processes) parses no file and
+    must not pay for pandas (and pyarrow)."""
+    import subprocess
+
+    paths, schema, _ = _labelled_silos(tmp_path, n_silos=1, n_rows=40)
+    setup = f"""
+import sys
+from flwr.supercore.task_identity import TaskIdentity
+TaskIdentity._run_id = 1; TaskIdentity._node_id = 3; TaskIdentity._task_id = 1
+from flwr.app import Context, Message, RecordDict
+from flwr.common.serde import context_from_proto, context_to_proto
+from flwr.proto.message_pb2 import Context as ContextProto
+from vcmc.flower.client import client_handle
+from vcmc.flower.records import encode_record
+from vcmc.protocol import HelloRequest
+state = {str(tmp_path / "context.bin")!r}
+def hello(ctx):
+    reply = client_handle(Message(encode_record(HelloRequest()), dst_node_id=3, message_type="query.hello"), ctx)
+    assert not reply.has_error(), reply.error.reason
+"""
+    first = setup + f"""
+ctx = Context(run_id=1, node_id=3, state=RecordDict(), run_config={{}},
+              node_config={{"data-path": {str(paths['silo_1'])!r}, "schema-path": {str(schema)!r}}})
+hello(ctx)
+assert "pandas" in sys.modules        # the first message reads the file
+open(state, "wb").write(context_to_proto(ctx).SerializeToString())
+"""
+    later = setup + """
+hello(context_from_proto(ContextProto.FromString(open(state, "rb").read())))
+print(sorted(m for m in ("pandas", "pyarrow", "arviz", "matplotlib", "numba", "xarray") if m in sys.modules))
+"""
+    for code in (first, later):
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "[]"
+
+
 @pytest.mark.slow
 @pytest.mark.filterwarnings("default::UserWarning")     # a dropped silo's warning, logged as the ServerApp does
 def test_serverapp_results_name_the_schema_and_serve_report_and_predict_like_vcmc_fit(tmp_path, task_identity):

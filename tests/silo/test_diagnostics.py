@@ -86,3 +86,27 @@ def test_datatree_names_columns_after_the_schema():
     dt = to_datatree(_local(), schema=Schema.from_n_modalities((2, 3)))
     columns = list(dt["posterior"]["profiles"].coords["column"].values)
     assert columns == ["V1=1", "V1=2", "V2=1", "V2=2", "V2=3"]
+
+
+def test_diagnostics_are_arviz_own_without_its_plotting_half():
+    """R-hat and ESS come from ``arviz_stats`` (what ``arviz.rhat``/``arviz.ess`` are): the same numbers as
+    ArviZ's public functions, and a silo's process computing them never imports matplotlib."""
+    import subprocess
+    import sys
+
+    code = """
+import sys
+import numpy as np
+from vcmc.silo.diagnostics import ess, rhat
+x = np.random.default_rng(3).normal(size=(2, 300, 3)).cumsum(axis=1)
+got = (rhat(x), ess(x), ess(x, method="tail"))
+assert "matplotlib" not in sys.modules and "arviz_plots" not in sys.modules, "plotting imported"
+import arviz
+want = (arviz.rhat(x, chain_axis=0, draw_axis=1), arviz.ess(x, chain_axis=0, draw_axis=1),
+        arviz.ess(x, method="tail", prob=(0.05, 0.95), chain_axis=0, draw_axis=1))
+for g, w in zip(got, want):
+    np.testing.assert_array_equal(g, np.asarray(w, dtype=np.float64))
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]

@@ -77,6 +77,35 @@ def test_layout_encodes_rows_exactly_with_most_frequent_baselines():
     assert np.all(np.diff(lay.evar) >= 0) and np.unique(lay.ecol).size == lay.n_slots
 
 
+def test_patterns_ordered_by_exception_count_are_the_same_rows_and_probabilities():
+    # the sampler's order of the patterns (by number of exceptions: a predictable loop) changes only which
+    # uniform a row gets: the same rows, and every row the same allocation probabilities
+    k = [2] * 30
+    codes = ehr_like(500, 30, rng=12)
+    codes[:40] = codes[:1]  # a shared pattern
+    codes[np.random.default_rng(2).random(codes.shape) < 0.05] = MISSING
+    lay = layout_of(codes, k)
+    srt = LA.by_exception_count(lay)
+    assert (np.diff(np.diff(srt.pexc_start)) >= 0).all() and srt.n_patterns == lay.n_patterns
+    np.testing.assert_array_equal(decode(srt, k, codes.shape[0]), codes)
+    np.testing.assert_array_equal(np.sort(srt.row_of), np.arange(codes.shape[0]))
+    rng = np.random.default_rng(3)
+    n_comp = 12
+    pi = draw_dirichlet(np.full(n_comp, 0.5), rng=rng)
+    prof = _profiles(k, n_comp, 0.5, rng)
+    per_row = []
+    for layout in (lay, srt):
+        out = np.full((layout.n_patterns, n_comp), np.nan)
+        KS._allocation_probabilities_sparse(layout.base_col, layout.ecol, layout.evar, layout.pat_start,
+                                            layout.pexc_start, layout.pexc, int(np.sum(k)), np.log(pi), prof, out)
+        rows = np.empty((codes.shape[0], n_comp))
+        rows[layout.row_of] = np.repeat(out, np.diff(layout.pat_start), axis=0)
+        per_row.append(rows)
+    np.testing.assert_allclose(per_row[1], per_row[0], rtol=1e-12, atol=0)
+    np.testing.assert_allclose(per_row[0][lay.row_of[lay.pat_start[:-1]]], _exact(codes, k, pi, prof, lay),
+                               rtol=1e-9, atol=1e-13)
+
+
 def test_patterns_are_exact_even_when_every_hash_collides():
     k = [3, 3, 2]
     codes = random_codes(300, k, rng=2, missing=0.1)
@@ -186,8 +215,8 @@ def test_categorical_draw_maps_uniforms_to_the_probabilities(n_comp):
     n_slot = lay.n_slots
     bvec, rho = np.zeros(n_lane), np.zeros((n_slot, n_lane))
     lbase, nzero = np.empty(n_comp), np.empty(n_comp, dtype=np.int64)
-    KS._fill_sparse_tables(logpi, prof, lay.base_col, lay.ecol, lay.evar, int(np.sum(k)), bvec, rho, lbase, nzero,
-                           np.empty(n_comp))
+    KS.fill_ratio_tables(logpi, prof, lay.base_col, lay.ecol, lay.evar, int(np.sum(k)), bvec, rho, lbase, nzero,
+                           np.empty(0))
     ubuf = np.empty(m)
     for u in range(lay.n_patterns):  # the grid within each pattern's rows
         a, b = lay.pat_start[u], lay.pat_start[u + 1]

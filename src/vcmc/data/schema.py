@@ -15,14 +15,19 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from vcmc.atomic import atomic_write_text
 from vcmc.data.normalise import NO_NORMALISATION, Normalisation
 from vcmc.exceptions import DataError, SchemaError
 from vcmc.model import MISSING
+
+# pandas is imported where it is used: a silo answering from its encoded codes (a Flower ClientApp, a
+# worker process) never parses a file and need not pay for it
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["DEFAULT_NA_VALUES", "SCHEMA_FORMAT", "SiloData", "Schema", "Variable", "column_labels",
            "factorize_labels",
@@ -97,6 +102,8 @@ def factorize_labels(series: pd.Series, na_values=DEFAULT_NA_VALUES, *,
     labels : tuple of str
         Distinct observed labels, in order of first appearance.
     """
+    import pandas as pd
+
     raw, uniques = pd.factorize(series, use_na_sentinel=True)
     na = {normalisation.key(str(v)) for v in (na_values or ())}
     labels: list[str] = []
@@ -126,6 +133,8 @@ def column_labels(series: pd.Series, na_values=DEFAULT_NA_VALUES) -> pd.Series:
 
     See :func:`factorize_labels` for the conversion rules.
     """
+    import pandas as pd
+
     idx, labels = factorize_labels(series, na_values)
     lookup = np.array([*labels, None], dtype=object)
     return pd.Series(lookup[idx], index=series.index, dtype=object)
@@ -397,6 +406,8 @@ class Schema:
         DataError
             A value is not a modality of the schema.
         """
+        import pandas as pd
+
         cols = [str(c) for c in df.columns]
         missing_cols = [n for n in self.names if n not in cols]
         if missing_cols:
@@ -460,6 +471,8 @@ class Schema:
 
     def decode(self, codes: np.ndarray) -> pd.DataFrame:
         """Labels from codes: a data frame with the schema's columns, ``None`` where the code is MISSING."""
+        import pandas as pd
+
         codes = np.asarray(codes)
         if codes.ndim != 2 or codes.shape[1] != self.n_variables:
             raise DataError(f"codes must have shape (n, {self.n_variables}); got {codes.shape}.")
@@ -540,6 +553,8 @@ class SiloData:
 
     def to_frame(self) -> pd.DataFrame:
         """Labels as a data frame (missing as ``None``), index = row ids when known."""
+        import pandas as pd
+
         df = self.schema.decode(self.codes)
         if self.row_ids is not None:
             df.index = pd.Index(self.row_ids, name="id")

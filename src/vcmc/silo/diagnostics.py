@@ -35,10 +35,13 @@ def _as_chains(x: np.ndarray) -> np.ndarray:
 
 def _az():
     # ArviZ takes seconds to import (xarray, scipy.stats); import it only when diagnostics are computed,
-    # so worker processes that only run chains do not pay for it.
-    import arviz
+    # so worker processes that only run chains do not pay for it. ``arviz.rhat``/``arviz.ess`` are
+    # ``arviz_stats``'s own functions (ArviZ >= 1.0 re-exports them): importing ``arviz_stats`` alone gives
+    # the same numbers without ``arviz_plots`` and matplotlib, which a silo's summarize message (a fresh
+    # Flower ClientApp process) would otherwise import for nothing (benchmarks/flower.py, clientapp_cost).
+    import arviz_stats
 
-    return arviz
+    return arviz_stats
 
 
 def _quiet(fn, *args, **kwargs):
@@ -137,7 +140,9 @@ def to_datatree(local: LocalPosterior, schema=None):
     if len(columns) != int(offsets[-1]):
         raise ValueError(f"schema has {len(columns)} modality columns, the local posterior has "
                          f"{int(offsets[-1])}")
-    return _az().from_dict(
+    import arviz_base     # ``arviz.from_dict`` is ``arviz_base.from_dict``; no plotting needed here either
+
+    return arviz_base.from_dict(
         {"posterior": {"pi": _per_chain(local, local.pi_draws),
                        "profiles": _per_chain(local, local.profile_draws)},
          "sample_stats": {"lp": np.asarray(local.log_posterior, dtype=np.float64),

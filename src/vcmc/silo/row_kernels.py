@@ -13,7 +13,8 @@ exponential: on health records (a few conditions present of 80) a tenth of the p
 dense data (every cell an exception) the same work as the gather with identical rows computed once. The
 exponentials of a log-space computation were the costly step (9,000 distinct rows x 27 clusters per draw).
 
-Exactness, as on the sampler's sparse path (:mod:`vcmc.silo.sampler.kernels_sparse`): ``B`` is divided by
+Exactness, as on the sampler's sparse path (:mod:`vcmc.silo.sampler.kernels_sparse`, whose table kernel
+``fill_ratio_tables`` these kernels use): ``B`` is divided by
 its maximum and each ratio row by its maximum over clusters (their logs are kept, for the row's log
 density), so every factor is in [0, 1]; entries below ``_FLUSH`` are stored as 0; a baseline probability
 below ``_TINY_BASE`` (0 included) makes its ratios NaN. A row whose total is below ``_FALLBACK_BELOW`` or NaN
@@ -32,16 +33,13 @@ import math
 import numpy as np
 from numba import njit
 
+from vcmc.silo.sampler.kernels_sparse import fill_ratio_tables
+
 __all__ = ["DrawTables", "accumulate_memberships", "density_and_occupancy", "draw_weights", "place_and_tally"]
 
-# A row whose total weight (factors in [0, 1]) is below this, or NaN, is recomputed in log space.
+# A row whose total weight (factors in [0, 1]) is below this, or NaN, is recomputed in log space (the
+# sampler's threshold: the flush bound of fill_ratio_tables holds above it).
 _FALLBACK_BELOW = 1e-200
-
-# Table entries (relative to their maximum) below this are stored as 0 (never a subnormal).
-_FLUSH = 1e-300
-
-# A baseline probability below this makes its ratios NaN (the row takes the exact fallback).
-_TINY_BASE = 1e-280
 
 
 class DrawTables:
@@ -89,45 +87,11 @@ def draw_weights(pi, prof, base_col, ecol, evar, pexc_start, pexc, beta, rho, ls
     and log densities ``lp[u] = log sum_c w_uc`` (unnormalised) of every distinct row under one draw
     (``pi`` (C,), ``prof`` (C, P)); the other arguments are scratch (``DrawTables``)."""
     n_comp, n_col = prof.shape
-    n_var = base_col.shape[0]
-    lmx = -np.inf
+    logpi = np.empty(n_comp)
     for c in range(n_comp):
-        v = math.log(pi[c]) if pi[c] > 0.0 else -np.inf
-        nz = 0
-        for q in range(n_var):
-            p = prof[c, base_col[q]]
-            if p > 0.0:
-                v += math.log(p)
-            else:
-                nz += 1
-        lbase[c] = v
-        nzero[c] = nz
-        if nz == 0 and v > lmx:
-            lmx = v
-    for c in range(n_comp):
-        b = math.exp(lbase[c] - lmx) if nzero[c] == 0 and lmx > -np.inf else 0.0
-        beta[c] = b if b >= _FLUSH else 0.0
-    for s in range(ecol.shape[0]):
-        j = ecol[s]
-        bcol = base_col[evar[s]]
-        mx = 0.0
-        for c in range(n_comp):
-            px = prof[c, j] if j < n_col else 1.0
-            pb = prof[c, bcol]
-            if px == 0.0:
-                r = 0.0
-            elif pb < _TINY_BASE:
-                r = np.nan
-            else:
-                r = px / pb
-                if r > mx:
-                    mx = r
-            rho[s, c] = r
-        inv = 1.0 / mx if mx > 0.0 else 0.0
-        lscale[s] = math.log(mx) if mx > 0.0 else -np.inf
-        for c in range(n_comp):
-            v = rho[s, c] * inv                           # NaN stays NaN
-            rho[s, c] = 0.0 if v < _FLUSH else v
+        logpi[c] = math.log(pi[c]) if pi[c] > 0.0 else -np.inf
+    # the sampler's own tables (one implementation): B / max B, ratio rows / their maxima and their logs
+    lmx = fill_ratio_tables(logpi, prof, base_col, ecol, evar, n_col, beta, rho, lbase, nzero, lscale)
     lw = np.empty(n_comp)
     for u in range(pexc_start.shape[0] - 1):
         e0 = pexc_start[u]

@@ -54,7 +54,12 @@ Measured (``benchmarks/sampler.py``, one core shared with other jobs, medians of
 * (c) an EHR-like silo, n = 9,700, 80 binary conditions (6.1 present per person, 2 to 33), 27 clusters,
   C+ = 30: sparse path (chosen) ~0.39 ms per iteration, dense path ~1.7 ms (4.4 times); ~75% allocation,
   ~20% Gamma draws (bound by the bit generator: ~13,000 variates per sweep), 5% uniforms. Building the
-  sparse layout of 290,000 x 80 such rows takes ~0.1 s.
+  sparse layout of 290,000 x 80 such rows takes ~0.1 s. The patterns in order of their number of
+  exceptions and the paired products made the sparse path 0.88 times as costly (CPU time,
+  ``--against``; docs/results/ehr/README.md). The allocation step is bound by per-pattern
+  latency (the exceptions loop and its exit), not by the lanes: computing 16 of the 32 lanes (the rest
+  reached through an exact bound) saved under 10% with no bound ever hit and lost 30% with the bound's
+  real hit rate (16% of the rows).
 
 Modules, by responsibility: ``intrinsics`` (explicit 8-lane float32 and 4-lane float64 vector operations
 emitted through llvmlite), ``layout`` (the data layouts of the two paths, code checks and the path choice),

@@ -22,7 +22,14 @@ from vcmc.model import beta_per_column, fractionate, profile_offsets
 from vcmc.silo.sampler.draws import _count, _dirichlet_normaliser, _draw_parameters
 from vcmc.silo.sampler.kernels_dense import _gibbs_block
 from vcmc.silo.sampler.kernels_sparse import _gibbs_block_sparse, initial_counts
-from vcmc.silo.sampler.layout import _check_codes, _check_modalities, _layout, _table_index, choose_layout
+from vcmc.silo.sampler.layout import (
+    _check_codes,
+    _check_modalities,
+    _layout,
+    _table_index,
+    by_exception_count,
+    choose_layout,
+)
 
 
 # ---------------------------------------------------------------------------------------------- results
@@ -193,6 +200,8 @@ def run_chain(codes: np.ndarray, n_modalities, *, prior: PriorConfig, sampler: S
 
 
     path, slay, _ = choose_layout(x, k, offsets, n_comp, layout)
+    if slay is not None:
+        slay = by_exception_count(slay)
 
     # Random initialisation (paper section 5.1): uniform allocations, parameters given them.
     z = gen.integers(0, n_comp, size=n).astype(np.int16)

@@ -30,7 +30,9 @@ was below 1e-300 of a column maximum and the products only shrink, so it changes
 Dirichlet draws) would make its ratios overflow; those ratios are stored as NaN, which propagates to the
 row's total, so every row with such an exception takes the exact fallback (where an exact zero of the
 baseline is handled by counting). Rows with identical exception lists (= identical rows) share one
-likelihood computation.
+likelihood computation. The driver hands the kernel its patterns ordered by number of exceptions
+(:func:`vcmc.silo.sampler.layout.by_exception_count`): the per-pattern loops over exceptions then have
+predictable trip counts (in first-appearance order their exit was mispredicted about once per pattern).
 
 Random variates. The allocation uniforms (one per row, drawn for the whole sweep before the row loop: a
 bit-generator call inside it costs twice as much) and the parameter step's variates come straight from the
@@ -76,16 +78,21 @@ _RESCALE_BELOW = 1e-200
 
 # ---------------------------------------------------------------------------------------- kernels
 @njit(cache=True)
-def _fill_sparse_tables(logpi, prof, base_col, ecol, evar, n_col, beta, rho, lbase, nzero, tmp):
-    """Baseline vector and ratio table of one iteration (see the module docstring).
+def fill_ratio_tables(logpi, prof, base_col, ecol, evar, n_col, beta, rho, lbase, nzero, lscale):
+    """Baseline vector and ratio table of one draw of the parameters (see the module docstring); the one
+    implementation for the sampler's sweeps and for labelling and assessment (:mod:`vcmc.silo.row_kernels`).
 
     ``lbase[c]`` receives ``log pi_c + sum_q log p^q_{b_q, c}`` over the non-zero baseline probabilities and
     ``nzero[c]`` the number of zero ones (exact, for the fallback). ``beta`` is ``B / max B`` and row ``e``
     of ``rho`` is ``R_{e, .} / max R_{e, .}``, entries below ``_FLUSH`` set to 0, NaN where the baseline
-    probability is below ``_TINY_BASE`` and the numerator positive. Lanes ``>= C+`` are left untouched (0).
+    probability is below ``_TINY_BASE`` and the numerator positive; ``lscale[e]`` receives ``log max R_{e, .}``
+    when ``lscale`` is not empty (a row's log density needs it, the sampler does not). Lanes ``>= C+`` are
+    left untouched. Returns ``log max B`` (``-inf`` if every component has a zero baseline probability or
+    weight; ``beta`` is then 0).
     """
     n_comp = prof.shape[0]
     n_var = base_col.shape[0]
+    want_scale = lscale.shape[0] > 0
     lmx = -np.inf
     for c in range(n_comp):
         lacc = logpi[c]
@@ -108,7 +115,7 @@ def _fill_sparse_tables(logpi, prof, base_col, ecol, evar, n_col, beta, rho, lba
         if nz == 0 and lb > lmx:
             lmx = lb
     for c in range(n_comp):
-        v = math.exp(lbase[c] - lmx) if nzero[c] == 0 else 0.0
+        v = math.exp(lbase[c] - lmx) if nzero[c] == 0 and lmx > -np.inf else 0.0
         beta[c] = v if v >= _FLUSH else 0.0
     for e in range(ecol.shape[0]):
         j = ecol[e]
@@ -125,11 +132,14 @@ def _fill_sparse_tables(logpi, prof, base_col, ecol, evar, n_col, beta, rho, lba
                 r = px / pb
                 if r > mx:
                     mx = r
-            tmp[c] = r
+            rho[e, c] = r
         inv = 1.0 / mx if mx > 0.0 else 0.0
+        if want_scale:
+            lscale[e] = math.log(mx) if mx > 0.0 else -np.inf
         for c in range(n_comp):
-            v = tmp[c] * inv  # NaN stays NaN
+            v = rho[e, c] * inv  # NaN stays NaN
             rho[e, c] = 0.0 if v < _FLUSH else v
+    return lmx
 
 
 @njit(cache=True)
@@ -328,7 +338,7 @@ def _allocation_probabilities_sparse(base_col, ecol, evar, pat_start, pexc_start
     rho = np.zeros((n_slot, n_lane))
     lbase = np.empty(n_comp)
     nzero = np.empty(n_comp, dtype=np.int64)
-    _fill_sparse_tables(logpi, prof, base_col, ecol, evar, n_col, bvec, rho, lbase, nzero, np.empty(n_comp))
+    fill_ratio_tables(logpi, prof, base_col, ecol, evar, n_col, bvec, rho, lbase, nzero, np.empty(0))
     poff = pexc * np.uint32(n_lane)
     return _sparse_pass(bvec, rho, pexc_start, pexc, poff, pat_start, lbase, nzero, prof, base_col, ecol, evar,
                         n_col, 0, np.empty(0), False, np.empty(0, dtype=np.int16),
@@ -352,7 +362,7 @@ def _gibbs_block_sparse(base_col, ecol, evar, pat_start, row_of, pexc_start, pex
     rho = np.zeros((n_slot, n_lane))
     lbase = np.empty(n_comp)
     nzero = np.empty(n_comp, dtype=np.int64)
-    tmp = np.empty(n_comp)
+    no_scale = np.empty(0)
     w = np.empty(2 * n_lane)  # two buffers: see _sparse_pass
     pre = np.empty(2 * _pre_size(n_lane // _LANES64))
     lw = np.empty(n_comp)
@@ -372,7 +382,7 @@ def _gibbs_block_sparse(base_col, ecol, evar, pat_start, row_of, pexc_start, pex
     bg = rng.bit_generator
     n_kept = 0
     for it in range(first_iter, first_iter + n_iter):
-        _fill_sparse_tables(logpi, prof, base_col, ecol, evar, n_col, bvec, rho, lbase, nzero, tmp)
+        fill_ratio_tables(logpi, prof, base_col, ecol, evar, n_col, bvec, rho, lbase, nzero, no_scale)
         # ---- 1. allocations (the uniforms first, in a tight loop: a bit-generator call inside the row loop
         # costs twice as much, every live register being spilled around it)
         for r in range(ubuf.shape[0]):
