@@ -33,7 +33,7 @@ def one_shot(small_silo_design):
 
 @pytest.fixture(scope="module")
 def refined(small_silo_design):
-    return _fit(small_silo_design, 300)
+    return _fit(small_silo_design, 600)
 
 
 def test_a_silo_with_one_local_cluster_gets_its_rows_spread(small_silo_design, one_shot, refined):
@@ -55,16 +55,17 @@ def test_rounds_do_not_lower_agreement_with_the_truth(small_silo_design, one_sho
 
 def test_rounds_are_recorded_in_the_result(refined):
     rounds = refined.diagnostics["rounds"]
-    assert rounds["n_rounds"] == 300 and rounds["n_kept"] == 150 and rounds["burn_in"] == 150
+    assert rounds["n_rounds"] == 600 and rounds["n_kept"] == 300 and rounds["burn_in"] == 300
+    assert rounds["stability"]["stable"], rounds["stability"]
     per = rounds["per_round"]
-    assert [r["round"] for r in per] == list(range(1, 301))
+    assert [r["round"] for r in per] == list(range(1, 601))
     assert {"k", "log_joint", "born", "emptied", "rows_moved_at_least", "bytes_sent", "kept"} <= set(per[0])
     # the start is the over-complete one (each silo's clusters its own components); the chain's log joint rises
     assert per[0]["k"] > 3
     assert np.mean([r["log_joint"] for r in per[-50:]]) > per[0]["log_joint"]
     # memberships: the kept rounds' average, with its Monte Carlo error stated
     mc = refined.diagnostics["classification"]["monte_carlo"]
-    assert set(mc["draws_per_silo"].values()) == {150}
+    assert set(mc["draws_per_silo"].values()) == {300}
     for m in refined.memberships:
         np.testing.assert_allclose(m.sum(axis=1), 1.0)
     np.testing.assert_allclose(refined.pi_draws.sum(axis=1), 1.0)

@@ -102,8 +102,9 @@ def refine(one_shot: GlobalResult, transport, config, *, rng, policy: FaultPolic
                       "emptied": int(np.count_nonzero((cluster == 0) & (before > 0))),
                       "rows_moved_at_least": int(np.abs(cluster - before).sum() // 2), "bytes_sent": sent,
                       "kept": bool(keep)})
+    min_size = max(1, int(config.privacy.min_cluster_size))
     return _result(one_shot, transport, names, trace, np.asarray(kept_pi), np.asarray(kept_prof),
-                   size_sum / max(n_kept, 1), every, time.perf_counter() - t0)
+                   size_sum / max(n_kept, 1), min_size, every, time.perf_counter() - t0)
 
 
 def start_components(partition_counts: np.ndarray) -> tuple[np.ndarray, int]:
@@ -147,13 +148,16 @@ def stability_of(kept: list[dict], max_rhat: float = 1.05) -> dict:
     return {"stable": stable, "rhat": rhat, "k_first": k1, "k_second": k2, "said": said}
 
 
-def _result(one_shot: GlobalResult, transport, names, trace, log_pi, log_prof, mean_size, every: FaultPolicy,
-            seconds: float) -> GlobalResult:
-    """The refined result: the components occupied on average over the kept rounds (at least one row) are the
-    global clusters, largest first; the silos' memberships of them; the kept draws restricted to them."""
+def _result(one_shot: GlobalResult, transport, names, trace, log_pi, log_prof, mean_size, min_size: int,
+            every: FaultPolicy, seconds: float) -> GlobalResult:
+    """The refined result: the components with at least ``min_size`` rows on average over the kept rounds
+    (the minimum cluster size, the rule every local and full-data partition follows) are the global clusters,
+    largest first; the silos' memberships of them; the kept draws restricted to them."""
     pi = np.exp(log_pi)
     kept_rounds = [t for t in trace if t["kept"]]
-    keep = np.flatnonzero(mean_size >= 1.0)
+    keep = np.flatnonzero(mean_size >= min_size)
+    if keep.size == 0:
+        keep = np.asarray([int(np.argmax(mean_size))])
     keep = keep[np.argsort(-mean_size[keep], kind="stable")]
     replies, _ = gather(transport, {n: RoundFinishRequest(keep=keep.astype(np.int64)) for n in names}, every,
                         stage="round finish")
