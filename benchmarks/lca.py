@@ -233,6 +233,25 @@ def coverage(args) -> dict:
             "seconds": time.perf_counter() - t}
 
 
+def _document(args, started_at, results, cov, *, complete: bool) -> dict:
+    return {"command": "python benchmarks/lca.py " + " ".join(a for a in sys.argv[1:] if "python" not in a
+                                                              and not a.startswith("/")),
+            "commit": started_at, "complete": complete,
+            "settings": {k: v for k, v in vars(args).items() if k not in ("stepmix_python", "out")},
+            "datasets": results, "coverage": cov,
+            "checks": {"loglik_within_0.1%": all(r["max_relative_difference"] <= 1e-3 for r in results),
+                       "same_bic_choice": all(r["vcmc_bic_k"] == r["stepmix_bic_k"] for r in results),
+                       "three_step_within_one_se": all(r["three_step"]["max_abs_difference_in_se"] < 1
+                                                       for r in results if "three_step" in r),
+                       "coverage_at_least_90%": None if cov is None else cov["min_per_parameter"] >= 0.9}}
+
+
+def _write(out: Path, doc: dict) -> None:
+    from vcmc.atomic import atomic_write_json
+
+    atomic_write_json(out / "lca.json", doc, indent=2)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--stepmix-python", default=os.environ.get("VCMC_STEPMIX_PYTHON"),
@@ -247,24 +266,24 @@ def main() -> None:
     args = ap.parse_args()
     if not args.stepmix_python:
         ap.error("give --stepmix-python (or VCMC_STEPMIX_PYTHON): an interpreter with stepmix installed")
-    ability = Path(__file__).resolve().parents[1] / "src" / "vcmc" / "datasets" / "ability.csv"
+    ability = Path(__file__).resolve().parents[1] / "src" / "vcmc" / "research" / "datasets" / "ability.csv"
+    if not ability.is_file():     # checked before the first fit: the datasets are made one after another
+        ap.error(f"the shipped ability data are not at {ability}")
     wanted = set(args.datasets.split(","))
-    results = [compare_dataset(n, f, e, args) for n, f, e in datasets(args.seed, ability) if n in wanted]
-    cov = coverage(args) if args.replicates > 0 else None
-    doc = {"command": "python benchmarks/lca.py " + " ".join(a for a in sys.argv[1:] if "python" not in a
-                                                              and not a.startswith("/")),
-           "commit": commit(), "settings": {k: v for k, v in vars(args).items() if k not in ("stepmix_python", "out")},
-           "datasets": results, "coverage": cov,
-           "checks": {"loglik_within_0.1%": all(r["max_relative_difference"] <= 1e-3 for r in results),
-                      "same_bic_choice": all(r["vcmc_bic_k"] == r["stepmix_bic_k"] for r in results),
-                      "three_step_within_one_se": all(r["three_step"]["max_abs_difference_in_se"] < 1
-                                                      for r in results if "three_step" in r),
-                      "coverage_at_least_90%": None if cov is None else cov["min_per_parameter"] >= 0.9}}
+    started_at = commit()    # the code measured: the checkout's commit when the run starts
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    from vcmc.atomic import atomic_write_json
-
-    atomic_write_json(out / "lca.json", doc, indent=2)
+    results: list[dict] = []
+    # lca.json is rewritten after each dataset ("complete": false until the coverage is in), so a long run
+    # that is stopped keeps what it measured
+    for n, f, e in datasets(args.seed, ability):
+        if n in wanted:
+            results.append(compare_dataset(n, f, e, args))
+            doc = _document(args, started_at, results, None, complete=False)
+            _write(out, doc)
+    cov = coverage(args) if args.replicates > 0 else None
+    doc = _document(args, started_at, results, cov, complete=True)
+    _write(out, doc)
     for r in results:
         print(f"{r['dataset']:10s} n={r['n_rows']:5d}  max |dLL|/LL = {r['max_relative_difference']:.2e}  "  # noqa: T201
               f"BIC K vcmc {r['vcmc_bic_k']} / StepMix {r['stepmix_bic_k']}  time vcmc {r['vcmc_seconds']:.1f} s"

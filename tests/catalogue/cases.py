@@ -345,7 +345,20 @@ WORKFLOW_CASES = (
     Case("iterations-auto-names-ess", "warning", "--iterations auto that stops on ESS says ESS (not R-hat)"),
     Case("console-warnings", "warning", "failed predictive checks, non-converged and one-cluster silos on the console"),
     Case("simulate-another-run", "refusal", "vcmc simulate into another simulation's folder: --overwrite rule, lock"),
-    Case("full-mcmc-files", "handled", "--method full-mcmc writes memberships.csv and the probability column"),
+    Case("method-files", "handled", "every --method and --matching writes the README's files: memberships.csv and "
+         "probability where the method has them (fed-kmodes: hard labels only)"),
+    Case("compare-another-run", "refusal", "vcmc compare into another comparison's or a fit's folder: the --overwrite "
+         "rule, lock, sealed manifest; the same command resumes with its drawn seed"),
+    Case("compare-out-checks", "error", "vcmc compare --out that is a file: a clear error; a killed run's temporary "
+         "files removed"),
+    Case("study-another-run", "refusal", "vcmc study into another study's (other seed or settings) or a fit's folder: "
+         "kept unless --overwrite; the same study resumes; vcmc fit refuses a study's folder"),
+    Case("report-convergence-legend", "handled", "the report's convergence legend lies inside the figure (it was "
+         "clipped)"),
+    Case("report-k-posterior", "handled", "the report's posterior of K: no P = 1.000 by construction; K fixed by the "
+         "matching said, the silos' local posteriors shown"),
+    Case("readme-activates", "handled", "after the README's first command, its command-line section activates the "
+         "environment (no 'vcmc: command not found')"),
     Case("score-silo-list", "handled", "the estimator's score on a list of silos: cross_val_score, GridSearchCV"),
     Case("schema-command", "handled", "vcmc schema writes schema.json, listing rare modalities for the user to decide"),
     Case("schema-check", "error", "vcmc schema --check names a value outside the schema"),

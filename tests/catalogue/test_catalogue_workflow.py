@@ -326,18 +326,191 @@ def test_simulate_another_run(tmp_path, capsys):
         proc.stdout.close()
 
 
-def test_full_mcmc_files(tmp_path, capsys):
-    rc, _, err = _fit(tmp_path, capsys, "out", "--method", "full-mcmc")
+def _compare(capsys, out, *extra, files):
+    return _main(capsys, "compare", *files, "--out", str(out), "--k", "1-2", "--starts", "1", "--waic-draws", "0",
+                 *extra)
+
+
+def test_compare_another_run(tmp_path, capsys):
+    files = write_files(tmp_path, cases.base())
+    out = tmp_path / "cmp"
+    rc, _, err = _compare(capsys, out, files=files)
+    assert rc == 0, err
+    manifest = json.loads((out / ".vcmc-run.json").read_text())
+    assert set(manifest["files"]) == {"comparison.csv", "comparison.png"}            # the sealed result set
+    seed = manifest["seed"]
+    first = _snapshot(out)
+    # the same command again (no --seed): it resumes with the seed it drew, the same results
+    rc, _, err = _compare(capsys, out, files=files)
+    assert rc == 0 and f"resuming the run in {out} with the seed it drew ({seed})" in err, err
+    assert (out / "comparison.csv").read_bytes() == first["comparison.csv"]
+    first = _snapshot(out)
+    # another comparison (other K) is refused, the folder unchanged; --overwrite replaces it
+    rc, _, err = _compare(capsys, out, "--k", "3", files=files)
+    assert rc == 1 and "holds the results of another run" in err and "--overwrite" in err, err
+    assert _snapshot(out) == first
+    rc, _, err = _compare(capsys, out, "--k", "3", "--overwrite", files=files)
+    assert rc == 0, err
+    assert pd.read_csv(out / "comparison.csv").k.tolist() == [3]
+    # a fit's folder is another run's results too; and --out is held like every output folder
+    rc, _, err = _fit(tmp_path, capsys, "fit")
+    assert rc == 0, err
+    fit_files = _snapshot(tmp_path / "fit")
+    rc, _, err = _compare(capsys, tmp_path / "fit", files=files)
+    assert rc == 1 and "holds the results of another run" in err, err
+    assert _snapshot(tmp_path / "fit") == fit_files
+    proc = _holder(out)
+    try:
+        rc, _, err = _compare(capsys, out, "--k", "3", files=files)
+        assert rc == 1 and "another vcmc run is writing there" in err, err
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()
+
+
+def test_compare_out_checks(tmp_path, capsys):
+    files = write_files(tmp_path, cases.base())
+    (tmp_path / "afile").write_text("x")
+    rc, _, err = _compare(capsys, tmp_path / "afile", files=files)
+    assert rc == 1 and "is a file, not a folder" in err, err
+    # the temporary files of a killed comparison are removed by the next run
+    out = tmp_path / "cmp"
+    out.mkdir()
+    (out / ".comparison.abc123.tmp.csv").write_text("k\n1\n")
+    rc, _, err = _compare(capsys, out, files=files)
+    assert rc == 0, err
+    assert not list(out.glob(".*.tmp*"))
+
+
+def test_study_another_run(tmp_path, capsys):
+    out = tmp_path / "study"
+    study = ("study", "--out", str(out), "--methods", "fed-kmodes", "--scenarios", "non-nested/easy",
+             "--replicates", "1", "--n-per-silo", "60", "--jobs", "1", "--no-figures")
+    rc, _, err = _main(capsys, *study, "--seed", "1")
+    assert rc == 0, err
+    cell = out / "cells" / "non_nested-easy" / "rep-0000.json"
+    inode = cell.stat().st_ino
+    rc, printed, err = _main(capsys, *study, "--seed", "1")                # the same study resumes
+    assert rc == 0 and "0 of 1 cells computed" in printed and cell.stat().st_ino == inode, err
+    before = {k: v for k, v in _snapshot(out).items() if k.startswith("cells")}
+    rc, _, err = _main(capsys, *study, "--seed", "2")                      # another study: refused, kept
+    assert rc == 1 and "holds another study (seed 1" in err and "--overwrite" in err, err
+    assert {k: v for k, v in _snapshot(out).items() if k.startswith("cells")} == before
+    assert json.loads((out / "study.json").read_text())["root_seed"] == 1
+    rc, _, err = _main(capsys, *study, "--seed", "2", "--overwrite")
+    assert rc == 0, err
+    assert json.loads((out / "study.json").read_text())["root_seed"] == 2
+    assert len(json.loads((out / "study.json").read_text())["runs"]) == 1   # the other study's record is gone
+    assert json.loads(cell.read_text())["root_seed"] == 2
+    # a fit's folder is another command's results for a study, and a study's folder for a fit
+    rc, _, err = _fit(tmp_path, capsys, "fit")
+    assert rc == 0, err
+    fit_files = _snapshot(tmp_path / "fit")
+    rc, _, err = _main(capsys, "study", *study[1:2], str(tmp_path / "fit"), *study[3:], "--seed", "1")
+    assert rc == 1 and "holds the results of another vcmc command" in err, err
+    assert _snapshot(tmp_path / "fit") == fit_files
+    rc, _, err = _fit(tmp_path, capsys, "study")
+    assert rc == 1 and "holds the results of another run" in err and "study.json" in err, err
+
+
+def _report_of_fit(tmp_path, capsys, monkeypatch):
+    """A fit and its report, with the figures the report drew (matplotlib objects, before they become PNG)."""
+    from vcmc.report import figures
+
+    drawn = {}
+    real = figures.convergence_figure
+
+    def keep(*args, **kwargs):
+        drawn["convergence"] = real(*args, **kwargs)
+        return drawn["convergence"]
+
+    monkeypatch.setattr(figures, "convergence_figure", keep)
+    rc, _, err = _fit(tmp_path, capsys)
+    assert rc == 0, err
+    rc, _, err = _main(capsys, "report", str(tmp_path / "out"))
+    assert rc == 0, err
+    return (tmp_path / "out" / "report.html").read_text(encoding="utf-8"), drawn
+
+
+def test_report_convergence_legend(tmp_path, capsys, monkeypatch):
+    _, drawn = _report_of_fit(tmp_path, capsys, monkeypatch)
+    fig = drawn["convergence"]
+    renderer = fig.canvas.get_renderer()
+    legends = fig.legends + [lg for ax in fig.axes if (lg := ax.get_legend()) is not None]
+    assert legends
+    for legend in legends:                        # inside the saved canvas: nothing clipped
+        box, canvas = legend.get_window_extent(renderer), fig.bbox
+        assert canvas.x0 - 0.5 <= box.x0 and box.x1 <= canvas.x1 + 0.5, (box, canvas)
+        assert canvas.y0 - 0.5 <= box.y0 and box.y1 <= canvas.y1 + 0.5, (box, canvas)
+
+
+def test_report_k_posterior(tmp_path, capsys, monkeypatch):
+    page, _ = _report_of_fit(tmp_path, capsys, monkeypatch)
+    start = page.index('id="k-posterior"')
+    section = re.sub(r"<[^>]+>", " ", page[start:page.index("</section>", start)])
+    k = json.loads((tmp_path / "out" / "result.json").read_text())["n_global_clusters"]
+    assert f"The number of global clusters, {k}, is fixed by the matching" in section, section
+    assert "1.000" not in section                 # no probability of 1 that was never measured
+    assert "Per silo (local number of clusters)" in section
+
+
+def test_readme_activates(tmp_path):
+    """After the README's first command only .venv/bin/vcmc exists: its command-line section activates the
+    environment first, and that makes `vcmc` found in a shell that had none (tests/test_readme.py runs it all)."""
+    import os
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    bash = re.findall(r"^```bash\n(.*?)^```", readme, re.S | re.M)
+    commands = [b for b in bash[1:] if "pip install" not in b]
+    assert commands[0].splitlines()[0] == "source .venv/bin/activate"
+    assert all(line.startswith(("vcmc ", "source ")) for b in commands for line in b.strip().splitlines())
+    venv = Path(sys.prefix)
+    if not (venv / "bin" / "activate").is_file():
+        pytest.skip("this interpreter is not a virtual environment's")
+    (tmp_path / ".venv").symlink_to(venv, target_is_directory=True)
+    path = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep)
+                           if p and not (Path(p) / "vcmc").exists())
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"} | {"PATH": path}
+    bare = subprocess.run(["bash", "-c", "vcmc --help"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert bare.returncode == 127                 # the user's shell before the README's line
+    done = subprocess.run(["bash", "-c", f"{commands[0].splitlines()[0]} && vcmc --help"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True)
+    assert done.returncode == 0 and "usage: vcmc" in done.stdout, done.stderr
+
+
+# every method of vcmc.methods and every matching of vcmc fit; fed-kmodes has no probabilities (README table)
+METHOD_RUNS = [(m, ()) for m in ("vcmc", "consensus", "full-mcmc", "fedmerdel", "discgs")] + [
+    ("vcmc", ("--matching", m)) for m in ("ball", "hungarian", "min-divergence")] + [
+    ("fed-kmodes", ("--clusters", "2"))]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("method", "extra"), METHOD_RUNS, ids=[" ".join((m, *e)) for m, e in METHOD_RUNS])
+def test_method_files(tmp_path, capsys, method, extra):
+    from vcmc import methods
+
+    assert {m for m, _ in METHOD_RUNS} == set(methods.METHODS)
+    rc, _, err = _fit(tmp_path, capsys, "out", "--method", method, *extra)
     assert rc == 0, err
     out = tmp_path / "out"
     assign = pd.read_csv(out / "assignments.csv")
+    assert len(assign) == 3 * cases.N_ROWS
+    if method == "fed-kmodes":                    # K-modes gives hard labels only: nothing is faked
+        assert list(assign.columns) == ["silo", "row", "cluster"]
+        assert not (out / "memberships.csv").exists()
+        return
     member = pd.read_csv(out / "memberships.csv")
     assert list(assign.columns) == ["silo", "row", "cluster", "probability"]
     k = json.loads((out / "result.json").read_text())["n_global_clusters"]
+    assert list(member.columns) == ["silo", "row", *(f"p_{c}" for c in range(1, k + 1))]
     p = member[[f"p_{c}" for c in range(1, k + 1)]].to_numpy()
-    assert len(member) == len(assign) == 3 * cases.N_ROWS
+    assert len(member) == len(assign)
+    assert (member[["silo", "row"]].to_numpy() == assign[["silo", "row"]].to_numpy()).all()
     assert abs(p.sum(axis=1) - 1).max() < 1e-9
+    # the hard label is the row's most probable cluster and its probability is that membership
     assert (p[range(len(p)), assign.cluster - 1] == assign.probability).all()
+    assert (assign.probability == p.max(axis=1)).all()
 
 
 def test_score_silo_list(tmp_path):

@@ -201,19 +201,11 @@ def run_warnings(config) -> list[str]:
 
 
 def choose_seed(args, out, key_of) -> int:
-    """``--seed``, else the seed the run in ``out`` drew when this command is that run again (same data
-    and options: it resumes, as the README says), else a new one (recorded in result.json and the
-    manifest)."""
-    import numpy as np
+    """``--seed``, else the seed of the same run in ``out`` (it resumes), else a new one
+    (``vcmc.outputs.runkey.choose_seed``, shared with the other commands)."""
+    from vcmc.outputs.runkey import choose_seed as choose
 
-    if args.seed is not None:
-        return int(args.seed)
-    seed = previous_seed(out, key_of)
-    if seed is not None:
-        print(f"note: resuming the run in {out} with the seed it drew ({seed}); give --seed to start "  # noqa: T201
-              "another run", file=sys.stderr)
-        return seed
-    return int(np.random.SeedSequence().entropy)
+    return choose(args.seed, out, key_of)
 
 
 def result_warnings(out, config) -> list[str]:
@@ -239,8 +231,11 @@ def result_warnings(out, config) -> list[str]:
                          f"{f' over {n} checks' if n else ''}): the model misses structure in the data; {more} "
                          "(posterior predictive checks), or try more --components")
     s = config.sampler
-    for silo, d in (diag.get("local") or {}).items():
-        if d.get("converged") == 0.0:     # --iterations auto said it already, naming what failed
+    local = diag.get("local")
+    # per-silo chain diagnostics by name; comparators keep other local diagnostics (FedMerDel: a list of ELBO traces)
+    for silo, d in (local.items() if isinstance(local, dict) else ()):
+        # converged == 0: --iterations auto said it already, naming what failed
+        if not isinstance(d, dict) or d.get("converged") == 0.0:
             continue
         rhat, ess = d.get("rhat_log_posterior"), d.get("ess_bulk_log_posterior")
         bad_rhat = isinstance(rhat, int | float) and rhat > s.target_rhat

@@ -61,6 +61,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--components", type=int, default=None, metavar="C", help="C+ of the over-fitted model")
     p.add_argument("--n-per-silo", type=int, default=None, metavar="N", help="rows per silo (paper: 1000)")
     p.add_argument("--force", action="store_true", help="recompute the selected cells even if saved")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace another study (other settings or seed) or another command's results in --out "
+                        "(without it they are kept and the run is refused; the same study always resumes)")
     p.add_argument("--tables-only", action="store_true",
                    help="do not run anything: rebuild tables and figures from the saved cells")
     p.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
@@ -104,9 +107,16 @@ def run(args) -> int:
     # held by this run (a second study into the folder is refused); the study's own manifest resumes it
     out = check_out_dir(args.out or f"study-{args.profile}", command="vcmc study")
     if not args.tables_only:
+        from vcmc.outputs.folder import check_study_folder
+        from vcmc.research.study.runner import STUDY_LAYOUT, other_study
+
         reps = args.replicate
         if reps is not None and max(reps) >= profile.n_replicates:
             profile = profile.with_overrides(n_replicates=max(reps) + 1)
+        # the profile run_study checks its manifest against: another study or another command's results are
+        # refused here, before any cell, unless --overwrite
+        check_study_folder(out, other=other_study(out, profile, args.seed), layout=STUDY_LAYOUT,
+                           overwrite=args.overwrite)
         command = "vcmc " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv else None
         n_cells = len(profile.scenarios) * (len(reps) if reps is not None else profile.n_replicates)
         print(f"vcmc study ({profile.name}): {len(profile.scenarios)} scenarios, {n_cells} cells, methods "  # noqa: T201

@@ -26,11 +26,13 @@ from vcmc.config.schema import options
 from vcmc.exceptions import ConfigError
 from vcmc.flower.records import ACTION, decode_record, encode_record
 from vcmc.protocol import AssignRequest
+from vcmc.protocol.lca import LcaStructuralRequest
 from vcmc.protocol.rounds import RoundFinishRequest
 from vcmc.silo.errors import sanitise_exception
 
-__all__ = ["NODE_POLICY_KEYS", "NODE_PRIVACY_KEYS", "client_handle", "policy_from_node_config",
-           "privacy_from_node_config", "read_node_data", "silo_from_node_config", "write_local_results"]
+__all__ = ["NODE_AUXILIARY_KEYS", "NODE_POLICY_KEYS", "NODE_PRIVACY_KEYS", "auxiliary_from_node_config",
+           "client_handle", "policy_from_node_config", "privacy_from_node_config", "read_node_auxiliary",
+           "read_node_data", "silo_from_node_config", "write_local_results"]
 
 NODE_PRIVACY_KEYS = {o.key.partition(".")[2]: o.name for o in options() if o.section == "privacy"}
 """Node-config keys through which a silo's operator sets its disclosure limits: the privacy options of the
@@ -39,6 +41,12 @@ run config without their section (``min-cluster-size``, ...), from the one table
 NODE_POLICY_KEYS = ("allow-requests", "allow-strategies", "request-budget", "max-iterations", "max-cpu-seconds",
                     "fingerprint-key")
 """Node-config keys of the operator-only limits of the boundary (``vcmc.silo.gate.SiloPolicy``)."""
+
+NODE_AUXILIARY_KEYS = {"covariates": "covariate", "distal": "distal"}
+"""Node-config keys naming, comma-separated, the columns of the silo's file its operator allows as covariates
+of class membership and as distal outcomes of the latent class analysis (docs/design.md §15.4), with the
+``model`` of the structural request each serves. The columns are kept out of the clustering; a structural
+request naming any other column is refused. Like any identifying column, the operator decides."""
 
 _STATE_KEY = "vcmc-silo-state"
 
@@ -79,6 +87,31 @@ def policy_from_node_config(node_config: Mapping):
     return SiloPolicy(**kwargs)
 
 
+def auxiliary_from_node_config(node_config: Mapping) -> dict[str, tuple[str, ...]]:
+    """The operator's allowed auxiliary columns per structural model: ``{"covariate": (...), "distal": (...)}``."""
+    out = {model: _names(node_config.get(key) or "") for key, model in NODE_AUXILIARY_KEYS.items()}
+    both = set(out["covariate"]) & set(out["distal"])
+    if both:
+        raise ConfigError(f"node config: columns {sorted(both)} are listed both under 'covariates' and 'distal'; "
+                          "a column is one or the other")
+    return out
+
+
+def check_auxiliary_allowed(request, node_config: Mapping) -> None:
+    """Refuse a structural request naming a column the operator did not allow for that model."""
+    from vcmc.silo.lca import AuxiliarySpec
+
+    allowed = auxiliary_from_node_config(node_config)
+    key = {model: key for key, model in NODE_AUXILIARY_KEYS.items()}.get(request.model)
+    if key is None:
+        raise ConfigError(f"a latent class structural request for an unknown model {request.model!r}")
+    names = AuxiliarySpec.from_json(request.spec_json).names
+    refused = [n for n in names if n not in allowed[request.model]]
+    if refused:
+        raise ConfigError(f"the silo's operator does not allow columns {refused} as {key} (node config '{key}' "
+                          f"lists {list(allowed[request.model])})")
+
+
 def privacy_from_node_config(node_config: Mapping) -> PrivacyConfig:
     """The silo operator's disclosure limits from the SuperNode's node config (defaults otherwise)."""
     kwargs = {}
@@ -103,12 +136,53 @@ def silo_from_node_config(node_config: Mapping, node_id: int | None = None, run_
     return _local_silo(read_node_data(node_config, node_id), node_config, run_id)
 
 
-def _local_silo(data, node_config: Mapping, run_id=None):
-    """The ``LocalSilo`` over ``data`` with the operator's disclosure limits and boundary policy."""
+def _local_silo(data, node_config: Mapping, run_id=None, auxiliary=None):
+    """The ``LocalSilo`` over ``data`` with the operator's disclosure limits and boundary policy (and the
+    auxiliary columns of the latent class analysis, ``read_node_auxiliary``)."""
     from vcmc.silo.local import LocalSilo
 
     return LocalSilo(data, privacy=privacy_from_node_config(node_config), policy=policy_from_node_config(node_config),
-                     run_key=None if run_id is None else str(run_id))
+                     run_key=None if run_id is None else str(run_id), auxiliary=auxiliary)
+
+
+def _auxiliary_names(node_config: Mapping) -> list[str]:
+    allowed = auxiliary_from_node_config(node_config)
+    return [*allowed["covariate"], *allowed["distal"]]
+
+
+def _na_values(node_config: Mapping) -> tuple[str, ...]:
+    return ("", *(t for t in str(node_config.get("na-values") or "").split(",") if t))
+
+
+def _read_frame(node_config: Mapping):
+    from vcmc.data.readers import read_any
+
+    path = node_config.get("data-path")
+    if not path:
+        raise ConfigError("the SuperNode's node config has no 'data-path' (set it with --node-config "
+                          "'data-path=\"/abs/path/data.csv\"')")
+    return read_any(Path(str(path)))
+
+
+def read_node_auxiliary(node_config: Mapping):
+    """The auxiliary columns named in the node config (``NODE_AUXILIARY_KEYS``), as the silo's file holds
+    them: text cells, NaN for the empty cell and the node config's ``na-values`` (what ``vcmc fit --k
+    --covariates`` reads in process); None when the node config names none."""
+    names = _auxiliary_names(node_config)
+    if not names:
+        return None
+    df = _read_frame(node_config)
+    missing = [c for c in names if c not in df.columns]
+    if missing:
+        # names only (the operator's own configuration and the file's header), never a value
+        raise ConfigError(f"node config 'covariates' / 'distal' name columns {missing} that the silo's file "
+                          "(node config 'data-path') does not have")
+    na = set(_na_values(node_config))
+    aux = df[names].copy()
+    for c in names:
+        aux[c] = aux[c].map(lambda v: np.nan if (v is None or (isinstance(v, str) and v in na)
+                                                 or (isinstance(v, float) and np.isnan(v))) else v)
+    return aux.reset_index(drop=True)
 
 
 def read_node_data(node_config: Mapping, node_id: int | None = None):
@@ -131,7 +205,20 @@ def read_node_data(node_config: Mapping, node_id: int | None = None):
     privacy = privacy_from_node_config(node_config)
     normalisation = Normalisation(strip_whitespace=_flag(node_config, "strip-whitespace"),
                                   case_insensitive=_flag(node_config, "case-insensitive"))
-    na_values = ("", *(t for t in str(node_config.get("na-values") or "").split(",") if t))
+    na_values = _na_values(node_config)
+    auxiliary = _auxiliary_names(node_config)
+    if auxiliary:    # the columns kept aside for the latent class analysis are not clustered
+        from vcmc.data.readers import from_dataframe
+
+        df = _read_frame(node_config)
+        absent = [c for c in auxiliary if c not in df.columns]
+        if absent:
+            # names only, and not the file's path: this text crosses to the server
+            raise ConfigError(f"node config 'covariates' / 'distal' name columns {absent} that the silo's file "
+                              "(node config 'data-path') does not have")
+        return from_dataframe(df.drop(columns=auxiliary), schema=schema, name=name, source=str(path),
+                              id_column=id_column, na_values=na_values, normalisation=normalisation,
+                              min_modality_rows=privacy.min_cluster_size)
     return reader(str(path), schema=schema, name=name, id_column=id_column, na_values=na_values,
                   normalisation=normalisation, min_modality_rows=privacy.min_cluster_size)
 
@@ -165,7 +252,12 @@ def _silo_for_message(context):
 
     data = cached_silo_data(context, lambda: read_node_data(context.node_config, getattr(context, "node_id", None)),
                             has_run_state=any(k.startswith("local.") for k in context.state.get(_STATE_KEY, {})))
-    return _local_silo(data, context.node_config, getattr(context, "run_id", None))
+    auxiliary = None
+    if _auxiliary_names(context.node_config):
+        from vcmc.flower.node_data import cached_auxiliary
+
+        auxiliary = cached_auxiliary(context, lambda: read_node_auxiliary(context.node_config))
+    return _local_silo(data, context.node_config, getattr(context, "run_id", None), auxiliary=auxiliary)
 
 
 def client_handle(message, context):
@@ -183,6 +275,8 @@ def client_handle(message, context):
         if stage != f"query.{ACTION.get(request.KIND, '?')}":
             raise ConfigError(f"a {request.KIND!r} message arrived on the {stage!r} handler; each request type "
                               "has its own handler")
+        if isinstance(request, LcaStructuralRequest):
+            check_auxiliary_allowed(request, context.node_config)
         try:
             reply = silo.handle(request)
         finally:

@@ -25,13 +25,19 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-__all__ = ["DATA_KEY", "INFO_KEY", "cached_silo_data", "files_signature", "node_config_digest"]
+__all__ = ["AUXILIARY_KEY", "DATA_KEY", "INFO_KEY", "cached_auxiliary", "cached_silo_data", "files_signature",
+           "node_config_digest"]
 
 DATA_KEY = "vcmc-silo-data"
 """``ArrayRecord`` in ``Context.state``: the silo's codes (and numeric row ids)."""
 
 INFO_KEY = "vcmc-silo-data-info"
 """``ConfigRecord`` in ``Context.state``: name, source, schema JSON and the node-config digest."""
+
+AUXILIARY_KEY = "vcmc-silo-auxiliary"
+"""``ArrayRecord`` in ``Context.state``: the auxiliary columns the operator named in the node config
+(``covariates``, ``distal``: kept out of the clustering, for the latent class analysis' three-step models,
+docs/design.md §15.4), each as its cells' text and a missing-cell mask. Row-level: it stays on the SuperNode."""
 
 
 def node_config_digest(node_config: Mapping) -> str:
@@ -98,3 +104,38 @@ def _rebuild(arrays, info):
                else np.asarray(list(info["row-id-values"]), dtype=object) if kind == "text" else None)
     return SiloData(str(info["name"]), arrays["codes"].numpy(), Schema.from_json(str(info["schema"])),
                     source=str(info["source"]) or None, row_ids=row_ids)
+
+
+def cached_auxiliary(context, read: Callable[[], object]):
+    """The silo's auxiliary columns (a data frame of text cells, NaN where missing, or None): from
+    ``context.state`` when this run already read them from the files as they are, else ``read()``.
+
+    Cached beside the codes (``cached_silo_data``, which is called first and refuses a changed file once
+    the run has silo state): the same node-config digest and file signature key the entry.
+    """
+    import pandas as pd
+    from flwr.app import Array, ArrayRecord
+
+    key = f"{node_config_digest(context.node_config)}|{files_signature(context.node_config)}"
+    state = context.state
+    if AUXILIARY_KEY in state and INFO_KEY in state and state[INFO_KEY].get("auxiliary") == key:
+        arrays = state[AUXILIARY_KEY]
+        names = list(state[INFO_KEY].get("auxiliary-columns") or [])
+        # cells as Python strings in object columns (NaN where missing), as the file's reader gives them
+        frame = pd.DataFrame({n: pd.Series([np.nan if m else v for v, m in zip(
+            arrays[f"values.{i}"].numpy().tolist(), arrays[f"missing.{i}"].numpy().tolist(), strict=True)],
+            dtype=object) for i, n in enumerate(names)})
+        return frame if names else None
+    frame = read()
+    arrays = {}
+    names = [] if frame is None else [str(c) for c in frame.columns]
+    for i, n in enumerate(names):
+        missing = frame[n].isna().to_numpy()
+        arrays[f"values.{i}"] = Array(np.asarray(["" if m else str(v) for v, m in
+                                                  zip(frame[n].tolist(), missing, strict=True)], dtype=np.str_))
+        arrays[f"missing.{i}"] = Array(np.ascontiguousarray(missing))
+    state[AUXILIARY_KEY] = ArrayRecord(arrays)
+    if INFO_KEY in state:
+        state[INFO_KEY]["auxiliary"] = key
+        state[INFO_KEY]["auxiliary-columns"] = names
+    return frame

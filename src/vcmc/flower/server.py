@@ -18,6 +18,7 @@ from vcmc.exceptions import ConfigError, SiloFailure
 from vcmc.federation.faults import FaultPolicy
 from vcmc.federation.order import silo_sort_key
 from vcmc.federation.transport import TransportBase, reply_to_result
+from vcmc.flower.lca import LCA_KEYS
 from vcmc.flower.oplog import format_bytes
 from vcmc.flower.records import ACTION, decode_record, encode_record, record_nbytes
 from vcmc.protocol import HelloReply, HelloRequest, Message
@@ -28,7 +29,7 @@ log = logging.getLogger("vcmc.flower")
 __all__ = ["SERVER_KEYS", "FlowerTransport", "discover_silos", "server_main", "wait_for_nodes"]
 
 SERVER_KEYS = ("min-nodes", "seed", "out-dir", "schema-path", "min-silos", "round-timeout", "wait-nodes",
-               "method")
+               "method", *LCA_KEYS)
 """Run-config keys read by ``server_main`` itself; every other key must be a ``FitConfig`` option."""
 
 _POLL_SECONDS = 1.0
@@ -323,6 +324,9 @@ def server_main(grid, context) -> Path:
         raise ConfigError("run config 'out-dir' must be an absolute path (the ServerApp runs in the "
                           f"SuperLink's working directory); got {rc.get('out-dir')!r}")
     config = config_from_mapping(rc, ignore=SERVER_KEYS)
+    from vcmc.flower.lca import check_lca_settings
+
+    check_lca_settings(rc)     # a malformed latent class request is refused before any silo is asked
     schema = load_run_schema(rc)
     out_dir.mkdir(parents=True, exist_ok=True)
     with RunLog(out_dir):
@@ -361,6 +365,10 @@ def _run(grid, rc: Mapping, config, schema, out_dir: Path) -> Path:
     log.info("fault policy: %s, round timeout %g s",
              "every silo required" if policy.min_silos is None else f"at least {policy.min_silos} silos",
              policy.timeout)
+    from vcmc.flower.lca import lca_requested
+
+    if lca_requested(rc):     # the maximum-likelihood latent class analysis (docs/design.md §15) instead
+        return _run_lca(transport, rc, schema, hellos, out_dir, seed, t_run)
     result = run_vcmc(transport, config, rng=seed, method=str(_get(rc, "method", "vcmc")), policy=policy,
                       save_dir=out_dir / "summaries")
     from vcmc.report import write_outputs
@@ -382,4 +390,24 @@ def _run(grid, rc: Mapping, config, schema, out_dir: Path) -> Path:
     for kind, path in paths.items():
         log.info("wrote %-10s %s", kind, path)
     log.info("results written to %s (this log: %s)", out_dir, out_dir / "server.log")
+    return out_dir
+
+
+def _run_lca(transport, rc: Mapping, schema, hellos: Mapping[str, HelloReply], out_dir: Path, seed,
+             t_run: float) -> Path:
+    """The run config's latent class analysis (``vcmc.flower.lca``) over the discovered silos."""
+    from vcmc.flower.lca import run_lca
+
+    counts = {tuple(int(m) for m in h.n_modalities) for n, h in hellos.items() if n in transport.silos}
+    if len(counts) != 1:
+        raise ConfigError(f"the silos do not agree on the clustering variables' modality counts ({sorted(counts)}); "
+                          "give every SuperNode the same 'schema-path'")
+    paths = run_lca(transport, rc, out_dir, n_modalities=next(iter(counts)), schema=schema, seed=seed)
+    if schema is not None:
+        schema.to_json(out_dir / "schema.json")     # written atomically
+        paths["schema"] = out_dir / "schema.json"
+    for kind, path in paths.items():
+        log.info("wrote %-18s %s", kind, path)
+    log.info("latent class analysis of %d silos in %.1f s; results written to %s (this log: %s)",
+             len(transport.silos), time.monotonic() - t_run, out_dir, out_dir / "server.log")
     return out_dir

@@ -96,6 +96,44 @@ def infer_spec(frames: Mapping[str, pd.DataFrame], columns: list[tuple[str, str 
     return AuxiliarySpec(tuple(out))
 
 
+def parse_coding(text, key: str) -> AuxiliarySpec | None:
+    """``"age:numeric,sex:categorical=f|m"`` -> the ``AuxiliarySpec`` (None for an empty text).
+
+    Each column is ``NAME:numeric`` or ``NAME:categorical=LEVEL|LEVEL|...`` (the first level the reference,
+    as ``vcmc fit --k`` orders them: sorted, numerically when all are numbers). ``coding_text`` writes this
+    form, and ``vcmc fit --k`` stores it in ``lca.json`` (``settings.covariate_coding``, ``distal_coding``).
+    """
+    text = "" if text is None else str(text).strip()
+    if not text:
+        return None
+    columns = []
+    for item in text.split(","):
+        name, _, rest = item.strip().partition(":")
+        kind, _, levels = rest.partition("=")
+        name, kind = name.strip(), kind.strip()
+        if not name or kind not in ("numeric", "categorical") or (kind == "numeric" and levels):
+            raise ConfigError(f"run config {key!r}: expected NAME:numeric or NAME:categorical=LEVEL|LEVEL,... "
+                              f"for each column (the ServerApp sees no file to infer kinds and levels from); "
+                              f"got {item.strip()!r}")
+        labels = tuple(v.strip() for v in levels.split("|")) if kind == "categorical" else ()
+        if kind == "categorical" and (len(labels) < 2 or "" in labels or len(set(labels)) != len(labels)):
+            raise ConfigError(f"run config {key!r}: column {name!r} needs at least 2 distinct, non-empty levels "
+                              f"separated by '|'; got {levels!r}")
+        columns.append(AuxiliaryColumn(name, kind, labels))
+    names = [c.name for c in columns]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"run config {key!r} names a column twice: {names}")
+    return AuxiliarySpec(tuple(columns))
+
+
+def coding_text(spec: AuxiliarySpec | None) -> str:
+    """The run-config form of ``spec`` (``parse_coding``'s input)."""
+    if spec is None:
+        return ""
+    return ",".join(f"{c.name}:numeric" if c.kind == "numeric" else f"{c.name}:categorical={'|'.join(c.levels)}"
+                    for c in spec.columns)
+
+
 def lca_silos(frames: Mapping[str, pd.DataFrame], *, covariates=None, distal=None, schema=None, id_column=None,
               na_values=("",), privacy=None, min_modality_rows: int = 1, exclude=()):
     """LocalSilos from one data frame per silo (name -> frame); auxiliary columns kept out of the clustering.
@@ -179,19 +217,37 @@ class LcaAnalysis:
         return pd.DataFrame(rows)
 
 
-def _schema_names(silos):
-    schema = silos[0].data.schema
+def _schema_names(silos, schema=None):
+    schema = schema if schema is not None else (silos[0].data.schema if silos else None)
+    if schema is None:
+        return (), ()
     return tuple(schema.names), tuple(tuple(str(m) for m in v.modalities) for v in schema.variables)
 
 
+def _measurement_coding(silos, n_modalities) -> tuple[int, ...]:
+    """The modality counts of the clustering variables: the silos' (in process) or the caller's (a
+    deployment, where the server holds no silo object: the silos' hello replies or the shared schema)."""
+    if n_modalities is not None:
+        return tuple(int(m) for m in n_modalities)
+    if not silos:
+        raise ConfigError("a latent class analysis needs the silos or, through a transport alone, the clustering "
+                          "variables' modality counts (n_modalities)")
+    return tuple(silos[0].n_modalities)
+
+
 def analyse(silos, k: int, *, covariates: AuxiliarySpec | None = None, distal: AuxiliarySpec | None = None,
-            n_starts: int = 10, max_iter: int = 1000, rng: RngLike = None, transport=None) -> LcaAnalysis:
-    """Fit the K-class model, then (optionally) the three-step covariate and distal models."""
+            n_starts: int = 10, max_iter: int = 1000, rng: RngLike = None, transport=None, n_modalities=None,
+            schema=None) -> LcaAnalysis:
+    """Fit the K-class model, then (optionally) the three-step covariate and distal models.
+
+    ``silos``: the ``LocalSilo`` objects (in process); in a deployment ``None``, with the ``transport``
+    reaching the silos, their ``n_modalities`` and (optionally) the shared ``schema`` naming the variables.
+    """
     from vcmc.federation.transport import InProcessTransport
 
     tr = transport or InProcessTransport(silos)
     names = list(tr.silos)
-    n_mod = silos[0].n_modalities if silos else ()
+    n_mod = _measurement_coding(silos, n_modalities)
     fit = fit_lca(tr.call, names, n_mod, int(k), n_starts=n_starts, max_iter=max_iter, rng=rng)
     error = cov_fit = dis_fit = None
     if covariates is not None or distal is not None:
@@ -200,7 +256,7 @@ def analyse(silos, k: int, *, covariates: AuxiliarySpec | None = None, distal: A
             cov_fit = fit_covariates(tr.call, names, fit, covariates, error=error)
         if distal is not None:
             dis_fit = fit_distal(tr.call, names, fit, distal, error=error)
-    var_names, labels = _schema_names(silos)
+    var_names, labels = _schema_names(silos, schema)
     return LcaAnalysis(fit=fit, error=error, covariates=cov_fit, distal=dis_fit, variable_names=var_names,
                        modality_labels=labels)
 
@@ -240,20 +296,22 @@ def waic(transport, fit: LcaFit, *, n_draws: int = 200, rng: RngLike = None) -> 
 
 
 def compare(silos, ks: Sequence[int], *, n_starts: int = 10, max_iter: int = 1000, rng: RngLike = None,
-            waic_draws: int = 200, transport=None) -> tuple[pd.DataFrame, dict[int, LcaFit]]:
-    """Fit every K of ``ks`` and tabulate ``COMPARISON_COLUMNS`` (one row per K)."""
+            waic_draws: int = 200, transport=None, n_modalities=None) -> tuple[pd.DataFrame, dict[int, LcaFit]]:
+    """Fit every K of ``ks`` and tabulate ``COMPARISON_COLUMNS`` (one row per K).
+
+    ``silos`` and ``n_modalities`` as in ``analyse``."""
     from vcmc.federation.transport import InProcessTransport
 
     ks = [int(k) for k in ks]
     if not ks or min(ks) < 1:
         raise ConfigError(f"compare needs numbers of classes >= 1; got {ks}")
     tr = transport or InProcessTransport(silos)
+    n_mod = _measurement_coding(silos, n_modalities)
     seeds = as_seed_sequence(rng).spawn(len(ks))
     rows, fits = [], {}
     for k, seed in zip(ks, seeds, strict=True):
         fit_rng, waic_rng = seed.spawn(2)
-        fit = fit_lca(tr.call, list(tr.silos), silos[0].n_modalities, k, n_starts=n_starts, max_iter=max_iter,
-                      rng=fit_rng)
+        fit = fit_lca(tr.call, list(tr.silos), n_mod, k, n_starts=n_starts, max_iter=max_iter, rng=fit_rng)
         fits[k] = fit
         w = waic(tr, fit, n_draws=waic_draws, rng=waic_rng) if waic_draws > 0 else float("nan")
         rows.append({"k": k, **fit.statistics, "waic": w})

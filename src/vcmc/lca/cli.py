@@ -74,29 +74,67 @@ def load(args, *, covariates=None, distal=None):
                      na_values=tuple(na), privacy=privacy, min_modality_rows=privacy.min_cluster_size, exclude=exclude)
 
 
-def _check_out(out, overwrite: bool, names) -> Path:
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"--out {str(out)!r} exists and is not a folder")
-    clash = [n for n in names if (out / n).exists()]
-    if clash and not overwrite:
-        raise ConfigError(f"--out {str(out)!r} already holds {clash}; give --overwrite to replace them")
-    out.mkdir(parents=True, exist_ok=True)
-    return out
+def _begin_run(args, *, command: str, parts: dict, what: str, files=()):
+    """The writer discipline of ``vcmc fit`` (``vcmc.outputs``) for the latent class commands: ``--out`` checked,
+    created and held by this run (lock, SIGTERM/SIGHUP like Ctrl-C, a killed run's temporary files removed),
+    another run's results refused unless ``--overwrite``, the same command again (without ``--seed``: with the
+    seed it drew) resuming in place, and the manifest written before any EM round. Returns ``(out, key, seed,
+    mode)``; :func:`_finish_run` seals the files once written."""
+    import shlex
+
+    from vcmc.outputs.folder import check_out_dir
+    from vcmc.outputs.runkey import check_previous_run, choose_seed, content_key, write_run_manifest
+
+    out = check_out_dir(args.out, command=command)
+    inputs = [Path(f) for f in args.files]
+    schema = getattr(args, "schema", None)
+    inputs += [Path(schema)] if schema else [p for p in {Path(f).parent / "schema.json" for f in args.files}
+                                             if p.is_file()]
+
+    def key_of(seed):
+        return content_key({"command": command, **parts, "seed": str(seed)}, files=inputs)
+
+    seed = choose_seed(args.seed, out, key_of)
+    key = key_of(seed)
+    mode = check_previous_run(out, key, overwrite=args.overwrite, what=what)
+    argv = list(getattr(args, "_argv", None) or sys.argv[1:])
+    if args.seed is None:
+        argv += ["--seed", str(seed)]
+    write_run_manifest(out, key, seed, argv, command=shlex.join(["vcmc", *argv]))
+    return out, key, seed, mode
+
+
+def _finish_run(out: Path, key: str, mode: str, paths: dict) -> None:
+    """After every file is written (atomically): an ``--overwrite`` run removes the earlier run's files it did
+    not write, and the manifest records the digest of each file written (the sealed result set)."""
+    from vcmc.outputs.folder import RESULT_NAMES, remove_stale
+    from vcmc.outputs.runkey import seal_results
+
+    if mode == "overwrite":
+        remove_stale(out, paths.values())
+    seal_results(out, key, paths.values(), names=RESULT_NAMES)
+
+
+def _settings(args, *names) -> dict:
+    """The flags that determine a run's results, for its key."""
+    return {n: getattr(args, n, None) for n in names}
 
 
 def run_compare(args) -> int:
     from vcmc.lca.analysis import compare
     from vcmc.lca.outputs import write_comparison, write_lca_report
 
-    out = _check_out(args.out, args.overwrite, ["comparison.csv", "comparison.png"])
+    out, key, seed, mode = _begin_run(
+        args, command="vcmc compare", what="run",
+        parts=_settings(args, "k", "starts", "max_em_iterations", "waic_draws", "id_column", "na_values", "exclude",
+                        "report"))
     silos, _, _ = load(args)
-    seed = args.seed if args.seed is not None else None
     table, _ = compare(silos, args.k, n_starts=args.starts, max_iter=args.max_em_iterations, rng=seed,
                        waic_draws=args.waic_draws)
     paths = write_comparison(table, out)
     if args.report:
         paths["report"] = write_lca_report(out, comparison=table)
+    _finish_run(out, key, mode, paths)
     best = int(table["k"].iloc[int(table["bic"].idxmin())])
     print(f"latent class models K = {', '.join(str(k) for k in args.k)} on {len(silos)} silos "  # noqa: T201
           f"({int(sum(s.data.n_rows for s in silos))} rows): BIC chooses K = {best}")
@@ -108,7 +146,7 @@ def run_compare(args) -> int:
 def run_fit(args) -> int:
     """``vcmc fit --k K [--covariates ...] [--distal ...]``: the ML latent class analysis of one K."""
     from vcmc.config.schema import options
-    from vcmc.lca.analysis import analyse
+    from vcmc.lca.analysis import analyse, coding_text
     from vcmc.lca.outputs import write_analysis, write_lca_report
 
     if args.method != "vcmc":
@@ -127,16 +165,22 @@ def run_fit(args) -> int:
     if unused:
         raise ConfigError(f"--k fits the maximum-likelihood latent class model; {', '.join(unused)} belong to the "
                           "Bayesian fit and would be ignored: leave them out")
-    out = _check_out(args.out, args.overwrite, ["lca.json"])
+    out, key, seed, mode = _begin_run(
+        args, command="vcmc fit --k", what="run",
+        parts=_settings(args, "k", "starts", "max_em_iterations", "id_column", "na_values", "exclude", "covariates",
+                        "distal", "report"))
     silos, cov_spec, dis_spec = load(args, covariates=args.covariates, distal=args.distal)
     analysis = analyse(silos, args.k, covariates=cov_spec, distal=dis_spec, n_starts=args.starts,
-                       max_iter=args.max_em_iterations, rng=args.seed)
-    settings = {"k": args.k, "starts": args.starts, "max_em_iterations": args.max_em_iterations, "seed": args.seed,
+                       max_iter=args.max_em_iterations, rng=seed)
+    settings = {"k": args.k, "starts": args.starts, "max_em_iterations": args.max_em_iterations, "seed": seed,
                 "files": [str(f) for f in args.files], "covariates": args.covariates, "distal": args.distal,
+                # the inferred coding, in the form a Flower run config states it (lca-covariates, lca-distal)
+                "covariate_coding": coding_text(cov_spec) or None, "distal_coding": coding_text(dis_spec) or None,
                 "three_step": "ML correction (Vermunt 2010), modal assignment"}
     paths = write_analysis(analysis, out, settings=settings)
     if args.report:
         paths["report"] = write_lca_report(out, analysis=analysis)
+    _finish_run(out, key, mode, paths)
     f = analysis.fit
     print(f"latent class model K = {f.k} on {len(silos)} silos ({f.n_rows} rows): log-likelihood "  # noqa: T201
           f"{f.loglik:.3f}, BIC {f.statistics['bic']:.2f}")

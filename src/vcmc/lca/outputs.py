@@ -5,11 +5,13 @@ relative_entropy, waic``) and ``comparison.png``. ``write_analysis``: ``lca.json
 fit statistics), ``fit_statistics.csv``, ``item_probabilities.csv`` and ``.png`` (poLCA's plot),
 ``covariates.csv`` (``cluster, term, estimate, se, ci95_low, ci95_high``), ``distal.csv`` (``cluster, outcome,
 level, estimate, se, ci95_low, ci95_high``), ``distal_tests.csv`` and ``forest.png``. ``write_lca_report``:
-``report.html`` with the sections of docs/design.md §15.5.
+``report.html`` with the sections of docs/design.md §15.5, from the fitted objects or (``vcmc report DIR``,
+``lca_report_from_folder``) from the files above.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -144,17 +146,102 @@ def write_analysis(analysis, out, *, settings: dict | None = None) -> dict[str, 
     return paths
 
 
-def write_lca_report(out, *, comparison: pd.DataFrame | None = None, analysis=None) -> Path:
-    """``report.html``: fit statistics, the K comparison, item-response probabilities, covariates, outcomes."""
+def write_lca_report(out, *, comparison: pd.DataFrame | None = None, analysis=None, html_path=None) -> Path:
+    """``report.html``: fit statistics, the K comparison, item-response probabilities, covariates, outcomes.
+
+    From the fitted objects (``--report`` at fit time); ``lca_report_from_folder`` builds the same page from
+    the files the commands wrote (``vcmc report DIR``).
+    """
+    tables = LcaTables(comparison=comparison)
+    if analysis is not None:
+        f = analysis.fit
+        tables = LcaTables(
+            comparison=comparison, k=f.k, statistics=dict(f.statistics), n_rows=f.n_rows, em_iterations=f.n_iter,
+            converged=f.converged, weights=[float(w) for w in f.pi], profiles=analysis.profiles_table(),
+            covariates=analysis.covariates.table() if analysis.covariates is not None else None,
+            distal=analysis.distal.table() if analysis.distal is not None else None,
+            distal_tests=analysis.distal.equality_tests() if analysis.distal is not None else None)
+    return _render_report(Path(out), tables, html_path)
+
+
+@dataclass(frozen=True)
+class LcaTables:
+    """What the report shows, as the tables the commands write (so the page is the same from either)."""
+
+    comparison: pd.DataFrame | None = None
+    k: int | None = None
+    statistics: dict | None = None
+    n_rows: int | None = None
+    em_iterations: int | None = None
+    converged: bool | None = None
+    weights: list | None = None
+    profiles: pd.DataFrame | None = None
+    covariates: pd.DataFrame | None = None
+    distal: pd.DataFrame | None = None
+    distal_tests: pd.DataFrame | None = None
+
+
+def is_lca_folder(folder) -> bool:
+    """Whether ``folder`` holds a latent class analysis (``vcmc fit --k``'s ``lca.json`` or ``vcmc compare``'s
+    ``comparison.csv``) rather than a Bayesian fit (``result.json``)."""
+    folder = Path(folder)
+    return not (folder / "result.json").exists() and ((folder / "lca.json").is_file()
+                                                      or (folder / "comparison.csv").is_file())
+
+
+def lca_report_from_folder(folder, out=None) -> Path:
+    """``vcmc report DIR`` on a ``vcmc compare`` or ``vcmc fit --k`` folder: the page ``--report`` writes,
+    from the folder's files (``comparison.csv``; ``lca.json``, ``item_probabilities.csv``, ``covariates.csv``,
+    ``distal.csv``, ``distal_tests.csv``)."""
+    import json
+
+    from vcmc.exceptions import DataError
+
+    folder = Path(folder)
+
+    def table(name, **kw):
+        path = folder / name
+        if not path.is_file():
+            return None
+        try:
+            return pd.read_csv(path, **kw)
+        except (ValueError, pd.errors.ParserError) as exc:
+            raise DataError(f"{path}: not a table vcmc wrote ({type(exc).__name__}); rerun the command") from None
+
+    comparison = table("comparison.csv")
+    if comparison is not None and "k" not in comparison.columns:
+        raise DataError(f"{folder / 'comparison.csv'}: no column 'k'; expected vcmc compare's comparison.csv")
+    tables = LcaTables(comparison=comparison)
+    if (folder / "lca.json").is_file():
+        try:
+            doc = json.loads((folder / "lca.json").read_text(encoding="utf-8"))
+            k, stats = int(doc["k"]), dict(doc["statistics"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise DataError(f"{folder / 'lca.json'}: not vcmc fit --k's lca.json ({type(exc).__name__})") from None
+        profiles = table("item_probabilities.csv", dtype={"variable": str, "modality": str})
+        if profiles is None:
+            raise DataError(f"{folder}: lca.json without item_probabilities.csv; rerun vcmc fit --k")
+        tables = LcaTables(
+            comparison=comparison, k=k, statistics={n: (float("nan") if v is None else v) for n, v in stats.items()},
+            n_rows=doc.get("n_rows"), em_iterations=doc.get("em_iterations"), converged=doc.get("converged"),
+            weights=doc.get("weights"), profiles=profiles, covariates=table("covariates.csv", dtype={"term": str}),
+            distal=table("distal.csv", dtype={"outcome": str, "level": str}),
+            distal_tests=table("distal_tests.csv", dtype={"outcome": str}))
+    elif comparison is None:
+        raise DataError(f"{folder}: neither lca.json (vcmc fit --k) nor comparison.csv (vcmc compare)")
+    return _render_report(folder, tables, out)
+
+
+def _render_report(out: Path, t: LcaTables, html_path=None) -> Path:
     from vcmc.report import html
     from vcmc.report.figures import png
 
-    out = Path(out)
     sections = []
+    comparison = t.comparison
     if comparison is not None:
         rows = [[int(r.k)] + [getattr(r, c) for c in comparison.columns[1:]] for r in comparison.itertuples()]
         best = {c: int(comparison["k"].iloc[int(np.nanargmin(comparison[c]))]) for c in CRITERIA
-                if np.any(np.isfinite(comparison[c]))}
+                if c in comparison and np.any(np.isfinite(comparison[c].to_numpy(float)))}
         body = (html.table(list(comparison.columns), rows)
                 + html.note("Lower is better for every criterion; chosen K: "
                             + ", ".join(f"{c.upper()} {k}" for c, k in best.items()) + ".")
@@ -162,36 +249,35 @@ def write_lca_report(out, *, comparison: pd.DataFrame | None = None, analysis=No
                               caption="Information criteria and relative entropy by number of classes.",
                               file="comparison.png"))
         sections.append(html.Section("comparison", "Choosing the number of classes", body))
-    if analysis is not None:
-        f = analysis.fit
-        stats = [[k, v] for k, v in f.statistics.items()]
-        sections.append(html.Section("fit", f"Fit statistics (K = {f.k})",
+    if t.k is not None:
+        stats = [[k, v] for k, v in t.statistics.items()]
+        sections.append(html.Section("fit", f"Fit statistics (K = {t.k})",
                                      html.table(["statistic", "value"], stats)
-                                     + html.kv([("rows", f.n_rows), ("EM iterations", f.n_iter),
-                                                ("converged", f.converged),
-                                                ("class weights", ", ".join(f"{w:.3f}" for w in f.pi))])))
-        profiles = analysis.profiles_table()
+                                     + html.kv([("rows", t.n_rows), ("EM iterations", t.em_iterations),
+                                                ("converged", t.converged),
+                                                ("class weights", ", ".join(f"{w:.3f}" for w in t.weights or []))])))
+        profiles = t.profiles
         sections.append(html.Section("items", "Item-response probabilities", html.figure(
             png(item_figure(profiles)), alt="item-response probabilities",
             caption="Per class, the probability of each modality of each variable (stacked), with the 95% "
                     "interval of the last modality's probability.", file="item_probabilities.png")
             + html.table(list(profiles.columns), profiles.values.tolist(), tall=True)))
-        cov = analysis.covariates.table() if analysis.covariates is not None else None
-        dis = analysis.distal.table() if analysis.distal is not None else None
+        cov, dis = t.covariates, t.distal
         if cov is not None:
             sections.append(html.Section("covariates", "Covariates of class membership",
                                          html.note("Multinomial logit, bias-adjusted (ML) three-step; log odds "
                                                    "against the reference class 1.")
                                          + html.table(list(cov.columns), cov.values.tolist())))
         if dis is not None:
-            tests = analysis.distal.equality_tests()
+            tests = t.distal_tests
             sections.append(html.Section("distal", "Distal outcomes by class",
                                          html.table(list(dis.columns), dis.values.tolist())
-                                         + html.table(list(tests.columns), tests.values.tolist())))
+                                         + ("" if tests is None else
+                                            html.table(list(tests.columns), tests.values.tolist()))))
         if cov is not None or dis is not None:
             sections.append(html.Section("forest", "Forest plot", html.figure(
                 png(forest_figure(cov, dis)), alt="forest plot", caption="Estimates with 95% intervals.",
                 file="forest.png")))
     text = html.document("vcmc latent class analysis", html.note(
         "Maximum-likelihood latent class model fitted by federated EM rounds of whole-silo sums."), sections)
-    return atomic_write_text(out / "report.html", text)
+    return atomic_write_text(Path(html_path) if html_path is not None else out / "report.html", text)

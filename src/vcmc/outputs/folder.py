@@ -5,18 +5,23 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
 from vcmc.exceptions import VcmcError
 from vcmc.outputs import lock, signals
 
-#: What a run of ``vcmc fit`` writes into ``--out`` (a folder holding any of them holds a run's results).
+#: What the maximum-likelihood latent class commands write (``vcmc compare``, ``vcmc fit --k K``).
+LCA_NAMES = ("comparison.csv", "comparison.png", "lca.json", "fit_statistics.csv", "item_probabilities.csv",
+             "item_probabilities.png", "covariates.csv", "distal.csv", "distal_tests.csv", "forest.png")
+#: What a run of ``vcmc fit`` or ``vcmc compare`` writes into ``--out`` (a folder holding any of them holds a
+#: run's results).
 RESULT_NAMES = ("result.json", "assignments.csv", "profiles.csv", "posterior.nc", "memberships.csv",
-                "schema.json", "report.html", "characterisation.csv")
+                "schema.json", "report.html", "characterisation.csv", *LCA_NAMES)
 #: The files that make one result set (``predict`` and ``report`` read them; they must come from one run).
 CORE_NAMES = ("result.json", "assignments.csv", "profiles.csv", "posterior.nc", "memberships.csv", "schema.json")
-OUTPUT_NAMES = (*RESULT_NAMES, "summaries", "silo-state", ".vcmc-run.json")
+OUTPUT_NAMES = (*RESULT_NAMES, "summaries", "silo-state", ".vcmc-run.json", "study.json")
 #: Sub-folders a run writes temporary files into.
 _TEMP_FOLDERS = ("", "silo-state", "summaries", "figures")
 
@@ -119,3 +124,34 @@ def remove_other_silo_files(out: Path, written) -> None:
     for p in out.glob("silo_*.csv"):
         if p.name not in keep:
             p.unlink()
+
+
+def check_study_folder(out: Path, *, other: dict | None, layout, overwrite: bool) -> None:
+    """``vcmc study --out``: a folder holding another command's results (a fit, a comparison) or another study
+    (``other``: its manifest; other settings or seed) is refused and kept unless ``--overwrite``, which
+    replaces them (the other study's ``layout`` entries, the other results); the same study resumes."""
+    manifest = out / ".vcmc-run.json"
+    results = [n for n in RESULT_NAMES if (out / n).exists()]
+    if not manifest.exists():           # a schema.json in a folder no run wrote into is the user's own
+        results = [n for n in results if n != "schema.json"]
+    results += [manifest.name] if manifest.exists() else []
+    if not overwrite:
+        if results:
+            raise OutputError(f"--out {out} holds the results of another vcmc command ({', '.join(results)}): they "
+                              "are kept; choose another --out for the study, or add --overwrite to replace them")
+        if other is not None:
+            raise OutputError(f"--out {out} holds another study (seed {other.get('root_seed')}, profile "
+                              f"{(other.get('profile') or {}).get('name', '?')!r}, other settings): it is kept; "
+                              "choose another --out, give that study's settings to resume it, or add --overwrite "
+                              "to replace it")
+        return
+    if results:
+        remove_stale(out, ())
+        manifest.unlink(missing_ok=True)
+    if other is not None:
+        for name in layout:
+            path = out / name
+            if path.is_dir():
+                shutil.rmtree(path)
+            else:
+                path.unlink(missing_ok=True)

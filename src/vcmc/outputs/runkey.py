@@ -102,15 +102,31 @@ def write_run_manifest(out: Path, key: str, seed, argv: list[str], *, command: s
         indent=2)
 
 
-def seal_results(out: Path, key: str, written) -> None:
-    """Once every result file is in place: their digests, so that the set is known to be this run's."""
+def choose_seed(seed, out: Path, key_of) -> int:
+    """``seed`` (``--seed``), else the seed the run in ``out`` drew when this command is that run again (same
+    data and options: it resumes, as the README says), else a new one (recorded in the manifest)."""
+    import sys
+
+    if seed is not None:
+        return int(seed)
+    previous = previous_seed(out, key_of)
+    if previous is not None:
+        print(f"note: resuming the run in {out} with the seed it drew ({previous}); give --seed to start "  # noqa: T201
+              "another run", file=sys.stderr)
+        return previous
+    return int(np.random.SeedSequence().entropy)
+
+
+def seal_results(out: Path, key: str, written, *, names=CORE_NAMES) -> None:
+    """Once every result file is in place: their digests (of those among ``names``), so that the set is known
+    to be this run's."""
     from vcmc.atomic import atomic_write_json
 
     manifest = read_manifest(out) or {}
     if manifest.get("key") != key:
         raise OutputError(f"{out / RUN_MANIFEST}: another run's manifest replaced this run's while it wrote "
                           "its results; the folder was not held by one run")
-    names = sorted({Path(p).name for p in written} & set(CORE_NAMES))
+    names = sorted({Path(p).name for p in written} & set(names))
     manifest["files"] = {n: file_digest(out / n) for n in names}
     manifest["finished"] = time.strftime("%Y-%m-%d %H:%M:%S")
     atomic_write_json(out / RUN_MANIFEST, manifest, indent=2)

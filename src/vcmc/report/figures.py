@@ -31,7 +31,8 @@ def new_figure(width: float, height: float):
 
 def png(fig) -> bytes:
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=DPI)
+    # bbox_inches="tight": whatever a figure draws outside its axes (legends, long labels) stays on the canvas
+    fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight", pad_inches=0.05)
     return buf.getvalue()
 
 
@@ -246,9 +247,13 @@ def convergence_figure(silos: list[str], rhat: dict[str, list], ess: dict[str, l
     ax_r.set_xlim(min(lo, 0.998), max(hi, RHAT_MAX + 0.003))
     for ax in (ax_r, ax_e):
         ax.tick_params(labelsize=FONT)
-        ax.legend(fontsize=FONT - 1, loc="upper center", bbox_to_anchor=(0.5, -0.14 - 0.6 / (1.0 + 0.22 * n)),
-                  ncol=2, frameon=False)
         ax.grid(axis="x", alpha=0.3)
+    # one legend for both panels (they plot the same quantities), placed by the constrained layout in a row of
+    # its own below the axes: an axes legend anchored below its axes fell outside the canvas and was clipped
+    handles, names = ax_r.get_legend_handles_labels()
+    if handles:
+        fig.legend(handles, names, loc="outside lower center", ncol=min(4, len(handles)), fontsize=FONT - 1,
+                   frameon=False)
     return fig
 
 

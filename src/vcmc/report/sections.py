@@ -83,6 +83,16 @@ def k_distribution(ncp) -> tuple[dict | None, dict[str, dict]]:
     return (g if ok(g) else None), {str(s): d for s, d in _mapping(ncp.get("local")).items() if ok(d)}
 
 
+def fixed_by_matching(fit: FitOutputs, global_k: dict) -> bool:
+    """True when the global posterior of K is a point mass at the result's own number of global clusters for a
+    method whose global clusters come from matching the silos' clusters (VCMC, consensus): then it holds by
+    construction. A pooled sampler's occupied components (full MCMC) are a real posterior, whatever they show."""
+    if str(fit.result.get("method", "")) not in ("vcmc", "consensus"):
+        return False
+    probs = [float(p) for p in global_k.get("probabilities", [])]
+    return len(probs) == 1 and probs[0] >= 1.0 - 1e-12
+
+
 def _average_probability(fit: FitOutputs) -> list | None:
     """diagnostics.classification.average_probability when it has one entry per global cluster."""
     avg = _mapping(fit.diagnostics.get("classification")).get("average_probability")
@@ -277,11 +287,23 @@ def k_posterior(ctx: Context) -> Section:
             body += table(["silo", "local clusters sent (after post-processing)",
                            "occupied components (posterior mode)"], rows)
         return Section("k-posterior", "Posterior of the number of clusters K", body)
-    if g:
+    if g and fixed_by_matching(ctx.fit, g):
+        # The global clusters of a matched method are the matching's: the aggregated posterior has exactly
+        # those C clusters, every draw gives each of them rows, so "P(K = C) = 1" holds by construction and
+        # measures nothing; the uncertainty about K is in the silos' local posteriors (below).
+        body += (f"<p>The number of global clusters, {int(g['values'][0])}, is fixed by the matching of the silos' "
+                 "clusters: every draw of the aggregated posterior has these clusters and gives each of them rows, so "
+                 "this result has no posterior distribution of the global K (a probability of 1 here would be "
+                 "true by construction, not a measured certainty). The posterior uncertainty about K is in each "
+                 "silo's own posterior of its number of occupied components"
+                 + (", below." if loc else " (not recorded in this result).") + "</p>")
+        g = None
+    elif g:
         vals, probs = list(g["values"]), [float(p) for p in g["probabilities"]]
-        pooled = isinstance(diag.get("n_clusters_posterior"), list)
+        pooled = isinstance(diag.get("n_clusters_posterior"), list) or _mapping(
+            diag.get("n_clusters_posterior")).get("definition") == "occupied components of the pooled chain"
         body += ("<p>Posterior probability of each number of clusters, as the method defines it ("
-                 + ("the pooled sampler's number of occupied components" if pooled else
+                 + ("the pooled sampler's number of occupied components over its kept draws" if pooled else
                     "diagnostics.n_clusters_posterior.global") + ").</p>")
         body += table(["K", *vals], [["probability", *[Cell(fmt(p), "num") for p in probs]]])
     if loc:
@@ -294,9 +316,12 @@ def k_posterior(ctx: Context) -> Section:
                          Cell(f"{int(support.min())}–{int(support.max())}" if support.size else "–", "num")])
         body += "<h3>Per silo (local number of clusters)</h3>"
         body += table(["silo", "mode", "P(mode)", "values with probability ≥ 0.01"], rows, tall=len(rows) > 20)
+    if not g and not loc:
+        return Section("k-posterior", "Posterior of the number of clusters K", body)
     fig = F.k_posterior_figure(g, loc)
     body += ctx.add("k_posterior", fig, alt="posterior of the number of clusters",
-                    caption="Posterior of the number of clusters: global (bars) and per silo (colour).")
+                    caption="Posterior of the number of clusters: " + ", ".join(
+                        x for x in ("global (bars)" if g else "", "per silo (colour)" if loc else "") if x) + ".")
     return Section("k-posterior", "Posterior of the number of clusters K", body)
 
 

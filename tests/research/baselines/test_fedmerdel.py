@@ -200,6 +200,25 @@ def test_recovers_nested_easy(nested_easy):
     np.testing.assert_allclose(np.quantile(draws, [0.025, 0.975], axis=0).T, res.weights_ci, atol=2e-3)
     again = fit_fedmerdel(silos, nested_easy.n_modalities, rng=0)
     np.testing.assert_array_equal(np.concatenate(again.assignments), np.concatenate(res.assignments))
+    # Memberships: each row's responsibilities summed over the local clusters merged into each global one;
+    # rows sum to 1, the label is the most probable, and on easy data almost every row is confident.
+    memb = np.concatenate(res.memberships)
+    assert memb.shape == (sum(nested_easy.n_per_silo), res.weights.size)
+    np.testing.assert_allclose(memb.sum(axis=1), 1.0)
+    np.testing.assert_array_equal(np.argmax(memb, axis=1), np.concatenate(res.assignments))
+    assert np.mean(memb.max(axis=1) > 0.9) > 0.9
+
+
+def test_memberships_sum_the_merged_local_responsibilities():
+    from vcmc.research.baselines.fedmerdel import _LocalFit, silo_relabel
+
+    r = np.array([[0.5, 0.3, 0.15, 0.05], [0.1, 0.1, 0.0, 0.8]])
+    fit = _LocalFit(r=r, alpha_star=np.ones(4), eps_star=np.ones((4, 2)), sent=np.array([0, 1, 3]))
+    # local clusters 0 and 3 merged into global 1, local 1 into global 0; local 2 was not sent
+    labels, counts, memb = silo_relabel(fit, np.array([1, 0, 1]), 2)
+    np.testing.assert_allclose(memb, [[0.3 / 0.85, 0.55 / 0.85], [0.1, 0.9]])
+    np.testing.assert_array_equal(labels, [1, 1])
+    np.testing.assert_array_equal(counts, [0, 2])
 
 
 def test_one_silo_is_the_local_fit():

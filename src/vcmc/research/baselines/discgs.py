@@ -374,6 +374,39 @@ def server_cgs(sizes: Sequence[np.ndarray], counts: Sequence[np.ndarray], n_moda
     return np.split(labels, split), g_sizes, g_counts, k_trace
 
 
+def silo_memberships(codes, labels, g_sizes, g_counts, n_modalities, *, beta, alpha: float,
+                     finite: bool) -> np.ndarray:
+    """Each row's collapsed conditional probability of each global cluster, given the others' final state.
+
+    Row-level, computed inside the silo from its rows and the global clusters' sizes and counts (cluster
+    level): ``P(z_n = g | x_n, z_-n) ∝ w(N_g^{-n}) prod_q (beta_{x_nq} + N^{-n}_{g,x_nq}) / (B_q + N^{-n}_{g,q})``,
+    the collapsed Gibbs sampler's own allocation probability of a row (module docstring, with the row
+    removed from its cluster), renormalised over the G global clusters (opening a new cluster is not a
+    membership of the result). ``w(N) = N + alpha`` (finite prior) or ``N`` with ``alpha`` for a row alone
+    in its cluster (DP). Returns (n, G); docs/design.md §11.4.
+    """
+    offsets = profile_offsets(n_modalities)
+    beta_col = beta_per_column(beta, n_modalities)
+    beta_var = np.add.reduceat(beta_col, offsets[:-1])
+    labels = np.asarray(labels, dtype=np.int64)
+    n, g = labels.size, g_sizes.size
+    own = np.zeros((n, g))
+    own[np.arange(n), labels] = 1.0  # the row's own cluster loses the row
+    size = g_sizes[None, :] - own
+    log_p = np.log(size + alpha) if finite else np.log(np.where(size > 0, size, alpha))
+    qtot = np.add.reduceat(g_counts, offsets[:-1], axis=1).astype(np.float64)
+    for q in range(offsets.size - 1):
+        x = codes[:, q]
+        obs = x != MISSING
+        col = offsets[q] + np.where(obs, x, 0)
+        num = beta_col[col][:, None] + g_counts[:, col].T - own
+        den = beta_var[q] + qtot[None, :, q] - own
+        log_p += np.where(obs[:, None], np.log(num) - np.log(den), 0.0)
+    log_p -= log_p.max(axis=1, keepdims=True)
+    p = np.exp(log_p)
+    return p / p.sum(axis=1, keepdims=True)
+
+
 def _posterior_mean_profiles(counts, beta, n_modalities):
     """Dirichlet posterior means ``(beta + n_{g,p}) / (B_q + n_{g,q})`` given the final partition."""
     offsets = profile_offsets(n_modalities)
@@ -421,8 +454,10 @@ def fit_discgs(silos: Sequence[np.ndarray], n_modalities, *, n_iter: int = 100,
     Returns
     -------
     GlobalResult
-        ``method="discgs"``: the last state's partition; weights = global cluster shares, profiles =
-        Dirichlet posterior means given that partition; no intervals (DisCGS reports partitions only).
+        ``method="discgs"``: weights = global cluster shares of the last state, profiles = Dirichlet
+        posterior means given that state; no intervals (DisCGS reports partitions only). ``memberships``:
+        each row's collapsed conditional probability of each global cluster given the last state
+        (``silo_memberships``); ``assignments``: the most probable cluster of each row.
         ``diagnostics``: local and global numbers of clusters per sweep, the local-to-global map.
     """
     t0 = time.perf_counter()
@@ -468,7 +503,11 @@ def fit_discgs(silos: Sequence[np.ndarray], n_modalities, *, n_iter: int = 100,
                                                  n_components=n_components)
     t_server = time.perf_counter() - t
 
-    assignments = tuple(m[loc[0]] for m, loc in zip(l2g, local, strict=True))
+    final = [m[loc[0]] for m, loc in zip(l2g, local, strict=True)]  # the last state's global labels
+    memberships = tuple(silo_memberships(x, z, g_sizes, g_counts, mods, beta=beta, alpha=a_m, finite=finite)
+                        for x, z in zip(codes, final, strict=True))
+    # the label is the row's most probable cluster, so assignments.csv and memberships.csv agree
+    assignments = tuple(np.argmax(m, axis=1).astype(np.int64) for m in memberships)
     n_global = g_sizes.size
     partition = np.stack([np.bincount(a, minlength=n_global) for a in assignments]).astype(np.int64)
     timings = {"local": t_local, "server": t_server}
@@ -476,12 +515,15 @@ def fit_discgs(silos: Sequence[np.ndarray], n_modalities, *, n_iter: int = 100,
     return GlobalResult(
         method=NAME, n_modalities=mods, silos=names, weights=g_sizes / g_sizes.sum(),
         profiles=_posterior_mean_profiles(g_counts, beta, mods), partition_counts=partition,
-        assignments=assignments, timings=timings,
+        assignments=assignments, memberships=memberships, timings=timings,
         config={"n_iter": n_iter, "n_iter_master": n_iter_master, "beta": b.tolist(), "prior": prior,
                 "alpha_worker": worker_alphas, "alpha_master": a_m,
                 "n_components": n_components if finite else None, "n_init_clusters": n_init_clusters},
         seed=seed,
         diagnostics={"local_clusters_trace": [loc[3] for loc in local], "global_clusters_trace": g_trace,
                      "n_local_clusters": [int(loc[1].size) for loc in local],
-                     "local_to_global": [m.copy() for m in l2g]},
+                     "local_to_global": [m.copy() for m in l2g],
+                     # rows whose most probable cluster is not their cluster in the last Gibbs state
+                     "n_relabelled": int(sum(np.count_nonzero(a != z) for a, z in zip(assignments, final,
+                                                                                     strict=True)))},
     )

@@ -328,11 +328,21 @@ def silo_fit(codes, n_modalities, *, k_init: int, alpha: float, eps_cols: np.nda
 
 
 def silo_relabel(fit: _LocalFit, local_to_global: np.ndarray, n_global: int):
-    """Map each row's most responsible local cluster to its global cluster; returns (labels, counts)."""
-    pos = np.full(fit.alpha_star.size, -1, dtype=np.int64)
-    pos[fit.sent] = np.arange(fit.sent.size)
-    labels = local_to_global[pos[np.argmax(fit.r, axis=1)]]
-    return labels, np.bincount(labels, minlength=n_global)
+    """Each row's memberships of the global clusters, its label and the silo's counts (row-level: in the silo).
+
+    A row's membership of global cluster ``g`` is its responsibility summed over the local clusters the
+    server merged into ``g`` (the probability, under the silo's variational posterior ``q(z)``, that the row
+    belongs to one of them), renormalised over the clusters the silo sent (a cluster left empty under hard
+    labels was not sent and has no global cluster). The label is the most probable global cluster, so
+    assignments.csv and memberships.csv agree (docs/design.md §11.1). Returns ``(labels, counts,
+    memberships (n, n_global))``.
+    """
+    r = fit.r[:, fit.sent]
+    memberships = np.zeros((r.shape[0], n_global))
+    np.add.at(memberships.T, np.asarray(local_to_global, dtype=np.int64), r.T)
+    memberships /= memberships.sum(axis=1, keepdims=True)
+    labels = np.argmax(memberships, axis=1).astype(np.int64)
+    return labels, np.bincount(labels, minlength=n_global), memberships
 
 
 # --------------------------------------------------------------------------------------------------
@@ -476,7 +486,9 @@ def fit_fedmerdel(silos: Sequence[np.ndarray], n_modalities, *, k_init: int = 15
     -------
     GlobalResult
         ``method="fedmerdel"``; weights, profiles and their 95% intervals from the marginals of the
-        variational posterior (see ``variational_estimates``). ``diagnostics``: per silo the ELBO trace,
+        variational posterior (see ``variational_estimates``); ``memberships``: each row's responsibilities
+        summed over the local clusters merged into each global cluster, ``assignments`` the most probable
+        (``silo_relabel``). ``diagnostics``: per silo the ELBO trace,
         convergence flag and move counts; the server's ELBO before and after merging.
     """
     t0 = time.perf_counter()
@@ -525,7 +537,7 @@ def fit_fedmerdel(silos: Sequence[np.ndarray], n_modalities, *, k_init: int = 15
     t = time.perf_counter()
     relabelled = [silo_relabel(fit, m, n_global) for fit, m in zip(fits, l2g, strict=True)]
     t_relabel = time.perf_counter() - t
-    counts = np.stack([c for _, c in relabelled]).astype(np.int64)
+    counts = np.stack([c for _, c, _ in relabelled]).astype(np.int64)
     weights, profiles, w_ci, p_ci = variational_estimates(alpha_g, eps_g, mods)
     timings = {"local": t_local, "local_max": max(local_times), "server": t_server, "relabel": t_relabel}
     timings["total"] = time.perf_counter() - t0
@@ -541,7 +553,8 @@ def fit_fedmerdel(silos: Sequence[np.ndarray], n_modalities, *, k_init: int = 15
     return GlobalResult(
         method=NAME, n_modalities=mods, silos=names, weights=weights, profiles=profiles,
         partition_counts=counts, weights_ci=w_ci, profiles_ci=p_ci,
-        assignments=tuple(lab for lab, _ in relabelled), timings=timings,
+        assignments=tuple(lab for lab, _, _ in relabelled),
+        memberships=tuple(m for _, _, m in relabelled), timings=timings,
         config={"k_init": k_init, "alpha": alpha,
                 "epsilon": "1/K^q" if epsilon is None else np.asarray(epsilon).tolist(),
                 "tol": tol, "max_iter": max_iter, "laps": laps, "ranking": ranking, "moves": moves},

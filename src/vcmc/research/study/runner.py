@@ -454,6 +454,29 @@ def _machine() -> dict:
             "processor": platform.processor() or platform.machine()}
 
 
+#: What a study writes into its folder (the layout above); ``vcmc study --overwrite`` replaces exactly these.
+STUDY_LAYOUT = ("study.json", "cells", "tables", "figures")
+
+
+def _read_study_manifest(out: Path) -> dict | None:
+    try:
+        manifest = json.loads((Path(out) / "study.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return manifest if isinstance(manifest, dict) else None
+
+
+def other_study(out, profile: StudyProfile, root_seed: int) -> dict | None:
+    """The manifest of the study in ``out`` when it has other settings or another seed (None: no study there,
+    or this same study, which resumes)."""
+    manifest = _read_study_manifest(out)
+    if manifest is None:
+        return None
+    same = (manifest.get("fingerprint") == _to_jsonable(profile.fingerprint())
+            and manifest.get("root_seed") == int(root_seed))
+    return None if same else manifest
+
+
 def _check_manifest(out: Path, profile: StudyProfile, root_seed: int, command: str | None) -> None:
     """Create the manifest, or check that a resumed study uses the same settings and seed."""
     from vcmc._version import __version__
@@ -461,19 +484,15 @@ def _check_manifest(out: Path, profile: StudyProfile, root_seed: int, command: s
     path = Path(out) / "study.json"
     fp = _to_jsonable(profile.fingerprint())
     now = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
-    manifest = None
-    if path.exists():
-        try:
-            manifest = json.loads(path.read_text(encoding="utf-8"))
-        except ValueError:
-            manifest = None
-    if manifest is not None:
-        if manifest.get("fingerprint") != fp or manifest.get("root_seed") != int(root_seed):
-            raise ConfigError(
-                f"The output folder {str(out)!r} holds a study with other settings (seed "
-                f"{manifest.get('root_seed')}, {manifest.get('fingerprint')}); this run has seed "
-                f"{root_seed}, {fp}. Use another --out, or the same settings to resume it.")
-    else:
+    manifest = _read_study_manifest(out)
+    other = other_study(out, profile, root_seed)
+    if other is not None:
+        raise ConfigError(
+            f"The output folder {str(out)!r} holds a study with other settings (seed "
+            f"{other.get('root_seed')}, {other.get('fingerprint')}); this run has seed "
+            f"{root_seed}, {fp}. It is kept: use another --out, the same settings to resume it, or --overwrite "
+            "to replace it.")
+    if manifest is None:
         manifest = {"root_seed": int(root_seed), "fingerprint": fp, "created": now, "runs": []}
     manifest["profile"] = profile.to_dict()
     manifest["fit_config"] = profile.fit_config().to_dict()
