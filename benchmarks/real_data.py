@@ -79,6 +79,8 @@ METHODS = {
     "consensus": ["--method", "consensus"],
     "fedmerdel": ["--method", "fedmerdel"],
     "discgs": ["--method", "discgs"],
+    "vcmc-rounds-500": ["--rounds", "500"],
+    "vcmc-rounds-2000": ["--rounds", "2000"],
 }
 
 _PREPARE = r'''

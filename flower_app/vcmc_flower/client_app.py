@@ -61,3 +61,18 @@ def lca_classify(message: Message, context: Context) -> Message:
 @app.query("lca_structural")
 def lca_structural(message: Message, context: Context) -> Message:
     return client_handle(message, context)
+
+
+@app.query("round_start")
+def round_start(message: Message, context: Context) -> Message:
+    return client_handle(message, context)
+
+
+@app.query("round_sweep")
+def round_sweep(message: Message, context: Context) -> Message:
+    return client_handle(message, context)
+
+
+@app.query("round_finish")
+def round_finish(message: Message, context: Context) -> Message:
+    return client_handle(message, context)

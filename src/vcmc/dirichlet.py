@@ -225,3 +225,26 @@ def sample_dirichlet_blocks(concentration: np.ndarray, n_modalities, n_draws: in
     out = np.empty((int(n_draws), *conc.shape))
     _dirichlet_blocks(conc, offsets, int(n_draws), out, as_generator(rng))
     return out
+
+
+@njit(cache=True)
+def _log_dirichlet_blocks(conc, offsets, out, logout, rng):
+    for c in range(conc.shape[0]):
+        for q in range(offsets.shape[0] - 1):
+            _dirichlet_block(conc[c], offsets[q], offsets[q + 1], out[c], logout[c], True, rng)
+
+
+def log_dirichlet_blocks(concentration: np.ndarray, offsets: np.ndarray, rng=None) -> np.ndarray:
+    """The log of one Dirichlet draw for every variable block (``offsets``) of every row of
+    ``concentration`` (K, P); finite where the draw itself underflows (shapes far below 1). A single block
+    spanning the row (``offsets = [0, P]``) is one Dirichlet draw of the whole row, e.g. mixture weights."""
+    conc = np.ascontiguousarray(np.atleast_2d(concentration), dtype=np.float64)
+    if not np.all(conc > 0) or not np.all(np.isfinite(conc)):
+        raise ConfigError("log_dirichlet_blocks: the concentration must be positive and finite")
+    off = np.ascontiguousarray(offsets, dtype=np.int64)
+    if int(off[-1]) != conc.shape[1]:
+        raise ConfigError(f"log_dirichlet_blocks: {conc.shape[1]} columns but the blocks end at {int(off[-1])}")
+    out = np.empty_like(conc)
+    logout = np.empty_like(conc)
+    _log_dirichlet_blocks(conc, off, out, logout, as_generator(rng))
+    return logout

@@ -37,6 +37,7 @@ _OPTION_PARAMS = {
     "n_components": "prior.n-components", "alpha": "prior.alpha", "beta": "prior.beta",
     "n_iter": "sampler.n-iter", "burn_in": "sampler.burn-in", "thin": "sampler.thin",
     "n_chains": "sampler.n-chains", "matching": "matching.method", "strategy": "aggregation.strategy",
+    "rounds": "aggregation.rounds",
 }
 
 
@@ -71,6 +72,9 @@ class FederatedLatentClassModel(ClusterMixin, BaseEstimator):
     n_chains : int, default 1
     matching : {"calibrated", "ball", "hungarian", "min-divergence"}, default "calibrated"
     strategy : {"contingency", "federated-gradient", "design"}, default "contingency"
+    rounds : int, default 1
+        1: the one-shot pass; R > 1: R - 1 global-informed rounds of the pooled model's Gibbs sampler after it
+        (docs/design.md §16).
     method : {"vcmc", "consensus", "full-mcmc", "fedmerdel", "discgs"}, default "vcmc"
     config : FitConfig or None, default None
         Every other option of the pipeline; the parameters above override its fields.
@@ -110,7 +114,8 @@ class FederatedLatentClassModel(ClusterMixin, BaseEstimator):
                  beta: float = _default("beta"), n_iter: int = _default("n_iter"),
                  burn_in: int | None = _default("burn_in"), thin: int = _default("thin"),
                  n_chains: int = _default("n_chains"), matching: str = _default("matching"),
-                 strategy: str = _default("strategy"), method: str = "vcmc", config: FitConfig | None = None,
+                 strategy: str = _default("strategy"), rounds: int = _default("rounds"), method: str = "vcmc",
+                 config: FitConfig | None = None,
                  random_state=None, n_jobs: int = 1):
         self.n_components = n_components
         self.alpha = alpha
@@ -121,6 +126,7 @@ class FederatedLatentClassModel(ClusterMixin, BaseEstimator):
         self.n_chains = n_chains
         self.matching = matching
         self.strategy = strategy
+        self.rounds = rounds
         self.method = method
         self.config = config
         self.random_state = random_state
@@ -147,7 +153,7 @@ class FederatedLatentClassModel(ClusterMixin, BaseEstimator):
             sampler=dataclasses.replace(base.sampler, n_iter=int(self.n_iter), burn_in=burn_in,
                                         thin=int(self.thin), n_chains=int(self.n_chains)),
             matching=dataclasses.replace(base.matching, method=self.matching),
-            aggregation=dataclasses.replace(base.aggregation, strategy=self.strategy))
+            aggregation=dataclasses.replace(base.aggregation, strategy=self.strategy, rounds=int(self.rounds)))
 
     # -- input ---------------------------------------------------------------------------------------------
     @staticmethod

@@ -249,8 +249,13 @@ def server_steps(summaries: list[SiloSummary], transport, config: FitConfig, *, 
         warnings.warn(w, stacklevel=2)
     for w in artefacts[0]:   # a property of the result, reported in it and by the CLI; not a Python warning
         log.info("%s", w)
-    return build_result(stages, config, method=method, timings=timings, seed=root_entropy(rng),
-                        artefacts=artefacts)
+    result = build_result(stages, config, method=method, timings=timings, seed=root_entropy(rng),
+                          artefacts=artefacts)
+    if method == "vcmc" and config.aggregation.rounds > 1:
+        from vcmc.rounds import refine
+
+        result = refine(result, transport, config, rng=rng, policy=policy)
+    return result
 
 
 def run_vcmc(transport, config: FitConfig | None = None, *, rng: RngLike = None, method: str = "vcmc",

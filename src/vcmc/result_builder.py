@@ -113,6 +113,21 @@ def _unmet_targets(d: dict, sampler) -> str:
     return "the chains did not converge: " + " and ".join(missed)
 
 
+def one_cluster_silo_warnings(partition_counts: np.ndarray, names) -> list[str]:
+    """One line per silo whose labelled rows all fall into one cluster while the result has several (a silo
+    labelled one class as a whole: a coding or population difference, or a silo the pass did not resolve)."""
+    counts = np.asarray(partition_counts)
+    if np.count_nonzero(counts.sum(axis=0)) < 2:
+        return []
+    out = []
+    for name, row in zip(names, counts, strict=True):
+        if row.sum() > 1 and np.count_nonzero(row) == 1:
+            out.append(f"silo {name!r}: all its labelled rows ({int(row.sum())}) fall into one cluster "
+                       f"({int(np.argmax(row)) + 1}); it may differ from the other silos as a whole, or the pass "
+                       "did not resolve it (aggregation.rounds; docs/design.md §16)")
+    return out
+
+
 def failure_warnings(failures: list[SiloFailure]) -> list[str]:
     """One line per silo left out of the run."""
     return [f"silo {f.silo!r} left out: {f.reason}" for f in failures]
@@ -166,7 +181,7 @@ def build_result(stages: StageOutputs, config: FitConfig, *, method: str, timing
             "global_per_silo": None if assessment is None else assessment["k_global_per_silo"],
             "definition": K_POSTERIOR_DEFINITION},
         "n_chains": int(config.sampler.n_chains),
-        "warnings": failure_warnings(stages.failures) + words,
+        "warnings": failure_warnings(stages.failures) + words + one_cluster_silo_warnings(partition_counts, names),
     }
     if assessment is not None:
         diagnostics["ppc"] = assessment["ppc"]

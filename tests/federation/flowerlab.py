@@ -163,6 +163,7 @@ class Lab:
         read with ``flwr list``, and the cheap ``done_file`` is polled in between). Returns (status, log)."""
         submitted = self.flwr("run", str(app_dir), "t", "--format", "json", "--run-config", run_config)
         assert submitted.returncode == 0, submitted.stdout + submitted.stderr
+        assert "run-id" in json.loads(submitted.stdout), submitted.stdout
         run_id = json.loads(submitted.stdout)["run-id"]
         self.last_run_id = run_id
         status, last_list = None, 0.0

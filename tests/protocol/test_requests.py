@@ -70,6 +70,7 @@ def exchanged(small_sim, tiny_config, summarize_request):
         announce[n] = AnnounceRequest(assignment=assignment[n], n_global=1, pi=pi, profiles=own[None, None, :])
     call(announce)
     _lca_rounds(call, names, silos)
+    _global_rounds(call, names, silos)
     # an error reply, as a silo sends it
     log.append(ErrorReply(error_type="NotFittedError", reason="no summarize yet"))
     return log, silos
@@ -105,6 +106,23 @@ def _lca_rounds(call, names, silos):
                                   log_error=log_e, params=np.zeros(3)) for n in names})
     call({n: LcaStructuralRequest(model="distal", spec_json=dis.to_json(), pi=pi, profiles=prof,
                                   log_error=log_e, params=np.zeros(1 + 2 + 4)) for n in names})
+
+
+def _global_rounds(call, names, silos):
+    """Every message of the global-informed rounds (docs/design.md §16): start from the labels of the assign
+    request above (one cluster), two sweeps (the second kept), finish."""
+    from vcmc.protocol.rounds import RoundFinishRequest, RoundStartRequest, RoundSweepRequest
+
+    c = len(names)
+    starts = call({n: RoundStartRequest(start=np.array([s]), n_components=c) for s, n in enumerate(names)})
+    rng = np.random.default_rng(4)
+    for r in (2, 3):
+        cluster = sum(np.asarray(x.cluster) for x in starts.values())
+        log_pi = np.log((cluster + 1.0) / (cluster + 1.0).sum())
+        prof = np.hstack([rng.dirichlet(np.ones(m), size=c) for m in silos[0].n_modalities])
+        call({n: RoundSweepRequest(round=r, log_pi=log_pi, log_profiles=np.log(prof), keep=r == 3, seed_entropy=5,
+                                   spawn_key=(3, r, s)) for s, n in enumerate(names)})
+    call({n: RoundFinishRequest(keep=np.arange(c)) for n in names})
 
 
 N_REPLICATES = 9     # 9 x (26 columns, 40 pairs, C clusters): no size is a multiple of 137

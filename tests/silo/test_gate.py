@@ -133,6 +133,14 @@ def test_handle_releases_every_reply_through_the_gate(silo_data, monkeypatch):
     with pytest.raises(Exception):  # noqa: B017
         silo.handle(LcaStructuralRequest(model="covariate", spec_json="{}", pi=pi[0], profiles=prof[0],
                                          log_error=np.zeros((k, k)), params=np.zeros(1)))
+    from vcmc.protocol.rounds import RoundFinishRequest, RoundStartRequest, RoundSweepRequest
+
+    c = 2 * k
+    silo.handle(RoundStartRequest(start=np.arange(k) + k, n_components=c))
+    prof_c = np.concatenate([prof[0], prof[0]])
+    silo.handle(RoundSweepRequest(round=2, log_pi=np.log(np.full(c, 1.0 / c)), log_profiles=np.log(prof_c),
+                                  keep=True, seed_entropy=1, spawn_key=(3, 2, 0)))
+    silo.handle(RoundFinishRequest(keep=np.arange(k)))
     assert set(admitted) == set(REPLY_TYPE)
     assert set(released) == set(REPLY_TYPE.values()) - {LcaStructuralReply}
     assert len(released) == len(admitted) - 1

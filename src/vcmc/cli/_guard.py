@@ -245,6 +245,9 @@ def result_warnings(out, config) -> list[str]:
                     f"ESS {ess:.0f} < {s.target_ess:g}" if bad_ess else ""]
             lines.append(f"silo {silo!r} did not converge ({', '.join(x for x in said if x)}, log posterior); "
                          f"{more} (convergence), or raise --iterations / use --iterations auto")
+    stability = (diag.get("rounds") or {}).get("stability") or {}
+    if stability and not stability.get("stable", True):
+        lines.append(f"{stability.get('said')}; {more} (rounds)")
     clusters = result.get("clusters") or []
     if sum(1 for c in clusters if c.get("size", 0) > 0) > 1:
         for silo in result.get("silos", []):

@@ -425,6 +425,10 @@ class AggregationConfig:
         the matching (the paper's).
     assign_draws : int
         Posterior draws sent to each silo for its memberships (default 100, evenly spaced).
+    rounds : int
+        Rounds of the run (default 1: the paper's one-shot pass). R > 1: after the one-shot pass, R - 1
+        global-informed rounds of the pooled model's blocked Gibbs sampler across the silos, started from the
+        one-shot answer (docs/design.md §16); their second half gives the global posterior and memberships.
     """
 
     strategy: Strategy = option("contingency", flag="--strategy")
@@ -442,6 +446,7 @@ class AggregationConfig:
     step_size: float = 0.02
     assign: AssignMode = "posterior"
     assign_draws: int = 100
+    rounds: int = option(1, flag="--rounds")
 
     def __post_init__(self):
         _check_choices(self)
@@ -455,6 +460,8 @@ class AggregationConfig:
         _check(_finite(self.step_size) and self.step_size > 0, "AggregationConfig", "step_size",
                "a finite float > 0", self.step_size)
         _check(self.assign_draws >= 1, "AggregationConfig", "assign_draws", "an int >= 1", self.assign_draws)
+        _check(isinstance(self.rounds, int) and not isinstance(self.rounds, bool) and self.rounds >= 1,
+               "AggregationConfig", "rounds", "an int >= 1", self.rounds)
 
     @property
     def resolved_objective(self) -> str:

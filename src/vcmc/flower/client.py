@@ -27,6 +27,7 @@ from vcmc.exceptions import ConfigError
 from vcmc.flower.records import ACTION, decode_record, encode_record
 from vcmc.protocol import AssignRequest
 from vcmc.protocol.lca import LcaStructuralRequest
+from vcmc.protocol.rounds import RoundFinishRequest
 from vcmc.silo.errors import sanitise_exception
 
 __all__ = ["NODE_AUXILIARY_KEYS", "NODE_POLICY_KEYS", "NODE_PRIVACY_KEYS", "auxiliary_from_node_config",
@@ -239,13 +240,14 @@ def _flag(node_config: Mapping, key: str) -> bool:
     return text in ("true", "1", "yes")
 
 
-def write_local_results(silo, node_config: Mapping) -> None:
+def write_local_results(silo, node_config: Mapping, *, rounds: bool = False) -> None:
     """Write the silo's memberships and labels into the node config's ``out-dir`` (if set), atomically; only
-    the first assign of a run writes it (``Gate.may_write_out_dir``)."""
+    the first assign of a run writes it, and the first finish of the rounds once more
+    (``Gate.may_write_out_dir``)."""
     from vcmc.silo.memberships import write_membership_files
 
     out = node_config.get("out-dir")
-    if not out or silo.assignments is None or not silo.gate.may_write_out_dir():
+    if not out or silo.assignments is None or not silo.gate.may_write_out_dir(rounds=rounds):
         return
     write_membership_files(Path(str(out)), [(silo.name, silo.memberships, silo.assignments)])
 
@@ -288,8 +290,8 @@ def client_handle(message, context):
             # the run's request counts are kept even when a request is refused (budgets and the log hold)
             context.state[_STATE_KEY] = ArrayRecord({k: Array(np.ascontiguousarray(v))
                                                      for k, v in silo.export_state().items()})
-        if isinstance(request, AssignRequest):
-            write_local_results(silo, context.node_config)
+        if isinstance(request, AssignRequest | RoundFinishRequest):
+            write_local_results(silo, context.node_config, rounds=isinstance(request, RoundFinishRequest))
         context.state[_STATE_KEY] = ArrayRecord({k: Array(np.ascontiguousarray(v))
                                                  for k, v in silo.export_state().items()})
         return FlowerMessage(encode_record(reply), reply_to=message)

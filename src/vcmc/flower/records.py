@@ -19,6 +19,9 @@ ACTION = {
     "lca_estep_request": "lca_estep",
     "lca_classify_request": "lca_classify",
     "lca_structural_request": "lca_structural",
+    "round_start_request": "round_start",
+    "round_sweep_request": "round_sweep",
+    "round_finish_request": "round_finish",
 }
 """Flower message type ``query.<action>`` of each request kind (the ClientApp registers one handler each)."""
 

@@ -19,6 +19,13 @@ import numpy as np
 from vcmc.exceptions import ConfigError, InconsistentSiloSummaries
 from vcmc.protocol.lca import LCA_MESSAGE_TYPES, LCA_REPLY_TYPE
 from vcmc.protocol.message import Message
+from vcmc.protocol.rounds import (
+    ROUND_MESSAGE_TYPES,
+    RoundCountsReply,
+    RoundFinishRequest,
+    RoundStartRequest,
+    RoundSweepRequest,
+)
 from vcmc.protocol.silo_config import SiloConfig
 from vcmc.protocol.summary import SiloSummary
 
@@ -310,6 +317,7 @@ MESSAGE_TYPES: tuple[type[Message], ...] = (
     AssignRequest, AssignReply, AssessRequest, AssessReply, HelloRequest, HelloReply, ErrorReply,
     AnnounceRequest, AnnounceReply,
     *LCA_MESSAGE_TYPES,
+    *ROUND_MESSAGE_TYPES,
 )
 """Every message that may cross the silo boundary (the row-level test walks this tuple)."""
 
@@ -324,6 +332,9 @@ REPLY_TYPE: dict[type[Message], type[Message]] = {
     HelloRequest: HelloReply,
     AnnounceRequest: AnnounceReply,
     **LCA_REPLY_TYPE,
+    RoundStartRequest: RoundCountsReply,
+    RoundSweepRequest: RoundCountsReply,
+    RoundFinishRequest: AssignReply,
 }
 """The reply type each request expects (any request may also be answered by an ``ErrorReply``)."""
 

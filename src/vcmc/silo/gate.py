@@ -57,6 +57,7 @@ from vcmc.protocol.lca import (
     LcaStructuralReply,
     LcaStructuralRequest,
 )
+from vcmc.protocol.rounds import RoundCountsReply, RoundFinishRequest, RoundStartRequest, RoundSweepRequest
 from vcmc.silo import requests_check as rc
 from vcmc.silo.disclosure import protect_counts, round_counts, suppress_small_cells
 
@@ -66,17 +67,19 @@ REQUEST_NAME: dict[type[Message], str] = {
     HelloRequest: "hello", SummarizeRequest: "summarize", DivergenceRequest: "divergence",
     CountsRequest: "counts", AnnounceRequest: "announce", AssignRequest: "assign", AssessRequest: "assess",
     LcaEStepRequest: "lca_estep", LcaClassifyRequest: "lca_classify", LcaStructuralRequest: "lca_structural",
+    RoundStartRequest: "round_start", RoundSweepRequest: "round_sweep", RoundFinishRequest: "round_finish",
 }
 """The operator's name of each request type (allow-list, budgets, node config keys)."""
 
 SAFE_STRATEGIES = ("contingency",)
-UNSAFE_STRATEGIES = ("federated-gradient", "design", "lca")
+UNSAFE_STRATEGIES = ("federated-gradient", "design", "lca", "rounds")
 """Strategies (and "lca", the maximum-likelihood latent class analysis, docs/design.md §15) whose round trips
 let the server choose the parameters at which a silo sums its rows
 (docs/federation.md, "Strategies that cannot be made safe"): refused unless the operator allows them."""
 
 DEFAULT_BUDGET = {"hello": None, "summarize": 4, "divergence": 5000, "announce": 4, "assign": 2, "assess": 1,
-                  "counts": 5000, "lca_estep": 20000, "lca_classify": 200, "lca_structural": 20000}
+                  "counts": 5000, "lca_estep": 20000, "lca_classify": 200, "lca_structural": 20000,
+                  "round_start": 1, "round_sweep": 20000, "round_finish": 1}
 """Requests of each type a run may make (None: no limit). A summarize request is retried after a failure;
 the honest server sends one assign and one assess per run."""
 
@@ -121,6 +124,11 @@ class SiloPolicy:
         are announced once per summary (default). False (the analyst's own session): assign and assess may
         come without an announcement and a new announcement replaces the last (the server steps re-run on
         the same summaries); once draws are announced, later requests must use them whatever this says.
+    whole_round_counts : bool
+        The counts of the global-informed rounds are released whole, without the minimum cluster size per
+        component (default False). Only the analyst's own session sets it (``own_data``): there every row is
+        the analyst's already, and the minimum would stop the pooled sampler from growing a cluster in a silo
+        from its first few rows (docs/design.md §16). In a deployment the minimum applies to every round.
     fingerprint_key : str
         A secret the silos' operators share out of band; the schema fingerprint sent is keyed with it and the
         run id, so it cannot be inverted offline (empty: keyed with the run id only).
@@ -141,6 +149,7 @@ class SiloPolicy:
     structural_floor: bool = True
     max_runs_per_day: int | None = None
     budget_dir: str | None = None
+    whole_round_counts: bool = False
 
     def __post_init__(self):
         names = set(REQUEST_NAME.values())
@@ -175,7 +184,7 @@ class SiloPolicy:
         rules, the run order, the shape and probability checks, and the announced draws once announced, hold."""
         return cls(allowed_strategies=SAFE_STRATEGIES + UNSAFE_STRATEGIES,
                    budget={k: None for k in REQUEST_NAME.values()}, require_announcement=False,
-                   draw_tolerance=float("inf"), structural_floor=False)
+                   draw_tolerance=float("inf"), structural_floor=False, whole_round_counts=True)
 
     def budget_of(self, name: str) -> int | None:
         value = self.budget.get(name, DEFAULT_BUDGET[name])
@@ -202,6 +211,7 @@ class _RunState:
     pi_rows: list[str] = dataclasses.field(default_factory=list)
     profile_rows: list[str] = dataclasses.field(default_factory=list)
     out_dir_written: bool = False
+    rounds_out_dir_written: bool = False
     noise_entropy: int = 0
     noise_key: list[int] = dataclasses.field(default_factory=list)
     n_releases: int = 0
@@ -322,13 +332,19 @@ class Gate:
         key = f"{self.policy.fingerprint_key}|{self.run_key}".encode()
         return "hmac-" + hmac.new(key, plain.encode(), hashlib.sha256).hexdigest()[:40]
 
-    def may_write_out_dir(self) -> bool:
-        """True once per run: only the first assign of a run writes the silo's out-dir."""
-        if self.state.out_dir_written:
-            silo_log.warning("silo %r: a second assign request in this run; out-dir not written again",
-                             self.silo.name)
+    def may_write_out_dir(self, *, rounds: bool = False) -> bool:
+        """True once per run: only the first assign of a run writes the silo's out-dir; with ``rounds``, the
+        first finish of the global-informed rounds may write it once more (their labels replace the one-shot
+        pass's; the round_finish budget is 1 per run)."""
+        written = self.state.rounds_out_dir_written if rounds else self.state.out_dir_written
+        if written:
+            silo_log.warning("silo %r: a second %s request in this run; out-dir not written again",
+                             self.silo.name, "round finish" if rounds else "assign")
             return False
-        self.state.out_dir_written = True
+        if rounds:
+            self.state.rounds_out_dir_written = True
+        else:
+            self.state.out_dir_written = True
         return True
 
     # -- state ----------------------------------------------------------------------------------------------
@@ -531,11 +547,45 @@ def _admit_lca(gate: Gate, request):
     return dataclasses.replace(request, profiles=prof)
 
 
+def _admit_round(gate: Gate, request):
+    """The global-informed rounds (docs/design.md §16): counts of the silo's rows at weights and profiles the
+    server draws, round after round, so allowed only where the operator lists "rounds" (consecutive count
+    tables differ by the rows that moved; docs/federation.md); after the silo's own labels exist; log
+    probabilities finite, floored, capped."""
+    if "rounds" not in gate.policy.allowed_strategies:
+        raise DisclosureError(f"silo {gate.silo.name!r}: its operator does not allow the global-informed "
+                              "'rounds' (their counts are taken at parameters the server chooses, round after "
+                              "round; docs/federation.md)")
+    if isinstance(request, RoundStartRequest):
+        rc.cap("round start", clusters=int(request.n_components), max_clusters=gate.policy.max_clusters)
+        rc.cap("round start", clusters=np.asarray(request.start).size, max_clusters=gate.policy.max_clusters)
+        return request
+    if isinstance(request, RoundFinishRequest):
+        return request
+    log_pi = np.asarray(request.log_pi, dtype=np.float64)
+    log_prof = np.asarray(request.log_profiles, dtype=np.float64)
+    if log_pi.ndim != 1 or log_prof.ndim != 2 or log_prof.shape[0] != log_pi.shape[0]:
+        raise ConfigError("round sweep: log_pi must be (C,) and log_profiles (C, P) of the same components")
+    rc.cap("round sweep", clusters=log_pi.shape[0], max_clusters=gate.policy.max_clusters)
+    if not (np.all(np.isfinite(log_pi)) and np.all(np.isfinite(log_prof))):
+        raise ConfigError("round sweep: log probabilities must be finite")
+    if len(request.spawn_key) > 16:
+        raise ConfigError("round sweep: the spawn key must be at most 16 numbers")
+    rc.profiles("round sweep profiles", np.exp(log_prof), (log_pi.shape[0], gate.silo.n_columns),
+                gate.silo.n_modalities, floor=0.0)
+    # the profile floor in log space (an honest draw's entries are far above it and pass unchanged)
+    floor = np.log(gate.policy.profile_floor) if gate.policy.profile_floor > 0 else -np.inf
+    if np.any(log_prof < floor):
+        return dataclasses.replace(request, log_profiles=np.maximum(log_prof, floor))
+    return request
+
+
 ADMIT_RULES: dict[type[Message], Callable] = {
     HelloRequest: _admit_hello, SummarizeRequest: _admit_summarize, DivergenceRequest: _admit_divergence,
     CountsRequest: _admit_counts, AnnounceRequest: _admit_announce, AssignRequest: _admit_assign,
     AssessRequest: _admit_assess, LcaEStepRequest: _admit_lca, LcaClassifyRequest: _admit_lca,
     LcaStructuralRequest: _admit_lca,
+    **dict.fromkeys((RoundStartRequest, RoundSweepRequest, RoundFinishRequest), _admit_round),
 }
 
 
@@ -639,6 +689,20 @@ def _release_counts(gate: Gate, request: CountsRequest, reply: CountsReply) -> C
     # rounding can take a cluster under the minimum: its modality counts go with it
     modality = np.where((cluster == 0)[..., None], 0.0, _round_real(modality, privacy.round_to))
     return dataclasses.replace(reply, cluster=cluster, modality=modality)
+
+
+def _release_round_counts(gate: Gate, request, reply: RoundCountsReply) -> RoundCountsReply:
+    """A round's counts: the rules of every count table (the minimum cluster size per component, DP noise,
+    suppression and rounding; ``_release_counts``). In the analyst's own session (``whole_round_counts``)
+    without suppression, rounding or noise set, they are released whole."""
+    privacy = gate.privacy
+    if (gate.policy.whole_round_counts and privacy.suppress_cells_below <= 1 and privacy.round_to <= 1
+            and privacy.dp_epsilon is None):
+        return reply
+    protected = _release_counts(gate, request, CountsReply(cluster=np.asarray(reply.cluster, dtype=np.float64),
+                                                           modality=np.asarray(reply.modality, dtype=np.float64),
+                                                           loglik=np.zeros(0)))
+    return dataclasses.replace(reply, cluster=protected.cluster, modality=protected.modality)
 
 
 def _release_announce(gate: Gate, request, reply: AnnounceReply) -> AnnounceReply:
@@ -754,7 +818,7 @@ RELEASE_RULES: dict[type[Message], Callable] = {
     HelloReply: _release_hello, SiloSummary: _release_summary, DivergenceReply: _release_divergence,
     CountsReply: _release_counts, AnnounceReply: _release_announce, AssignReply: _release_assign,
     AssessReply: _release_assess, ErrorReply: _release_error, LcaEStepReply: _release_lca,
-    LcaClassifyReply: _release_lca, LcaStructuralReply: _release_lca,
+    LcaClassifyReply: _release_lca, LcaStructuralReply: _release_lca, RoundCountsReply: _release_round_counts,
 }
 """The disclosure rule of every reply type (tests/silo/test_gate.py checks every reply of
 ``vcmc.protocol.MESSAGE_TYPES`` has one)."""
@@ -762,5 +826,6 @@ RELEASE_RULES: dict[type[Message], Callable] = {
 _REPLY_OF = {HelloRequest: HelloReply, SummarizeRequest: SiloSummary, DivergenceRequest: DivergenceReply,
              CountsRequest: CountsReply, AnnounceRequest: AnnounceReply, AssignRequest: AssignReply,
              AssessRequest: AssessReply, LcaEStepRequest: LcaEStepReply, LcaClassifyRequest: LcaClassifyReply,
-             LcaStructuralRequest: LcaStructuralReply}
+             LcaStructuralRequest: LcaStructuralReply, RoundStartRequest: RoundCountsReply,
+             RoundSweepRequest: RoundCountsReply, RoundFinishRequest: AssignReply}
 

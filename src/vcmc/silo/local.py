@@ -39,6 +39,7 @@ from vcmc.protocol import (
     SummarizeRequest,
 )
 from vcmc.protocol.lca import LCA_REPLY_TYPE
+from vcmc.protocol.rounds import RoundFinishRequest, RoundStartRequest, RoundSweepRequest
 from vcmc.silo.disclosure import apply_min_cluster_size, effective_privacy
 from vcmc.silo.gate import Gate, SiloPolicy
 from vcmc.silo.posterior import LocalPosterior
@@ -157,6 +158,7 @@ class LocalSilo:
         self.local: LocalPosterior | None = None
         self.assignments: np.ndarray | None = None
         self.memberships: np.ndarray | None = None
+        self.rounds = None          # vcmc.silo.rounds.RoundState of the global-informed rounds (row-level)
         # the operator's limits tightened by the server's privacy section of the last summarize request
         self.privacy_in_force: PrivacyConfig = privacy
         policy = SiloPolicy.own_data() if policy is None else policy
@@ -301,6 +303,7 @@ class LocalSilo:
             silo_log.warning("silo %r: the saved state %s has another layout; sampling again", self.name, path)
             return None
         self.assignments = self.memberships = None
+        self.rounds = None
         self.privacy_in_force = effective_privacy(self.privacy, request.config.privacy)
         return summary
 
@@ -351,6 +354,7 @@ class LocalSilo:
         self.local = local.thinned(config.postprocess.summary_draws)
         self.privacy_in_force = privacy
         self.assignments = self.memberships = None
+        self.rounds = None
         diagnostics = {**summary.diagnostics, "process_peak_rss_mb": _peak_rss_mb()}
         return summary.with_changes(counts=counts, n_withheld=int(n_merged), counts_suppressed=n_suppressed,
                                     diagnostics=diagnostics)
@@ -476,6 +480,12 @@ class LocalSilo:
         return AssessReply(**assess_rows(self.codes, self.n_modalities, pi, profiles, pairs, rng=seed,
                                          privacy=privacy))
 
+    def _answer_round(self, request):
+        from vcmc.silo import rounds
+
+        return {RoundStartRequest: rounds.start, RoundSweepRequest: rounds.sweep,
+                RoundFinishRequest: rounds.finish}[type(request)](self, request)
+
     def _answer_lca(self, request):
         from vcmc.silo.lca import answer
 
@@ -484,7 +494,8 @@ class LocalSilo:
     _HANDLERS = {**dict.fromkeys(LCA_REQUEST_TYPES, _answer_lca), HelloRequest: _answer_hello,
                  SummarizeRequest: _answer_summarize,
                  DivergenceRequest: _answer_divergence, CountsRequest: _answer_counts,
-                 AnnounceRequest: _answer_announce, AssignRequest: _answer_assign, AssessRequest: _answer_assess}
+                 AnnounceRequest: _answer_announce, AssignRequest: _answer_assign, AssessRequest: _answer_assess,
+                 **dict.fromkeys((RoundStartRequest, RoundSweepRequest, RoundFinishRequest), _answer_round)}
 
     # -- state that must survive between messages (Flower starts a fresh process per message) -------------
 
@@ -504,6 +515,8 @@ class LocalSilo:
             out["assignments"] = self.assignments
         if self.memberships is not None:
             out["memberships"] = self.memberships
+        if self.rounds is not None:
+            out.update(self.rounds.export())
         out["privacy_in_force"] = np.asarray([json.dumps(dataclasses.asdict(self.privacy_in_force))])
         out.update(self.gate.export_state())
         return out
@@ -523,6 +536,9 @@ class LocalSilo:
             self.local = None
         self.assignments = np.asarray(state["assignments"]) if "assignments" in state else None
         self.memberships = np.asarray(state["memberships"]) if "memberships" in state else None
+        from vcmc.silo.rounds import RoundState
+
+        self.rounds = RoundState.restore(state)
         if "privacy_in_force" in state:
             saved = PrivacyConfig(**json.loads(str(np.asarray(state["privacy_in_force"]).ravel()[0])))
             # never looser than this operator's own limits, whatever the stored state says

@@ -1,0 +1,95 @@
+"""The global-informed rounds on the generalisation suite's designs the one-shot pass fails (the sparse ones).
+
+For each design and replicate: the one-shot VCMC pass, the same pass followed by ``--rounds R`` for each R
+asked, and full-data MCMC on the pooled rows (the reference), all with the suite's protocol (10,000
+iterations, burn-in 5,000, thinning 5, C+ = 15) and the library's defaults otherwise; ARI to the true
+partition and K. The suite's pass rule on ARI: ΔARI = ARI - full MCMC's ARI >= -0.03 (docs/results/
+generalisation/).
+
+    python benchmarks/rounds_designs.py --designs sparse-25/medium sparse-40/poor thirty-sparse/easy \\
+        --rounds 500 2000 --replicates 3 --out docs/results/real/rounds
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _provenance import commit  # noqa: E402
+
+
+def main(argv=None) -> None:
+    import vcmc
+    from vcmc.config import AggregationConfig, FitConfig, PriorConfig, SamplerConfig
+    from vcmc.metrics import adjusted_rand_index
+    from vcmc.research.study.designs import GENERALISATION_DESIGNS
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--designs", nargs="+", default=["sparse-25/medium", "sparse-40/poor", "thirty-sparse/easy"],
+                    choices=list(GENERALISATION_DESIGNS))
+    ap.add_argument("--rounds", nargs="+", type=int, default=[500, 2000])
+    ap.add_argument("--replicates", type=int, default=3)
+    ap.add_argument("--iterations", type=int, default=10_000)
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--out", type=Path, default=Path("docs/results/real/rounds"))
+    args = ap.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    out = {"command": " ".join(["rounds_designs.py", *(argv or sys.argv[1:])]), "commit": commit(),
+           "iterations": args.iterations, "designs": {}}
+    path = args.out / "designs.json"
+    for name in args.designs:
+        design = GENERALISATION_DESIGNS[name]
+        rows = []
+        for rep in range(args.replicates):
+            data = design.simulate(rng=1000 + rep)
+            truth = np.concatenate(data.labels)
+            sampler = SamplerConfig(n_iter=args.iterations, burn_in=args.iterations // 2, thin=5)
+            prior = PriorConfig(n_components=design.n_components)
+            row = {"replicate": rep}
+            for label, method, rounds in [("full-mcmc", "full-mcmc", 1), ("one-shot", "vcmc", 1),
+                                          *((f"rounds-{r}", "vcmc", r) for r in args.rounds)]:
+                cfg = FitConfig(prior=prior, sampler=sampler, aggregation=AggregationConfig(rounds=rounds))
+                t0 = time.perf_counter()
+                res = vcmc.fit(data, config=cfg, method=method, rng=rep + 1, jobs=args.jobs, show_progress=False)
+                secs = time.perf_counter() - t0
+                ari = adjusted_rand_index(truth, np.concatenate(res.assignments))
+                row[label] = {"ari": ari, "k": int(res.n_clusters), "seconds": round(secs, 1)}
+                print(f"{name:22s} rep {rep} {label:12s} K={res.n_clusters:3d} ARI={ari:.3f} {secs:.0f}s", flush=True)
+            rows.append(row)
+        out["designs"][name] = {"about": design.description, "replicates": rows}
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(out, indent=2))
+        os.replace(tmp, path)
+    (args.out / "designs.md").write_text(markdown(out))
+
+
+def markdown(out: dict) -> str:
+    labels = None
+    lines = [f"Command: `{out['command']}` at commit {out['commit']}; {out['iterations']} iterations, burn-in half, "
+             "thinning 5. Means over replicates; ΔARI against full MCMC on the same data (suite's pass: >= -0.03).", ""]
+    for name, d in out["designs"].items():
+        reps = d["replicates"]
+        labels = [k for k in reps[0] if k != "replicate"]
+        if len(lines) == 2:
+            lines += ["| design | method | ARI | ΔARI | K (full MCMC's) | seconds |",
+                      "| --- | --- | --- | --- | --- | --- |"]
+        full = np.mean([r["full-mcmc"]["ari"] for r in reps])
+        full_k = np.mean([r["full-mcmc"]["k"] for r in reps])
+        for i, lab in enumerate(labels):
+            ari = np.mean([r[lab]["ari"] for r in reps])
+            k = np.mean([r[lab]["k"] for r in reps])
+            secs = np.mean([r[lab]["seconds"] for r in reps])
+            head = f"{name} ({len(reps)} replicates)" if i == 0 else ""
+            lines.append(f"| {head} | {lab} | {ari:.3f} | {ari - full:+.3f} | {k:.1f} ({full_k:.1f}) | {secs:.0f} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()

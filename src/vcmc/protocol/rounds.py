@@ -1,0 +1,82 @@
+"""Messages of the global-informed rounds: a blocked Gibbs sampler of the pooled model (docs/design.md §16).
+
+After the one-shot pass the server runs the Gibbs sampler of the model of all silos' rows together, with
+the two blocks split across the boundary: the allocations of a silo's rows given the weights and profiles
+are drawn inside the silo; the weights and profiles given the allocations are drawn by the server from the
+summed counts. Every reply is a table of whole-silo sums (per component, per component and modality), the
+table a one-shot summary also holds; nothing has a dimension equal to the silo's row count.
+
+- ``RoundStartRequest`` -> ``RoundCountsReply``: the silo starts its rows' allocations from its one-shot
+  labels, mapped to components by the server (``start[label]``: each global cluster of each silo its own
+  component), and returns their counts.
+- ``RoundSweepRequest`` -> ``RoundCountsReply``: one sweep of the rows' allocations at the server's draw of
+  the weights and profiles; the counts of the new allocation.
+- ``RoundFinishRequest`` -> ``AssignReply``: the rows' memberships (allocation probabilities averaged over
+  the kept rounds) restricted to the components the server keeps; labels and memberships stay in the silo.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from vcmc.protocol.message import Message
+
+
+@dataclass(frozen=True)
+class RoundStartRequest(Message):
+    """Start the rounds: the allocation of a row with one-shot label k is component ``start[k]`` (``start``
+    has one entry per global cluster of the one-shot result), of ``n_components``."""
+
+    KIND = "round_start_request"
+    VERSION = 1
+
+    start: np.ndarray
+    n_components: int
+
+
+@dataclass(frozen=True)
+class RoundSweepRequest(Message):
+    """One sweep at the server's draw: ``log_pi`` (C,) and ``log_profiles`` (C, P), the log weights and the
+    log category probabilities of every component. ``keep``: the round is after the rounds' burn-in, so the
+    silo adds its rows' allocation probabilities under this draw to their memberships. The silo's stream is
+    ``SeedSequence(seed_entropy, spawn_key=spawn_key)``."""
+
+    KIND = "round_sweep_request"
+    VERSION = 1
+
+    round: int
+    log_pi: np.ndarray
+    log_profiles: np.ndarray
+    keep: bool
+    seed_entropy: int
+    spawn_key: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class RoundCountsReply(Message):
+    """Counts of the silo's current allocation: ``cluster`` (C,) rows per component, ``modality`` (C, P)
+    observed cells per component and modality column (missing cells skipped)."""
+
+    KIND = "round_counts_reply"
+    VERSION = 1
+
+    cluster: np.ndarray
+    modality: np.ndarray
+
+
+@dataclass(frozen=True)
+class RoundFinishRequest(Message):
+    """End of the rounds: ``keep`` (K,) the components that are the global clusters, in their order. Each row's
+    membership of cluster k is its averaged allocation probability of component ``keep[k]``, renormalised
+    over the kept components; its label the most probable cluster."""
+
+    KIND = "round_finish_request"
+    VERSION = 1
+
+    keep: np.ndarray
+
+
+ROUND_MESSAGE_TYPES: tuple[type[Message], ...] = (RoundStartRequest, RoundSweepRequest, RoundCountsReply,
+                                                 RoundFinishRequest)

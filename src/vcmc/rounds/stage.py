@@ -1,0 +1,196 @@
+"""The rounds stage: after the one-shot result, ``R - 1`` rounds of the pooled blocked Gibbs sampler across
+the silo boundary (docs/design.md §16), then the result rebuilt from the kept rounds.
+
+Start (over-complete, from the one-shot answer): each (silo, global cluster) pair is its own component, so
+a silo whose one-shot clusters merged several pooled clusters is not tied to the merge, and the sampler's
+sparse weight prior empties the components the pooled data do not need (the over-fitted mixture's rule,
+docs/design.md §2). The first half of the rounds is burn-in; the kept half gives the global draws and the
+memberships. Every round's request and reply passes the silo's gate (strategy "rounds").
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from vcmc._rng import as_seed_sequence
+from vcmc.federation.faults import FaultPolicy, gather
+from vcmc.protocol.rounds import RoundFinishRequest, RoundStartRequest, RoundSweepRequest
+from vcmc.results import GlobalResult
+from vcmc.rounds.blocked_gibbs import align_to, beta_columns, draw_parameters, log_joint
+
+_ROUNDS_KEY = 3            # stream of the rounds under the root seed (0: silos' samplers, 1: server, 2: assessment)
+MAX_KEPT_DRAWS = 1000      # global draws kept in the result (evenly spaced over the kept rounds)
+
+
+def _sum(replies) -> tuple[np.ndarray, np.ndarray, int]:
+    cluster = np.sum([np.asarray(r.cluster, dtype=np.float64) for r in replies.values()], axis=0)
+    modality = np.sum([np.asarray(r.modality, dtype=np.float64) for r in replies.values()], axis=0)
+    sent = sum(int(np.asarray(r.cluster).nbytes + np.asarray(r.modality).nbytes) for r in replies.values())
+    return cluster, modality, sent
+
+
+def _local_rows(transport, attribute: str, names) -> tuple | None:
+    fetch = getattr(transport, attribute, None)
+    got = fetch() if callable(fetch) else None
+    if got is None or not all(n in got for n in names):
+        return None
+    return tuple(got[n] for n in names)
+
+
+def refine(one_shot: GlobalResult, transport, config, *, rng, policy: FaultPolicy | None = None) -> GlobalResult:
+    """``config.aggregation.rounds - 1`` rounds from ``one_shot``; the refined ``GlobalResult``.
+
+    Every silo of the one-shot result is required in every round (a silo lost mid-rounds would change the
+    pooled model under the chain). ``diagnostics.rounds`` records per round the occupied components (K), the
+    collapsed log joint ``log p(x, z)``, the components born (occupied again) and emptied, the least number
+    of rows that changed component (half the L1 change of the summed counts), and the bytes the silos sent.
+    """
+    policy = policy or FaultPolicy()
+    every = FaultPolicy(min_silos=None, timeout=policy.timeout)
+    n_rounds = int(config.aggregation.rounds)
+    names = tuple(one_shot.silos)
+    starts, used = start_components(one_shot.partition_counts)
+    n_comp = max(int(config.prior.n_components), used)
+    alpha = float(config.prior.alpha)
+    beta_cols = beta_columns(config.prior.beta, one_shot.n_modalities)
+    root = as_seed_sequence(rng)
+    srv = np.random.default_rng(np.random.SeedSequence(root.entropy, spawn_key=(*root.spawn_key, _ROUNDS_KEY)))
+    t0 = time.perf_counter()
+
+    replies, _ = gather(transport, {n: RoundStartRequest(start=starts[s], n_components=n_comp)
+                                    for s, n in enumerate(names)}, every, stage="round start")
+    cluster, modality, sent = _sum(replies)
+    start_joint = log_joint(cluster, modality, alpha=alpha, beta_cols=beta_cols, n_modalities=one_shot.n_modalities)
+    trace = [{"round": 1, "k": int(np.count_nonzero(cluster)), "log_joint": start_joint, "born": 0, "emptied": 0,
+              "rows_moved_at_least": 0, "bytes_sent": sent, "kept": False}]
+    burn = (n_rounds - 1) // 2
+    n_keep = n_rounds - 1 - burn
+    stored = set(np.unique(np.linspace(0, n_keep - 1, min(n_keep, MAX_KEPT_DRAWS)).round().astype(int)).tolist())
+    kept_pi, kept_prof = [], []
+    reference, kept_sum, n_kept = None, None, 0
+    size_sum = np.zeros(n_comp)
+    for r in range(2, n_rounds + 1):
+        log_pi, log_prof = draw_parameters(cluster, modality, alpha=alpha, beta_cols=beta_cols,
+                                           n_modalities=one_shot.n_modalities, rng=srv)
+        perm = np.arange(n_comp) if reference is None else align_to(log_prof, reference)
+        log_pi, log_prof = log_pi[perm], log_prof[perm]
+        keep = r - 1 > burn
+        reqs = {n: RoundSweepRequest(round=r, log_pi=log_pi, log_profiles=log_prof, keep=keep,
+                                     seed_entropy=int(root.entropy), spawn_key=(*root.spawn_key, _ROUNDS_KEY, r, s))
+                for s, n in enumerate(names)}
+        replies, _ = gather(transport, reqs, every, stage=f"round {r}")
+        before = cluster[perm]             # the last counts under this round's labels
+        cluster, modality, sent = _sum(replies)
+        prof = np.exp(log_prof)
+        if keep:
+            # the reference of the next alignment: the mean of the kept draws (this draw during burn-in)
+            kept_sum = prof if kept_sum is None else kept_sum + prof
+            size_sum += cluster
+            if n_kept in stored:
+                kept_pi.append(log_pi)
+                kept_prof.append(log_prof)
+            n_kept += 1
+            reference = kept_sum / n_kept
+        else:
+            reference = prof
+        trace.append({"round": r, "k": int(np.count_nonzero(cluster)),
+                      "log_joint": log_joint(cluster, modality, alpha=alpha, beta_cols=beta_cols,
+                                             n_modalities=one_shot.n_modalities),
+                      "born": int(np.count_nonzero((cluster > 0) & (before == 0))),
+                      "emptied": int(np.count_nonzero((cluster == 0) & (before > 0))),
+                      "rows_moved_at_least": int(np.abs(cluster - before).sum() // 2), "bytes_sent": sent,
+                      "kept": bool(keep)})
+    min_size = max(1, int(config.privacy.min_cluster_size))
+    return _result(one_shot, transport, names, trace, np.asarray(kept_pi), np.asarray(kept_prof),
+                   size_sum / max(n_kept, 1), min_size, every, time.perf_counter() - t0)
+
+
+def start_components(partition_counts: np.ndarray) -> tuple[np.ndarray, int]:
+    """The over-complete start: ``start[s, k]``, the component of silo s's rows labelled k. The first silo
+    holding cluster k keeps component k; every other (silo, cluster) pair with labelled rows gets its own
+    component; a pair with none counted (none, or fewer than the minimum cluster size, withheld) starts in
+    component k. Returns the map and the number of components it uses."""
+    counts = np.asarray(partition_counts)
+    n_silos, k = counts.shape
+    start = np.tile(np.arange(k, dtype=np.int64), (n_silos, 1))
+    nxt = k
+    for c in range(k):
+        holders = np.flatnonzero(counts[:, c] > 0)
+        for s in holders[1:]:
+            start[s, c] = nxt
+            nxt += 1
+    return start, nxt
+
+
+def stability_of(kept: list[dict], max_rhat: float = 1.05) -> dict:
+    """Did the kept rounds settle? ArviZ's rank-normalised split R-hat of the collapsed log joint over the
+    kept rounds (two halves as two chains), and the most frequent occupied K of each half: stable when R-hat
+    is below ``max_rhat`` (the sampler's target, docs/design.md §4.1.1) and the halves' K agree."""
+    import arviz as az
+
+    lj = np.asarray([t["log_joint"] for t in kept], dtype=np.float64)
+    ks = np.asarray([t["k"] for t in kept], dtype=np.int64)
+    half = lj.size // 2
+    if half < 10:
+        return {"stable": False, "rhat": None, "k_first": None, "k_second": None,
+                "said": f"the rounds kept {lj.size} rounds, too few to judge whether they settled; raise "
+                        "aggregation.rounds (--rounds)"}
+    halves = np.stack([lj[:half], lj[half:2 * half]])
+    rhat = float(az.rhat(halves)) if np.ptp(halves) > 0 else 1.0
+    k1, k2 = (int(np.bincount(k).argmax()) for k in (ks[:half], ks[half:]))
+    stable = bool(rhat < max_rhat and k1 == k2)
+    said = "" if stable else (
+        f"the rounds did not settle: over the kept rounds the occupied components went from {k1} to {k2} and the "
+        f"log joint's R-hat is {rhat:.3f} (target < {max_rhat:g}); raise aggregation.rounds (--rounds) and "
+        "compare")
+    return {"stable": stable, "rhat": rhat, "k_first": k1, "k_second": k2, "said": said}
+
+
+def _result(one_shot: GlobalResult, transport, names, trace, log_pi, log_prof, mean_size, min_size: int,
+            every: FaultPolicy, seconds: float) -> GlobalResult:
+    """The refined result: the components with at least ``min_size`` rows on average over the kept rounds
+    (the minimum cluster size, the rule every local and full-data partition follows) are the global clusters,
+    largest first; the silos' memberships of them; the kept draws restricted to them."""
+    pi = np.exp(log_pi)
+    kept_rounds = [t for t in trace if t["kept"]]
+    keep = np.flatnonzero(mean_size >= min_size)
+    if keep.size == 0:
+        keep = np.asarray([int(np.argmax(mean_size))])
+    keep = keep[np.argsort(-mean_size[keep], kind="stable")]
+    replies, _ = gather(transport, {n: RoundFinishRequest(keep=keep.astype(np.int64)) for n in names}, every,
+                        stage="round finish")
+    pi_k = pi[:, keep]
+    pi_k = pi_k / pi_k.sum(axis=1, keepdims=True)
+    prof_k = np.exp(log_prof[:, keep, :])
+    partition_counts = np.stack([np.asarray(replies[n].counts, dtype=np.int64) for n in names])
+    from vcmc.result_builder import classification_quality, one_cluster_silo_warnings
+
+    diagnostics = dict(one_shot.diagnostics)
+    diagnostics["one_shot"] = {"n_clusters": int(one_shot.n_clusters),
+                               "partition_counts": one_shot.partition_counts.tolist()}
+    diagnostics["rounds"] = {
+        "design": "blocked Gibbs of the pooled model across silos, over-complete start from the one-shot answer "
+                  "(docs/design.md §16)",
+        "n_rounds": len(trace), "burn_in": len(trace) - len(kept_rounds), "n_kept": len(kept_rounds),
+        "n_draws": int(pi.shape[0]), "components": int(pi.shape[1]), "kept_components": keep.tolist(),
+        "seconds": seconds, "per_round": trace}
+    diagnostics["classification"] = classification_quality([replies[n] for n in names], names)
+    stability = stability_of(kept_rounds)
+    diagnostics["rounds"]["stability"] = stability
+    for key in ("ppc", "waic", "prior_dominated", "matching_checks"):
+        diagnostics.pop(key, None)
+    one_shot_words = [w for w in diagnostics.get("warnings", []) if "labelled rows" not in w]
+    diagnostics["warnings"] = one_shot_words + one_cluster_silo_warnings(partition_counts, names) + [
+        "the model assessment (predictive checks, WAIC) and the matching checks describe the one-shot pass; "
+        "they were not recomputed after the rounds"] + ([] if stability["stable"] else [stability["said"]])
+    timings = dict(one_shot.timings)
+    timings["rounds"] = seconds
+    timings["total"] = timings.get("total", 0.0) + seconds
+    return GlobalResult.from_draws(
+        pi_draws=pi_k, profile_draws=prof_k, method=one_shot.method, n_modalities=one_shot.n_modalities,
+        silos=names, partition_counts=partition_counts,
+        assignments=_local_rows(transport, "local_assignments", names),
+        memberships=_local_rows(transport, "local_memberships", names), n_chains=1, timings=timings,
+        config=one_shot.config, seed=one_shot.seed, diagnostics=diagnostics, matching=None)

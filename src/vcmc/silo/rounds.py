@@ -1,0 +1,132 @@
+"""The silo's half of the global-informed rounds (docs/design.md §16): its rows' allocations, drawn given the
+server's weights and profiles, kept in the silo; only their counts leave it.
+
+The state of the rounds (each row's current component and its allocation probabilities summed over the kept
+rounds) is row-level and lives in ``LocalSilo.rounds``; it is saved with the silo's state between Flower
+messages and never sent. Rows with the same values (the same pattern, missing cells included) have the same
+allocation probabilities under a draw, so the probabilities are computed once per pattern.
+
+The sweep itself is ``vcmc.silo.round_kernels`` (numba, imported when a round is answered).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from vcmc.exceptions import ConfigError, NotFittedError
+from vcmc.protocol.requests import AssignReply
+from vcmc.protocol.rounds import RoundCountsReply, RoundFinishRequest, RoundStartRequest, RoundSweepRequest
+
+
+@dataclass
+class RoundState:
+    """Row-level state of the rounds inside one silo (never sent)."""
+
+    patterns: np.ndarray      # (U, Q) distinct rows
+    inverse: np.ndarray       # (n,) pattern of each row
+    z: np.ndarray             # (n,) current component of each row
+    n_components: int
+    summed: np.ndarray        # (U, C) allocation probabilities summed over the kept rounds
+    summed_sq: np.ndarray     # (U, C) their squares (the Monte Carlo error of the memberships)
+    n_kept: int = 0
+    last_round: int = 0
+
+    FIELDS = ("patterns", "inverse", "z", "summed", "summed_sq")
+
+    def export(self) -> dict[str, np.ndarray]:
+        out = {f"rounds.{f}": np.asarray(getattr(self, f)) for f in self.FIELDS}
+        out["rounds.meta"] = np.asarray([self.n_components, self.n_kept, self.last_round], dtype=np.int64)
+        return out
+
+    @classmethod
+    def restore(cls, state) -> RoundState | None:
+        if "rounds.meta" not in state:
+            return None
+        c, kept, last = (int(v) for v in np.asarray(state["rounds.meta"]))
+        return cls(**{f: np.asarray(state[f"rounds.{f}"]) for f in cls.FIELDS}, n_components=c, n_kept=kept,
+                   last_round=last)
+
+
+def _offsets(n_modalities) -> np.ndarray:
+    return np.concatenate([[0], np.cumsum(np.asarray(n_modalities, dtype=np.int64))]).astype(np.int64)
+
+
+def start(silo, request: RoundStartRequest) -> RoundCountsReply:
+    """Allocations from the silo's one-shot labels (``start[label]``) and their counts."""
+    if silo.assignments is None:
+        raise NotFittedError(f"silo {silo.name!r}: the rounds start from the one-shot labels; no assign request "
+                             "came first")
+    c = int(request.n_components)
+    labels = np.asarray(silo.assignments, dtype=np.int64)
+    start_map = np.asarray(request.start, dtype=np.int64).ravel()
+    if labels.size and labels.max() >= start_map.size:
+        raise ConfigError(f"round start: start maps {start_map.size} clusters; this silo's labels need "
+                          f"{int(labels.max()) + 1}")
+    if start_map.size and (start_map.min() < 0 or start_map.max() >= c):
+        raise ConfigError(f"round start: start must map clusters to components in [0, {c})")
+    z = start_map[labels]
+    codes = np.ascontiguousarray(silo.codes, dtype=np.int64)
+    patterns, inverse = np.unique(codes, axis=0, return_inverse=True)
+    patterns = np.ascontiguousarray(patterns, dtype=np.int64)
+    inverse = np.ascontiguousarray(inverse.ravel(), dtype=np.int64)
+    silo.rounds = RoundState(patterns=patterns, inverse=inverse, z=z, n_components=c,
+                             summed=np.zeros((patterns.shape[0], c)), summed_sq=np.zeros((patterns.shape[0], c)))
+    from vcmc.silo.round_kernels import counts
+
+    nc, ct = counts(patterns, inverse, z, _offsets(silo.n_modalities), c)
+    return RoundCountsReply(cluster=nc, modality=ct)
+
+
+def _require(silo) -> RoundState:
+    if getattr(silo, "rounds", None) is None:
+        raise NotFittedError(f"silo {silo.name!r}: no rounds were started in this run")
+    return silo.rounds
+
+
+def sweep(silo, request: RoundSweepRequest) -> RoundCountsReply:
+    """One sweep of the rows' allocations at the server's draw; the counts of the new allocation."""
+    from vcmc.silo.round_kernels import sweep_rows
+
+    st = _require(silo)
+    offsets = _offsets(silo.n_modalities)
+    log_pi = np.ascontiguousarray(request.log_pi, dtype=np.float64)
+    log_prof = np.ascontiguousarray(request.log_profiles, dtype=np.float64)
+    if log_pi.shape != (st.n_components,) or log_prof.shape != (st.n_components, int(offsets[-1])):
+        raise ConfigError(f"round sweep: log_pi must be ({st.n_components},) and log_profiles "
+                          f"({st.n_components}, {int(offsets[-1])}); got {log_pi.shape} and {log_prof.shape}")
+    rng = np.random.default_rng(np.random.SeedSequence(int(request.seed_entropy),
+                                                       spawn_key=tuple(int(k) for k in request.spawn_key)))
+    uniforms = rng.random(st.z.size)
+    nc, ct = sweep_rows(st.patterns, st.inverse, offsets, log_pi, log_prof, uniforms, bool(request.keep), st.summed,
+                    st.summed_sq, st.z)
+    if request.keep:
+        st.n_kept += 1
+    st.last_round = int(request.round)
+    return RoundCountsReply(cluster=nc, modality=ct)
+
+
+def finish(silo, request: RoundFinishRequest) -> AssignReply:
+    """Memberships of the kept components (averaged allocation probabilities, renormalised), labels, and
+    their cluster-level sums; both stay in the silo (``silo.memberships``, ``silo.assignments``)."""
+    from vcmc.silo.memberships import MonteCarlo, membership_summary
+
+    st = _require(silo)
+    if st.n_kept < 1:
+        raise NotFittedError(f"silo {silo.name!r}: the rounds kept no sweep; nothing to average")
+    keep = np.asarray(request.keep, dtype=np.int64).ravel()
+    if keep.size < 1 or keep.min() < 0 or keep.max() >= st.n_components or np.unique(keep).size != keep.size:
+        raise ConfigError(f"round finish: keep must list distinct components in [0, {st.n_components})")
+    mean = st.summed[:, keep] / st.n_kept
+    sd = np.sqrt(np.maximum(st.summed_sq[:, keep] / st.n_kept - mean**2, 0.0))
+    total = mean.sum(axis=1, keepdims=True)
+    # a pattern whose probability lay on dropped components (emptied by the end) is spread evenly: it has
+    # no evidence for any kept cluster; the rounds' K check counts such rows (none in a stable chain)
+    pattern_m = np.where(total > 0, mean / np.where(total > 0, total, 1.0), 1.0 / keep.size)
+    memberships = pattern_m[st.inverse]
+    labels = np.argmax(memberships, axis=1).astype(np.int64)
+    silo.memberships, silo.assignments = memberships, labels
+    error = float(np.max(sd / np.where(total > 0, total, 1.0)) / np.sqrt(st.n_kept)) if sd.size else 0.0
+    monte_carlo = MonteCarlo(n_draws=st.n_kept, n_available=st.n_kept, error=error, target=0.0)
+    return AssignReply(**membership_summary(memberships, labels, monte_carlo))
