@@ -140,7 +140,7 @@ def to_datatree(local: LocalPosterior, schema=None):
     if len(columns) != int(offsets[-1]):
         raise ValueError(f"schema has {len(columns)} modality columns, the local posterior has "
                          f"{int(offsets[-1])}")
-    import arviz_base     # ``arviz.from_dict`` is ``arviz_base.from_dict``; no plotting needed here either
+    import arviz_base  # ``arviz.from_dict`` is ``arviz_base.from_dict``; no plotting needed here either
 
     return arviz_base.from_dict(
         {"posterior": {"pi": _per_chain(local, local.pi_draws),
