@@ -25,6 +25,7 @@ from vcmc.config import FitConfig
 from vcmc.exceptions import SiloFailure
 from vcmc.federation.announce import announce_global_draws
 from vcmc.federation.faults import FaultPolicy, gather
+from vcmc.federation.transport import local_rows
 from vcmc.matching.types import Matching
 from vcmc.protocol import (
     AssignRequest,
@@ -42,7 +43,9 @@ from vcmc.spacing import evenly_spaced
 log = logging.getLogger(__name__)
 
 # Stream layout under the root seed: silo s samples from SeedSequence(root, spawn_key=(0, s)); the server
-# from spawn_key (1,); silo s's model assessment (replicated datasets, sampled allocations) from (2, s).
+# from spawn_key (1,); silo s's model assessment (replicated datasets, sampled allocations) from (2, s); the
+# global-informed rounds (vcmc.rounds.stage.ROUNDS_KEY): the server's draws from (3,), silo s's sweep of
+# round r from (3, r, s).
 # Adding a silo never changes another silo's draws, and the server's randomness (matching orders, draw
 # pairing, starting points) never depends on how many silos there are.
 _SILO_KEY = 0
@@ -135,16 +138,6 @@ def _assign_requests(names, matching: Matching, matched, agg, config) -> dict[st
         reqs[n] = AssignRequest(assignment=matching.assignment[s], n_global=matching.n_global, pi=pi_s,
                                 profiles=profiles)
     return reqs
-
-
-def _local_rows(transport, attribute: str, names) -> tuple | None:
-    fetch = getattr(transport, attribute, None)
-    if not callable(fetch):
-        return None
-    got = fetch()
-    if got is None or not all(n in got for n in names):
-        return None
-    return tuple(got[n] for n in names)
 
 
 def match_stage(summaries: list[SiloSummary], transport, config: FitConfig, srv: np.random.Generator):
@@ -241,8 +234,8 @@ def server_steps(summaries: list[SiloSummary], transport, config: FitConfig, *, 
     # Row-level labels and memberships reach this process only through the in-process and process-pool
     # transports' private calls (the user's own machine); Flower silos keep them on their hosts.
     stages = StageOutputs(summaries=summaries, matching=matching, matched=matched, aggregate=agg,
-                          partition=partition, assignments=_local_rows(transport, "local_assignments", names),
-                          memberships=_local_rows(transport, "local_memberships", names),
+                          partition=partition, assignments=local_rows(transport, "local_assignments", names),
+                          memberships=local_rows(transport, "local_memberships", names),
                           assessment=assessment, assessment_notes=notes, failures=list(failures or []))
     artefacts = artefact_warnings(stages, config)
     for w in failure_warnings(stages.failures):

@@ -2,7 +2,8 @@
 
 import numpy as np
 
-from vcmc.rounds.blocked_gibbs import align_to, beta_columns, draw_parameters, log_joint
+from vcmc.model import beta_per_column
+from vcmc.rounds.blocked_gibbs import align_to, draw_parameters, log_joint
 
 
 def test_draws_follow_the_full_conditionals():
@@ -10,7 +11,7 @@ def test_draws_follow_the_full_conditionals():
     n_mod = (2, 3)
     cluster = np.array([40.0, 0.0, 10.0])
     modality = np.array([[30, 10, 5, 5, 30], [0, 0, 0, 0, 0], [2, 8, 1, 1, 8]], dtype=float)
-    beta = beta_columns(0.5, n_mod)
+    beta = beta_per_column(0.5, n_mod)
     draws = [draw_parameters(cluster, modality, alpha=0.01, beta_cols=beta, n_modalities=n_mod, rng=rng)
              for _ in range(4000)]
     pi = np.exp([d[0] for d in draws])
@@ -50,5 +51,5 @@ def test_log_joint_equals_the_sequential_predictive_product():
         nc[z[i]] += 1
         for q in range(2):
             ct[z[i], off[q] + x[i, q]] += 1
-    got = log_joint(nc, ct, alpha=alpha, beta_cols=beta_columns(beta, n_mod), n_modalities=n_mod)
+    got = log_joint(nc, ct, alpha=alpha, beta_cols=beta_per_column(beta, n_mod), n_modalities=n_mod)
     np.testing.assert_allclose(got, seq, rtol=1e-10)

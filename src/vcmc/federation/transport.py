@@ -538,3 +538,15 @@ class ProcessPoolTransport(TransportBase):
         """Stop every worker (idempotent)."""
         if self._finalizer.alive:
             self._finalizer()
+
+
+def local_rows(transport, attribute: str, names) -> tuple | None:
+    """Row-level labels or memberships of every silo in ``names`` order, where the transport can give them
+    (the user's own machine: in-process and process-pool transports); None otherwise (Flower)."""
+    fetch = getattr(transport, attribute, None)
+    if not callable(fetch):
+        return None
+    got = fetch()
+    if got is None or not all(n in got for n in names):
+        return None
+    return tuple(got[n] for n in names)

@@ -18,13 +18,6 @@ from vcmc.dirichlet import log_dirichlet_blocks
 from vcmc.model import profile_offsets
 
 
-def beta_columns(beta, n_modalities) -> np.ndarray:
-    """The profile prior's concentration per modality column (``beta`` one value or one per variable)."""
-    k = np.asarray(n_modalities, dtype=np.int64)
-    b = np.asarray(beta if isinstance(beta, tuple) else (beta,) * k.size, dtype=np.float64)
-    return np.repeat(b, k)
-
-
 def draw_parameters(cluster: np.ndarray, modality: np.ndarray, *, alpha: float, beta_cols: np.ndarray,
                     n_modalities, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """``(log pi, log theta)`` drawn from their full conditionals given summed counts ``cluster`` (C,) and

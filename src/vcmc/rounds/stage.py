@@ -1,7 +1,8 @@
 """The rounds stage: after the one-shot result, ``R - 1`` rounds of the pooled blocked Gibbs sampler across
 the silo boundary (docs/design.md §16), then the result rebuilt from the kept rounds.
 
-Start (over-complete, from the one-shot answer): each (silo, global cluster) pair is its own component, so
+Start (over-complete, from the one-shot answer): each (silo, global cluster) pair with rows is its own
+component (``start_components``), so
 a silo whose one-shot clusters merged several pooled clusters is not tied to the merge, and the sampler's
 sparse weight prior empties the components the pooled data do not need (the over-fitted mixture's rule,
 docs/design.md §2). The first half of the rounds is burn-in; the kept half gives the global draws and the
@@ -16,11 +17,13 @@ import numpy as np
 
 from vcmc._rng import as_seed_sequence
 from vcmc.federation.faults import FaultPolicy, gather
+from vcmc.federation.transport import local_rows
+from vcmc.model import beta_per_column
 from vcmc.protocol.rounds import RoundFinishRequest, RoundStartRequest, RoundSweepRequest
 from vcmc.results import GlobalResult
-from vcmc.rounds.blocked_gibbs import align_to, beta_columns, draw_parameters, log_joint
+from vcmc.rounds.blocked_gibbs import align_to, draw_parameters, log_joint
 
-_ROUNDS_KEY = 3            # stream of the rounds under the root seed (0: silos' samplers, 1: server, 2: assessment)
+ROUNDS_KEY = 3            # the rounds' stream under the root seed (the layout: vcmc.pipeline)
 MAX_KEPT_DRAWS = 1000      # global draws kept in the result (evenly spaced over the kept rounds)
 
 
@@ -29,14 +32,6 @@ def _sum(replies) -> tuple[np.ndarray, np.ndarray, int]:
     modality = np.sum([np.asarray(r.modality, dtype=np.float64) for r in replies.values()], axis=0)
     sent = sum(int(np.asarray(r.cluster).nbytes + np.asarray(r.modality).nbytes) for r in replies.values())
     return cluster, modality, sent
-
-
-def _local_rows(transport, attribute: str, names) -> tuple | None:
-    fetch = getattr(transport, attribute, None)
-    got = fetch() if callable(fetch) else None
-    if got is None or not all(n in got for n in names):
-        return None
-    return tuple(got[n] for n in names)
 
 
 def refine(one_shot: GlobalResult, transport, config, *, rng, policy: FaultPolicy | None = None) -> GlobalResult:
@@ -54,9 +49,9 @@ def refine(one_shot: GlobalResult, transport, config, *, rng, policy: FaultPolic
     starts, used = start_components(one_shot.partition_counts)
     n_comp = max(int(config.prior.n_components), used)
     alpha = float(config.prior.alpha)
-    beta_cols = beta_columns(config.prior.beta, one_shot.n_modalities)
+    beta_cols = beta_per_column(config.prior.beta, one_shot.n_modalities)
     root = as_seed_sequence(rng)
-    srv = np.random.default_rng(np.random.SeedSequence(root.entropy, spawn_key=(*root.spawn_key, _ROUNDS_KEY)))
+    srv = np.random.default_rng(np.random.SeedSequence(root.entropy, spawn_key=(*root.spawn_key, ROUNDS_KEY)))
     t0 = time.perf_counter()
 
     replies, _ = gather(transport, {n: RoundStartRequest(start=starts[s], n_components=n_comp)
@@ -78,7 +73,7 @@ def refine(one_shot: GlobalResult, transport, config, *, rng, policy: FaultPolic
         log_pi, log_prof = log_pi[perm], log_prof[perm]
         keep = r - 1 > burn
         reqs = {n: RoundSweepRequest(round=r, log_pi=log_pi, log_profiles=log_prof, keep=keep,
-                                     seed_entropy=int(root.entropy), spawn_key=(*root.spawn_key, _ROUNDS_KEY, r, s))
+                                     seed_entropy=int(root.entropy), spawn_key=(*root.spawn_key, ROUNDS_KEY, r, s))
                 for s, n in enumerate(names)}
         replies, _ = gather(transport, reqs, every, stage=f"round {r}")
         before = cluster[perm]             # the last counts under this round's labels
@@ -191,6 +186,6 @@ def _result(one_shot: GlobalResult, transport, names, trace, log_pi, log_prof, m
     return GlobalResult.from_draws(
         pi_draws=pi_k, profile_draws=prof_k, method=one_shot.method, n_modalities=one_shot.n_modalities,
         silos=names, partition_counts=partition_counts,
-        assignments=_local_rows(transport, "local_assignments", names),
-        memberships=_local_rows(transport, "local_memberships", names), n_chains=1, timings=timings,
+        assignments=local_rows(transport, "local_assignments", names),
+        memberships=local_rows(transport, "local_memberships", names), n_chains=1, timings=timings,
         config=one_shot.config, seed=one_shot.seed, diagnostics=diagnostics, matching=None)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from vcmc.exceptions import ConfigError, NotFittedError
+from vcmc.model import profile_offsets
 from vcmc.protocol.requests import AssignReply
 from vcmc.protocol.rounds import RoundCountsReply, RoundFinishRequest, RoundStartRequest, RoundSweepRequest
 
@@ -49,10 +50,6 @@ class RoundState:
                    last_round=last)
 
 
-def _offsets(n_modalities) -> np.ndarray:
-    return np.concatenate([[0], np.cumsum(np.asarray(n_modalities, dtype=np.int64))]).astype(np.int64)
-
-
 def start(silo, request: RoundStartRequest) -> RoundCountsReply:
     """Allocations from the silo's one-shot labels (``start[label]``) and their counts."""
     if silo.assignments is None:
@@ -75,7 +72,7 @@ def start(silo, request: RoundStartRequest) -> RoundCountsReply:
                              summed=np.zeros((patterns.shape[0], c)), summed_sq=np.zeros((patterns.shape[0], c)))
     from vcmc.silo.round_kernels import counts
 
-    nc, ct = counts(patterns, inverse, z, _offsets(silo.n_modalities), c)
+    nc, ct = counts(patterns, inverse, z, profile_offsets(silo.n_modalities), c)
     return RoundCountsReply(cluster=nc, modality=ct)
 
 
@@ -90,7 +87,7 @@ def sweep(silo, request: RoundSweepRequest) -> RoundCountsReply:
     from vcmc.silo.round_kernels import sweep_rows
 
     st = _require(silo)
-    offsets = _offsets(silo.n_modalities)
+    offsets = profile_offsets(silo.n_modalities)
     log_pi = np.ascontiguousarray(request.log_pi, dtype=np.float64)
     log_prof = np.ascontiguousarray(request.log_profiles, dtype=np.float64)
     if log_pi.shape != (st.n_components,) or log_prof.shape != (st.n_components, int(offsets[-1])):
