@@ -109,3 +109,42 @@ def test_round_state_survives_export_and_restore(silo_data):
     b = _sweep(fresh, log_pi, log_prof, r=3)
     np.testing.assert_array_equal(a.cluster, b.cluster)
     np.testing.assert_array_equal(silo.rounds.summed, fresh.rounds.summed)
+
+
+def test_the_sparse_sweep_gives_exact_probabilities_and_counts_with_missing_cells_and_many_levels():
+    # the sweep works on the sampler's sparse layout (a row costs its exceptions to the silo's most frequent
+    # codes); a missing cell has no term, and the counts equal those of the drawn allocation, cell by cell
+    from vcmc.silo.round_kernels import counts, sweep_patterns
+    from vcmc.silo.rounds import RoundState
+    from vcmc.silo.sampler.layout import sparse_layout
+
+    rng = np.random.default_rng(11)
+    n_mod = (2, 5, 3, 7)
+    codes = np.stack([rng.choice(m, size=300, p=rng.dirichlet(np.ones(m) * 0.5)) for m in n_mod], axis=1)
+    codes[rng.random(codes.shape) < 0.1] = -1
+    codes[:40] = codes[:1]                                   # repeated rows share a pattern
+    off = profile_offsets(n_mod)
+    c = 6
+    log_pi = np.log(rng.dirichlet(np.ones(c)))
+    log_prof = np.log(np.hstack([rng.dirichlet(np.ones(m), size=c) for m in n_mod]))
+    lay = sparse_layout(codes.astype(np.int16), off)
+    st = RoundState(layout=lay, z=np.zeros(300, dtype=np.int64), n_components=c,
+                    summed=np.zeros((lay.n_patterns, c)), summed_sq=np.zeros((lay.n_patterns, c)))
+    nc, ct = sweep_patterns(*st.kernel_layout(), log_pi, log_prof, rng.random(300), True, st.summed, st.summed_sq,
+                            st.z)
+    lp = np.tile(log_pi, (300, 1))
+    for q in range(len(n_mod)):
+        ok = codes[:, q] >= 0
+        lp[ok] += log_prof[:, off[q] + codes[ok, q]].T
+    exact = np.exp(lp - lp.max(axis=1, keepdims=True))
+    exact /= exact.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(st.summed[st.pattern_of_rows()], exact, rtol=1e-10, atol=1e-12)
+    want = np.zeros((c, off[-1]))
+    for q in range(len(n_mod)):
+        ok = codes[:, q] >= 0
+        np.add.at(want, (st.z[ok], off[q] + codes[ok, q]), 1.0)
+    np.testing.assert_array_equal(nc, np.bincount(st.z, minlength=c))
+    np.testing.assert_array_equal(ct, want)
+    nc2, ct2 = counts(*st.kernel_layout(), st.z, int(off[-1]), c)
+    np.testing.assert_array_equal(nc2, nc)
+    np.testing.assert_array_equal(ct2, want)

@@ -429,6 +429,15 @@ class AggregationConfig:
         Rounds of the run (default 1: the paper's one-shot pass). R > 1: after the one-shot pass, R - 1
         global-informed rounds of the pooled model's blocked Gibbs sampler across the silos, started from the
         one-shot answer (docs/design.md §16); their second half gives the global posterior and memberships.
+    round_components : int
+        Most components of the rounds' over-complete start (one per silo and one-shot cluster with rows):
+        beyond it the silos holding a cluster share components (default 0: four times
+        ``prior.n_components``). The start changes how many rounds the chain needs, not what it converges
+        to; a round costs time in proportion to its components.
+    round_merges : bool
+        During the rounds' burn-in, merge the components whose merge raises the pooled model's collapsed
+        log joint before each draw (default True): the over-complete start's copies of one cluster merge in a
+        round instead of emptying slowly; the kept rounds are plain Gibbs either way (docs/design.md §16).
     """
 
     strategy: Strategy = option("contingency", flag="--strategy")
@@ -447,6 +456,8 @@ class AggregationConfig:
     assign: AssignMode = "posterior"
     assign_draws: int = 100
     rounds: int = option(1, flag="--rounds")
+    round_components: int = 0
+    round_merges: bool = True
 
     def __post_init__(self):
         _check_choices(self)
@@ -462,6 +473,9 @@ class AggregationConfig:
         _check(self.assign_draws >= 1, "AggregationConfig", "assign_draws", "an int >= 1", self.assign_draws)
         _check(isinstance(self.rounds, int) and not isinstance(self.rounds, bool) and self.rounds >= 1,
                "AggregationConfig", "rounds", "an int >= 1", self.rounds)
+        _check(isinstance(self.round_components, int) and not isinstance(self.round_components, bool)
+               and self.round_components >= 0, "AggregationConfig", "round_components", "an int >= 0 (0: four "
+               "times prior.n_components)", self.round_components)
 
     @property
     def resolved_objective(self) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
+from scipy.spatial.distance import cdist
 from scipy.special import gammaln
 
 from vcmc.dirichlet import log_dirichlet_blocks
@@ -41,7 +42,8 @@ def align_to(log_prof: np.ndarray, reference: np.ndarray) -> np.ndarray:
     rounds aligned (pivotal reordering, Marin, Mengersen and Robert 2005), so their draws can be averaged.
     """
     prof = np.exp(log_prof)
-    cost = np.abs(prof[:, None, :] - reference[None, :, :]).sum(axis=2)   # (this draw, reference)
+    cost = cdist(prof, reference, metric="cityblock")   # (this draw, reference), no (C, C, P) array
+
     rows, cols = linear_sum_assignment(cost)
     perm = np.empty(prof.shape[0], dtype=np.int64)
     perm[cols] = rows
@@ -65,3 +67,69 @@ def log_joint(cluster: np.ndarray, modality: np.ndarray, *, alpha: float, beta_c
         out += np.sum(gammaln(beta.sum()) - gammaln(beta.sum() + block.sum(axis=1)))
         out += np.sum(gammaln(beta[None, :] + block) - gammaln(beta[None, :]))
     return float(out)
+
+
+def _profile_terms(ct: np.ndarray, beta_cols: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """``sum_q [lnG(B_q) - lnG(B_q + n_q) + sum_j lnG(beta_j + ct_j) - lnG(beta_j)]`` over the last axis of
+    counts ``ct`` (..., P): one component's profile part of the collapsed log joint (0 when empty)."""
+    starts = offsets[:-1]
+    b_tot = np.add.reduceat(beta_cols, starts)
+    n_tot = np.add.reduceat(ct, starts, axis=-1)
+    return (np.sum(gammaln(b_tot) - gammaln(b_tot + n_tot), axis=-1)
+            + np.sum(gammaln(beta_cols + ct) - gammaln(beta_cols), axis=-1))
+
+
+def _merge_gain_rows(n: np.ndarray, ct: np.ndarray, rows: np.ndarray, single: np.ndarray, alpha: float,
+                     beta_cols: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """(len(rows), C) gains of merging each component of ``rows`` with every component."""
+    pair = (gammaln(alpha + n[rows, None] + n[None, :]) - gammaln(alpha)
+            + _profile_terms(ct[rows, None, :] + ct[None, :, :], beta_cols, offsets))
+    return pair - single[rows, None] - single[None, :]
+
+
+def merge_gains(cluster: np.ndarray, modality: np.ndarray, *, alpha: float, beta_cols: np.ndarray,
+                n_modalities) -> np.ndarray:
+    """(C, C) change of the collapsed log joint (:func:`log_joint`) when components a and b are merged into
+    one (their counts summed, the other left empty), for every pair of occupied components; ``-inf`` on the
+    diagonal and for empty components. Computed from the summed counts alone."""
+    n = np.asarray(cluster, dtype=np.float64)
+    ct = np.asarray(modality, dtype=np.float64)
+    offsets = profile_offsets(n_modalities)
+    single = gammaln(alpha + n) - gammaln(alpha) + _profile_terms(ct, beta_cols, offsets)
+    occ = np.flatnonzero(n > 0)
+    out = np.full((n.size, n.size), -np.inf)
+    if occ.size >= 2:
+        out[np.ix_(occ, occ)] = _merge_gain_rows(n, ct, occ, single, alpha, beta_cols, offsets)[:, occ]
+        np.fill_diagonal(out, -np.inf)
+    return out
+
+
+def merge_greedily(cluster: np.ndarray, modality: np.ndarray, *, alpha: float, beta_cols: np.ndarray,
+                   n_modalities) -> tuple[np.ndarray, np.ndarray, int]:
+    """Merge, best first, every pair of components whose merge raises the collapsed log joint, until none
+    does; returns the merged counts (the smaller-indexed component keeps them, the other is left empty) and
+    the number of merges. A move of the rounds' burn-in only (docs/design.md §16): it climbs towards the
+    pooled posterior's mode from an over-complete start; the kept rounds are plain Gibbs."""
+    n = np.asarray(cluster, dtype=np.float64).copy()
+    ct = np.asarray(modality, dtype=np.float64).copy()
+    offsets = profile_offsets(n_modalities)
+    gain = merge_gains(n, ct, alpha=alpha, beta_cols=beta_cols, n_modalities=n_modalities)
+    merged = 0
+    while True:
+        a, b = np.unravel_index(int(np.argmax(gain)), gain.shape)
+        if not gain[a, b] > 0:
+            return n, ct, merged
+        a, b = min(a, b), max(a, b)
+        n[a] += n[b]
+        ct[a] += ct[b]
+        n[b] = 0.0
+        ct[b] = 0.0
+        merged += 1
+        # only pairs with a or b change: b is empty now, a's row and column are recomputed
+        gain[b, :] = gain[:, b] = -np.inf
+        occ = np.flatnonzero(n > 0)
+        single = gammaln(alpha + n) - gammaln(alpha) + _profile_terms(ct, beta_cols, offsets)
+        row = np.full(n.size, -np.inf)
+        row[occ] = _merge_gain_rows(n, ct, np.asarray([a]), single, alpha, beta_cols, offsets)[0, occ]
+        row[a] = -np.inf
+        gain[a, :] = gain[:, a] = row

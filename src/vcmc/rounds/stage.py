@@ -21,10 +21,11 @@ from vcmc.federation.transport import local_rows
 from vcmc.model import beta_per_column
 from vcmc.protocol.rounds import RoundFinishRequest, RoundStartRequest, RoundSweepRequest
 from vcmc.results import GlobalResult
-from vcmc.rounds.blocked_gibbs import align_to, draw_parameters, log_joint
+from vcmc.rounds.blocked_gibbs import align_to, draw_parameters, log_joint, merge_greedily
 
 ROUNDS_KEY = 3            # the rounds' stream under the root seed (the layout: vcmc.pipeline)
 MAX_KEPT_DRAWS = 1000      # global draws kept in the result (evenly spaced over the kept rounds)
+START_CAP_PER_PRIOR = 4    # aggregation.round_components = 0: at most 4 x prior.n_components start components
 
 
 def _sum(replies) -> tuple[np.ndarray, np.ndarray, int]:
@@ -38,15 +39,18 @@ def refine(one_shot: GlobalResult, transport, config, *, rng, policy: FaultPolic
     """``config.aggregation.rounds - 1`` rounds from ``one_shot``; the refined ``GlobalResult``.
 
     Every silo of the one-shot result is required in every round (a silo lost mid-rounds would change the
-    pooled model under the chain). ``diagnostics.rounds`` records per round the occupied components (K), the
-    collapsed log joint ``log p(x, z)``, the components born (occupied again) and emptied, the least number
+    pooled model under the chain). With ``aggregation.round_merges`` every burn-in round first merges the
+    components whose merge raises the collapsed log joint (``merge_greedily``). ``diagnostics.rounds`` records
+    per round the occupied components (K), the collapsed log joint ``log p(x, z)``, the components merged,
+    born (occupied again) and emptied, the least number
     of rows that changed component (half the L1 change of the summed counts), and the bytes the silos sent.
     """
     policy = policy or FaultPolicy()
     every = FaultPolicy(min_silos=None, timeout=policy.timeout)
     n_rounds = int(config.aggregation.rounds)
     names = tuple(one_shot.silos)
-    starts, used = start_components(one_shot.partition_counts)
+    cap = int(config.aggregation.round_components) or START_CAP_PER_PRIOR * int(config.prior.n_components)
+    starts, used = start_components(one_shot.partition_counts, max_components=max(cap, one_shot.n_clusters))
     n_comp = max(int(config.prior.n_components), used)
     alpha = float(config.prior.alpha)
     beta_cols = beta_per_column(config.prior.beta, one_shot.n_modalities)
@@ -58,7 +62,8 @@ def refine(one_shot: GlobalResult, transport, config, *, rng, policy: FaultPolic
                                     for s, n in enumerate(names)}, every, stage="round start")
     cluster, modality, sent = _sum(replies)
     start_joint = log_joint(cluster, modality, alpha=alpha, beta_cols=beta_cols, n_modalities=one_shot.n_modalities)
-    trace = [{"round": 1, "k": int(np.count_nonzero(cluster)), "log_joint": start_joint, "born": 0, "emptied": 0,
+    trace = [{"round": 1, "k": int(np.count_nonzero(cluster)), "log_joint": start_joint, "merged": 0, "born": 0,
+              "emptied": 0,
               "rows_moved_at_least": 0, "bytes_sent": sent, "kept": False}]
     burn = (n_rounds - 1) // 2
     n_keep = n_rounds - 1 - burn
@@ -66,12 +71,18 @@ def refine(one_shot: GlobalResult, transport, config, *, rng, policy: FaultPolic
     kept_pi, kept_prof = [], []
     reference, kept_sum, n_kept = None, None, 0
     size_sum = np.zeros(n_comp)
+    merges = bool(config.aggregation.round_merges)
     for r in range(2, n_rounds + 1):
-        log_pi, log_prof = draw_parameters(cluster, modality, alpha=alpha, beta_cols=beta_cols,
+        keep = r - 1 > burn
+        n_merged = 0
+        drawn_from = (cluster, modality)
+        if merges and not keep:
+            *drawn_from, n_merged = merge_greedily(cluster, modality, alpha=alpha, beta_cols=beta_cols,
+                                                   n_modalities=one_shot.n_modalities)
+        log_pi, log_prof = draw_parameters(*drawn_from, alpha=alpha, beta_cols=beta_cols,
                                            n_modalities=one_shot.n_modalities, rng=srv)
         perm = np.arange(n_comp) if reference is None else align_to(log_prof, reference)
         log_pi, log_prof = log_pi[perm], log_prof[perm]
-        keep = r - 1 > burn
         reqs = {n: RoundSweepRequest(round=r, log_pi=log_pi, log_profiles=log_prof, keep=keep,
                                      seed_entropy=int(root.entropy), spawn_key=(*root.spawn_key, ROUNDS_KEY, r, s))
                 for s, n in enumerate(names)}
@@ -93,7 +104,7 @@ def refine(one_shot: GlobalResult, transport, config, *, rng, policy: FaultPolic
         trace.append({"round": r, "k": int(np.count_nonzero(cluster)),
                       "log_joint": log_joint(cluster, modality, alpha=alpha, beta_cols=beta_cols,
                                              n_modalities=one_shot.n_modalities),
-                      "born": int(np.count_nonzero((cluster > 0) & (before == 0))),
+                      "merged": n_merged, "born": int(np.count_nonzero((cluster > 0) & (before == 0))),
                       "emptied": int(np.count_nonzero((cluster == 0) & (before > 0))),
                       "rows_moved_at_least": int(np.abs(cluster - before).sum() // 2), "bytes_sent": sent,
                       "kept": bool(keep)})
@@ -102,20 +113,36 @@ def refine(one_shot: GlobalResult, transport, config, *, rng, policy: FaultPolic
                    size_sum / max(n_kept, 1), min_size, every, time.perf_counter() - t0)
 
 
-def start_components(partition_counts: np.ndarray) -> tuple[np.ndarray, int]:
+def start_components(partition_counts: np.ndarray, max_components: int | None = None) -> tuple[np.ndarray, int]:
     """The over-complete start: ``start[s, k]``, the component of silo s's rows labelled k. The first silo
     holding cluster k keeps component k; every other (silo, cluster) pair with labelled rows gets its own
     component; a pair with none counted (none, or fewer than the minimum cluster size, withheld) starts in
-    component k. Returns the map and the number of components it uses."""
+    component k. Returns the map and the number of components it uses.
+
+    With ``max_components`` (at least K) and more pairs than that, cluster k's holders share ``1 + e_k``
+    components, dealt in turn in silo order, where the ``max_components - K`` extra components are shared out
+    in proportion to each cluster's other holders (largest remainders). Any start is valid for the chain
+    (docs/design.md §16); this one keeps a round's cost bounded at the application's scale (30 silos x 27
+    clusters would be 810 components) and still separates silos' versions of every shared cluster."""
     counts = np.asarray(partition_counts)
     n_silos, k = counts.shape
     start = np.tile(np.arange(k, dtype=np.int64), (n_silos, 1))
+    holders = [np.flatnonzero(counts[:, c] > 0) for c in range(k)]
+    others = np.asarray([max(h.size - 1, 0) for h in holders], dtype=np.int64)
+    extra = others.copy()
+    if max_components is not None and k + others.sum() > max_components:
+        budget = max(int(max_components) - k, 0)
+        share = budget * others / max(others.sum(), 1)
+        extra = np.floor(share).astype(np.int64)
+        left = budget - int(extra.sum())
+        for c in np.argsort(-(share - extra), kind="stable")[:left]:
+            extra[c] += 1
     nxt = k
     for c in range(k):
-        holders = np.flatnonzero(counts[:, c] > 0)
-        for s in holders[1:]:
-            start[s, c] = nxt
-            nxt += 1
+        groups = [c] + list(range(nxt, nxt + int(extra[c])))
+        nxt += int(extra[c])
+        for i, s in enumerate(holders[c][1:], start=1):
+            start[s, c] = groups[i % len(groups)]
     return start, nxt
 
 

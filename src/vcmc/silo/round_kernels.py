@@ -1,8 +1,16 @@
-"""Numba kernels of the silo's half of the global-informed rounds (``vcmc.silo.rounds``).
+"""Numba kernels of the silo's half of the global-informed rounds (``vcmc.silo.rounds``), on the sampler's
+sparse layout (``vcmc.silo.sampler.layout.SparseLayout``: per variable a baseline code, every other cell of
+a row an exception, rows with the same exceptions grouped in one pattern).
+
+A row's log-likelihood under component c is ``base[c] + sum of delta[e, c]`` over its exception slots e,
+where ``base[c]`` sums the baseline codes' log-probabilities and ``delta[e, c]`` replaces one baseline term
+by the exception's (0 for a missing cell), so the cost per row grows with its exceptions, not with the
+number of variables (a health record has ~6 of 80 conditions present). The counts are kept the same way:
+exceptions added and their baselines taken off per row, every baseline added once per component.
 
 Written by hand: the sampler's kernels (``vcmc.silo.sampler``) draw the parameters inside the silo from its
-own counts, and no library draws categorical allocations from given log-weights and log-profiles, once per
-distinct row pattern, while summing the counts in the same pass.
+own counts, and no library draws categorical allocations from given log-weights and log-profiles once per
+pattern while summing the counts in the same pass.
 """
 
 from __future__ import annotations
@@ -12,41 +20,67 @@ from numba import njit
 
 
 @njit(cache=True)
-def counts(patterns, inverse, z, offsets, n_comp):
-    n_q = patterns.shape[1]
-    nc = np.zeros(n_comp)
-    ct = np.zeros((n_comp, offsets[-1]))
-    for i in range(z.size):
-        c = z[i]
-        nc[c] += 1.0
-        u = inverse[i]
-        for q in range(n_q):
-            x = patterns[u, q]
-            if x >= 0:
-                ct[c, offsets[q] + x] += 1.0
-    return nc, ct
+def _finish_counts(nc, ct, base_col, n_col):
+    """Add every component's baseline counts (its rows minus the exceptions already taken off) and drop
+    the missing cells' columns."""
+    for c in range(nc.size):
+        for q in range(base_col.size):
+            ct[c, base_col[q]] += nc[c]
+    return nc, ct[:, :n_col].copy()
 
 
 @njit(cache=True)
-def sweep_rows(patterns, inverse, offsets, log_pi, log_prof, uniforms, keep, summed, summed_sq, z):
-    """Allocation probabilities of every pattern under (log_pi, log_prof), added to ``summed`` when
-    ``keep``; each row's component drawn from its pattern's probabilities with its uniform; returns the
-    counts of the new allocation."""
-    n_u, n_q = patterns.shape
-    n_c = log_pi.size
-    cum = np.empty((n_u, n_c))
+def counts(pat_start, row_of, pexc_start, pexc, ecol, evar, base_col, z, n_col, n_comp):
+    """Component sizes (C,) and component-by-modality counts (C, P) of the allocation ``z``."""
+    nc = np.zeros(n_comp)
+    ct = np.zeros((n_comp, n_col + base_col.size))
+    for u in range(pat_start.size - 1):
+        for j in range(pat_start[u], pat_start[u + 1]):
+            c = z[row_of[j]]
+            nc[c] += 1.0
+            for k in range(pexc_start[u], pexc_start[u + 1]):
+                e = pexc[k]
+                ct[c, ecol[e]] += 1.0
+                ct[c, base_col[evar[e]]] -= 1.0
+    return _finish_counts(nc, ct, base_col, n_col)
+
+
+@njit(cache=True)
+def sweep_patterns(pat_start, row_of, pexc_start, pexc, ecol, evar, base_col, log_pi, log_prof, uniforms, keep,
+                   summed, summed_sq, z):
+    """Allocation probabilities of every pattern under ``(log_pi, log_prof)`` (C,), (C, P), added to
+    ``summed`` (U, C) when ``keep``; every row's component drawn from its pattern's probabilities with its
+    own uniform (``uniforms[row]``: the draws do not depend on the patterns' order); returns the counts of
+    the new allocation."""
+    n_c, n_col = log_prof.shape
+    n_var = base_col.size
+    base = log_pi.copy()
+    for c in range(n_c):
+        for q in range(n_var):
+            base[c] += log_prof[c, base_col[q]]
+    n_slot = ecol.size
+    delta = np.empty((n_slot, n_c))
+    for e in range(n_slot):
+        col = ecol[e]
+        b = base_col[evar[e]]
+        for c in range(n_c):
+            v = log_prof[c, col] if col < n_col else 0.0     # a missing cell: no term
+            delta[e, c] = v - log_prof[c, b]
+    nc = np.zeros(n_c)
+    ct = np.zeros((n_c, n_col + n_var))
     lp = np.empty(n_c)
-    for u in range(n_u):
+    cum = np.empty(n_c)
+    for u in range(pat_start.size - 1):
         m = -np.inf
         for c in range(n_c):
-            v = log_pi[c]
-            for q in range(n_q):
-                x = patterns[u, q]
-                if x >= 0:
-                    v += log_prof[c, offsets[q] + x]
-            lp[c] = v
-            if v > m:
-                m = v
+            lp[c] = base[c]
+        for k in range(pexc_start[u], pexc_start[u + 1]):
+            e = pexc[k]
+            for c in range(n_c):
+                lp[c] += delta[e, c]
+        for c in range(n_c):
+            if lp[c] > m:
+                m = lp[c]
         s = 0.0
         for c in range(n_c):
             lp[c] = np.exp(lp[c] - m)
@@ -58,12 +92,17 @@ def sweep_rows(patterns, inverse, offsets, log_pi, log_prof, uniforms, keep, sum
                 summed[u, c] += p
                 summed_sq[u, c] += p * p
             run += p
-            cum[u, c] = run
-    for i in range(z.size):
-        u = inverse[i]
-        r = uniforms[i] * cum[u, n_c - 1]
-        c = 0
-        while c < n_c - 1 and cum[u, c] < r:
-            c += 1
-        z[i] = c
-    return counts(patterns, inverse, z, offsets, n_c)
+            cum[c] = run
+        for j in range(pat_start[u], pat_start[u + 1]):
+            i = row_of[j]
+            r = uniforms[i] * cum[n_c - 1]
+            c = 0
+            while c < n_c - 1 and cum[c] < r:
+                c += 1
+            z[i] = c
+            nc[c] += 1.0
+            for k in range(pexc_start[u], pexc_start[u + 1]):
+                e = pexc[k]
+                ct[c, ecol[e]] += 1.0
+                ct[c, base_col[evar[e]]] -= 1.0
+    return _finish_counts(nc, ct, base_col, n_col)

@@ -4,7 +4,9 @@ server's weights and profiles, kept in the silo; only their counts leave it.
 The state of the rounds (each row's current component and its allocation probabilities summed over the kept
 rounds) is row-level and lives in ``LocalSilo.rounds``; it is saved with the silo's state between Flower
 messages and never sent. Rows with the same values (the same pattern, missing cells included) have the same
-allocation probabilities under a draw, so the probabilities are computed once per pattern.
+allocation probabilities under a draw, so the probabilities are computed once per pattern, on the sampler's
+sparse layout (``vcmc.silo.sampler.layout.sparse_layout``: a row costs its exceptions to the silo's most
+frequent codes, not its number of variables).
 
 The sweep itself is ``vcmc.silo.round_kernels`` (numba, imported when a round is answered).
 """
@@ -19,14 +21,14 @@ from vcmc.exceptions import ConfigError, NotFittedError
 from vcmc.model import profile_offsets
 from vcmc.protocol.requests import AssignReply
 from vcmc.protocol.rounds import RoundCountsReply, RoundFinishRequest, RoundStartRequest, RoundSweepRequest
+from vcmc.silo.sampler.layout import SparseLayout, sparse_layout
 
 
 @dataclass
 class RoundState:
     """Row-level state of the rounds inside one silo (never sent)."""
 
-    patterns: np.ndarray      # (U, Q) distinct rows
-    inverse: np.ndarray       # (n,) pattern of each row
+    layout: SparseLayout      # the rows' patterns (vcmc.silo.sampler.layout)
     z: np.ndarray             # (n,) current component of each row
     n_components: int
     summed: np.ndarray        # (U, C) allocation probabilities summed over the kept rounds
@@ -34,20 +36,37 @@ class RoundState:
     n_kept: int = 0
     last_round: int = 0
 
-    FIELDS = ("patterns", "inverse", "z", "summed", "summed_sq")
+    FIELDS = ("z", "summed", "summed_sq")
+    LAYOUT_FIELDS = ("base_col", "ecol", "evar", "pat_start", "row_of", "pexc_start", "pexc")
 
     def export(self) -> dict[str, np.ndarray]:
         out = {f"rounds.{f}": np.asarray(getattr(self, f)) for f in self.FIELDS}
-        out["rounds.meta"] = np.asarray([self.n_components, self.n_kept, self.last_round], dtype=np.int64)
+        out.update({f"rounds.layout.{f}": np.asarray(getattr(self.layout, f)) for f in self.LAYOUT_FIELDS})
+        out["rounds.meta"] = np.asarray([self.n_components, self.n_kept, self.last_round,
+                                         self.layout.n_row_exceptions], dtype=np.int64)
         return out
 
     @classmethod
     def restore(cls, state) -> RoundState | None:
         if "rounds.meta" not in state:
             return None
-        c, kept, last = (int(v) for v in np.asarray(state["rounds.meta"]))
-        return cls(**{f: np.asarray(state[f"rounds.{f}"]) for f in cls.FIELDS}, n_components=c, n_kept=kept,
-                   last_round=last)
+        c, kept, last, n_exc = (int(v) for v in np.asarray(state["rounds.meta"]))
+        layout = SparseLayout(**{f: np.asarray(state[f"rounds.layout.{f}"]) for f in cls.LAYOUT_FIELDS},
+                              n_row_exceptions=n_exc)
+        return cls(layout=layout, **{f: np.asarray(state[f"rounds.{f}"]) for f in cls.FIELDS}, n_components=c,
+                   n_kept=kept, last_round=last)
+
+    def kernel_layout(self) -> tuple[np.ndarray, ...]:
+        """The layout's arrays in the kernels' argument order (``vcmc.silo.round_kernels``)."""
+        lay = self.layout
+        return lay.pat_start, lay.row_of, lay.pexc_start, lay.pexc, lay.ecol, lay.evar, lay.base_col
+
+    def pattern_of_rows(self) -> np.ndarray:
+        """(n,) the pattern of every row."""
+        lay = self.layout
+        out = np.empty(self.z.size, dtype=np.int64)
+        out[lay.row_of] = np.repeat(np.arange(lay.n_patterns), np.diff(lay.pat_start))
+        return out
 
 
 def start(silo, request: RoundStartRequest) -> RoundCountsReply:
@@ -64,15 +83,13 @@ def start(silo, request: RoundStartRequest) -> RoundCountsReply:
     if start_map.size and (start_map.min() < 0 or start_map.max() >= c):
         raise ConfigError(f"round start: start must map clusters to components in [0, {c})")
     z = start_map[labels]
-    codes = np.ascontiguousarray(silo.codes, dtype=np.int64)
-    patterns, inverse = np.unique(codes, axis=0, return_inverse=True)
-    patterns = np.ascontiguousarray(patterns, dtype=np.int64)
-    inverse = np.ascontiguousarray(inverse.ravel(), dtype=np.int64)
-    silo.rounds = RoundState(patterns=patterns, inverse=inverse, z=z, n_components=c,
-                             summed=np.zeros((patterns.shape[0], c)), summed_sq=np.zeros((patterns.shape[0], c)))
+    offsets = profile_offsets(silo.n_modalities)
+    layout = sparse_layout(np.ascontiguousarray(silo.codes, dtype=np.int16), offsets)
+    u = layout.n_patterns
+    silo.rounds = RoundState(layout=layout, z=z, n_components=c, summed=np.zeros((u, c)), summed_sq=np.zeros((u, c)))
     from vcmc.silo.round_kernels import counts
 
-    nc, ct = counts(patterns, inverse, z, profile_offsets(silo.n_modalities), c)
+    nc, ct = counts(*silo.rounds.kernel_layout(), z, int(offsets[-1]), c)
     return RoundCountsReply(cluster=nc, modality=ct)
 
 
@@ -84,7 +101,7 @@ def _require(silo) -> RoundState:
 
 def sweep(silo, request: RoundSweepRequest) -> RoundCountsReply:
     """One sweep of the rows' allocations at the server's draw; the counts of the new allocation."""
-    from vcmc.silo.round_kernels import sweep_rows
+    from vcmc.silo.round_kernels import sweep_patterns
 
     st = _require(silo)
     offsets = profile_offsets(silo.n_modalities)
@@ -96,8 +113,8 @@ def sweep(silo, request: RoundSweepRequest) -> RoundCountsReply:
     rng = np.random.default_rng(np.random.SeedSequence(int(request.seed_entropy),
                                                        spawn_key=tuple(int(k) for k in request.spawn_key)))
     uniforms = rng.random(st.z.size)
-    nc, ct = sweep_rows(st.patterns, st.inverse, offsets, log_pi, log_prof, uniforms, bool(request.keep), st.summed,
-                    st.summed_sq, st.z)
+    nc, ct = sweep_patterns(*st.kernel_layout(), log_pi, log_prof, uniforms, bool(request.keep), st.summed,
+                            st.summed_sq, st.z)
     if request.keep:
         st.n_kept += 1
     st.last_round = int(request.round)
@@ -121,7 +138,7 @@ def finish(silo, request: RoundFinishRequest) -> AssignReply:
     # a pattern whose probability lay on dropped components (emptied by the end) is spread evenly: it has
     # no evidence for any kept cluster; the rounds' K check counts such rows (none in a stable chain)
     pattern_m = np.where(total > 0, mean / np.where(total > 0, total, 1.0), 1.0 / keep.size)
-    memberships = pattern_m[st.inverse]
+    memberships = pattern_m[st.pattern_of_rows()]
     labels = np.argmax(memberships, axis=1).astype(np.int64)
     silo.memberships, silo.assignments = memberships, labels
     error = float(np.max(sd / np.where(total > 0, total, 1.0)) / np.sqrt(st.n_kept)) if sd.size else 0.0
