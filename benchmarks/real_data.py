@@ -82,8 +82,6 @@ METHODS = {
     "vcmc-rounds-200": ["--rounds", "200"],
     "vcmc-rounds-500": ["--rounds", "500"],
     "vcmc-rounds-2000": ["--rounds", "2000"],
-    "vcmc-rounds-500-no-merges": ["--rounds", "500", "--set", "aggregation.round-merges=false"],
-    "vcmc-rounds-2000-no-merges": ["--rounds", "2000", "--set", "aggregation.round-merges=false"],
 }
 
 _PREPARE = r'''

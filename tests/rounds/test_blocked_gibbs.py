@@ -3,7 +3,7 @@
 import numpy as np
 
 from vcmc.model import beta_per_column
-from vcmc.rounds.blocked_gibbs import align_to, draw_parameters, log_joint, merge_gains, merge_greedily
+from vcmc.rounds.blocked_gibbs import align_to, draw_parameters, log_joint
 
 
 def test_draws_follow_the_full_conditionals():
@@ -54,49 +54,3 @@ def test_log_joint_equals_the_sequential_predictive_product():
     got = log_joint(nc, ct, alpha=alpha, beta_cols=beta_per_column(beta, n_mod), n_modalities=n_mod)
     np.testing.assert_allclose(got, seq, rtol=1e-10)
 
-
-def _counts(z, x, n_mod, c):
-    off = np.concatenate([[0], np.cumsum(n_mod)])
-    ct = np.zeros((c, off[-1]))
-    for q in range(len(n_mod)):
-        np.add.at(ct, (z, off[q] + x[:, q]), 1.0)
-    return np.bincount(z, minlength=c).astype(float), ct
-
-
-def test_merge_gains_are_the_change_of_the_log_joint():
-    rng = np.random.default_rng(3)
-    n_mod = (2, 4, 3)
-    beta = beta_per_column(0.5, n_mod)
-    x = np.column_stack([rng.integers(0, m, 60) for m in n_mod])
-    z = rng.integers(0, 4, 60)
-    z[z == 3] = 2                                   # component 3 empty
-    cluster, modality = _counts(z, x, n_mod, 5)
-    gains = merge_gains(cluster, modality, alpha=0.01, beta_cols=beta, n_modalities=n_mod)
-    now = log_joint(cluster, modality, alpha=0.01, beta_cols=beta, n_modalities=n_mod)
-    for a in range(5):
-        for b in range(5):
-            if a == b or cluster[a] == 0 or cluster[b] == 0:
-                assert gains[a, b] == -np.inf
-                continue
-            zm = np.where(z == b, a, z)
-            after = log_joint(*_counts(zm, x, n_mod, 5), alpha=0.01, beta_cols=beta, n_modalities=n_mod)
-            np.testing.assert_allclose(gains[a, b], after - now, rtol=1e-10, atol=1e-8)
-
-
-def test_greedy_merges_join_copies_of_one_cluster_and_keep_distinct_clusters_apart():
-    # two clusters with opposite profiles, each split at random into three copies (the over-complete start
-    # of three silos): the merges give back exactly the two clusters, and every merge raised the log joint
-    rng = np.random.default_rng(4)
-    n_mod = (2,) * 12
-    beta = beta_per_column(0.5, n_mod)
-    truth = np.repeat([0, 1], 150)
-    p = np.where(truth[:, None] == 0, 0.85, 0.15)
-    x = (rng.random((300, 12)) < p).astype(int)
-    z = truth * 3 + rng.integers(0, 3, 300)
-    cluster, modality = _counts(z, x, n_mod, 6)
-    merged_n, merged_ct, n_merged = merge_greedily(cluster, modality, alpha=0.01, beta_cols=beta, n_modalities=n_mod)
-    assert n_merged == 4
-    np.testing.assert_array_equal(np.sort(merged_n[merged_n > 0]), [150, 150])
-    assert merged_n[0] == 150 and merged_n[3] == 150
-    assert (log_joint(merged_n, merged_ct, alpha=0.01, beta_cols=beta, n_modalities=n_mod)
-            > log_joint(cluster, modality, alpha=0.01, beta_cols=beta, n_modalities=n_mod))

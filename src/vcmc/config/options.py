@@ -434,10 +434,6 @@ class AggregationConfig:
         beyond it the silos holding a cluster share components (default 0: four times
         ``prior.n_components``). The start changes how many rounds the chain needs, not what it converges
         to; a round costs time in proportion to its components.
-    round_merges : bool
-        During the rounds' burn-in, merge the components whose merge raises the pooled model's collapsed
-        log joint before each draw (default True): the over-complete start's copies of one cluster merge in a
-        round instead of emptying slowly; the kept rounds are plain Gibbs either way (docs/design.md §16).
     """
 
     strategy: Strategy = option("contingency", flag="--strategy")
@@ -457,7 +453,6 @@ class AggregationConfig:
     assign_draws: int = 100
     rounds: int = option(1, flag="--rounds")
     round_components: int = 0
-    round_merges: bool = True
 
     def __post_init__(self):
         _check_choices(self)

@@ -21,7 +21,7 @@ from vcmc.federation.transport import local_rows
 from vcmc.model import beta_per_column
 from vcmc.protocol.rounds import RoundFinishRequest, RoundStartRequest, RoundSweepRequest
 from vcmc.results import GlobalResult
-from vcmc.rounds.blocked_gibbs import align_to, draw_parameters, log_joint, merge_greedily
+from vcmc.rounds.blocked_gibbs import align_to, draw_parameters, log_joint
 
 ROUNDS_KEY = 3            # the rounds' stream under the root seed (the layout: vcmc.pipeline)
 MAX_KEPT_DRAWS = 1000      # global draws kept in the result (evenly spaced over the kept rounds)
@@ -39,10 +39,8 @@ def refine(one_shot: GlobalResult, transport, config, *, rng, policy: FaultPolic
     """``config.aggregation.rounds - 1`` rounds from ``one_shot``; the refined ``GlobalResult``.
 
     Every silo of the one-shot result is required in every round (a silo lost mid-rounds would change the
-    pooled model under the chain). With ``aggregation.round_merges`` every burn-in round first merges the
-    components whose merge raises the collapsed log joint (``merge_greedily``). ``diagnostics.rounds`` records
-    per round the occupied components (K), the collapsed log joint ``log p(x, z)``, the components merged,
-    born (occupied again) and emptied, the least number
+    pooled model under the chain). ``diagnostics.rounds`` records per round the occupied components (K), the
+    collapsed log joint ``log p(x, z)``, the components born (occupied again) and emptied, the least number
     of rows that changed component (half the L1 change of the summed counts), and the bytes the silos sent.
     """
     policy = policy or FaultPolicy()
@@ -62,8 +60,7 @@ def refine(one_shot: GlobalResult, transport, config, *, rng, policy: FaultPolic
                                     for s, n in enumerate(names)}, every, stage="round start")
     cluster, modality, sent = _sum(replies)
     start_joint = log_joint(cluster, modality, alpha=alpha, beta_cols=beta_cols, n_modalities=one_shot.n_modalities)
-    trace = [{"round": 1, "k": int(np.count_nonzero(cluster)), "log_joint": start_joint, "merged": 0, "born": 0,
-              "emptied": 0,
+    trace = [{"round": 1, "k": int(np.count_nonzero(cluster)), "log_joint": start_joint, "born": 0, "emptied": 0,
               "rows_moved_at_least": 0, "bytes_sent": sent, "kept": False}]
     burn = (n_rounds - 1) // 2
     n_keep = n_rounds - 1 - burn
@@ -71,18 +68,12 @@ def refine(one_shot: GlobalResult, transport, config, *, rng, policy: FaultPolic
     kept_pi, kept_prof = [], []
     reference, kept_sum, n_kept = None, None, 0
     size_sum = np.zeros(n_comp)
-    merges = bool(config.aggregation.round_merges)
     for r in range(2, n_rounds + 1):
-        keep = r - 1 > burn
-        n_merged = 0
-        drawn_from = (cluster, modality)
-        if merges and not keep:
-            *drawn_from, n_merged = merge_greedily(cluster, modality, alpha=alpha, beta_cols=beta_cols,
-                                                   n_modalities=one_shot.n_modalities)
-        log_pi, log_prof = draw_parameters(*drawn_from, alpha=alpha, beta_cols=beta_cols,
+        log_pi, log_prof = draw_parameters(cluster, modality, alpha=alpha, beta_cols=beta_cols,
                                            n_modalities=one_shot.n_modalities, rng=srv)
         perm = np.arange(n_comp) if reference is None else align_to(log_prof, reference)
         log_pi, log_prof = log_pi[perm], log_prof[perm]
+        keep = r - 1 > burn
         reqs = {n: RoundSweepRequest(round=r, log_pi=log_pi, log_profiles=log_prof, keep=keep,
                                      seed_entropy=int(root.entropy), spawn_key=(*root.spawn_key, ROUNDS_KEY, r, s))
                 for s, n in enumerate(names)}
@@ -104,7 +95,7 @@ def refine(one_shot: GlobalResult, transport, config, *, rng, policy: FaultPolic
         trace.append({"round": r, "k": int(np.count_nonzero(cluster)),
                       "log_joint": log_joint(cluster, modality, alpha=alpha, beta_cols=beta_cols,
                                              n_modalities=one_shot.n_modalities),
-                      "merged": n_merged, "born": int(np.count_nonzero((cluster > 0) & (before == 0))),
+                      "born": int(np.count_nonzero((cluster > 0) & (before == 0))),
                       "emptied": int(np.count_nonzero((cluster == 0) & (before > 0))),
                       "rows_moved_at_least": int(np.abs(cluster - before).sum() // 2), "bytes_sent": sent,
                       "kept": bool(keep)})
