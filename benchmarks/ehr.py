@@ -49,11 +49,12 @@ def _peak_rss_mb() -> float:
 
 # ------------------------------------------------------------------------------------------------ worker
 def _config(args):
-    from vcmc.config import FitConfig, PostprocessConfig, PriorConfig, SamplerConfig
+    from vcmc.config import AggregationConfig, FitConfig, PostprocessConfig, PriorConfig, SamplerConfig
 
     sampler = SamplerConfig(n_iter=args.iterations, burn_in=args.burn_in, thin=args.thin, stop=args.stop)
     return FitConfig(prior=PriorConfig(n_components=args.components), sampler=sampler,
-                     postprocess=PostprocessConfig(summary_draws=args.summary_draws))
+                     postprocess=PostprocessConfig(summary_draws=args.summary_draws),
+                     aggregation=AggregationConfig(rounds=args.rounds, round_components=args.round_components))
 
 
 def _write_report(result, schema, data_dir: Path, report_dir: Path) -> None:
@@ -116,7 +117,20 @@ def _run_vcmc(args, data_dir: Path) -> dict:
             "aggregation_iterations": result.diagnostics.get("n_iter"),
             "n_clusters": result.n_clusters, "labels": {s: labels[s].tolist() for s in result.silos},
             "profiles": np.asarray(result.profiles).tolist(), "weights": np.asarray(result.weights).tolist(),
-            "warnings": result.diagnostics.get("warnings", [])}
+            "warnings": result.diagnostics.get("warnings", []), "rounds": _rounds_record(result)}
+
+
+def _rounds_record(result) -> dict | None:
+    """What the global-informed rounds did (``vcmc fit --rounds``): components, K over the rounds (every
+    50th), seconds, the stability verdict."""
+    rd = result.diagnostics.get("rounds")
+    if not rd:
+        return None
+    per = rd["per_round"]
+    return {"n_rounds": rd["n_rounds"], "components": rd["components"], "seconds": rd["seconds"],
+            "stability": rd["stability"], "k_every_50": [t["k"] for t in per[::50]],
+            "log_joint_every_50": [t["log_joint"] for t in per[::50]],
+            "one_shot_k": rd.get("one_shot_k", result.diagnostics.get("one_shot", {}).get("n_clusters"))}
 
 
 def _pooled(data_dir: Path):
@@ -406,6 +420,9 @@ def main() -> None:
                     help="most draws a silo sends (PostprocessConfig.summary_draws, the library default; 0: all)")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--rounds", type=int, default=1, help="vcmc fit --rounds (aggregation.rounds; default 1)")
+    ap.add_argument("--round-components", type=int, default=0,
+                    help="aggregation.round_components (0: the library's default)")
     ap.add_argument("--methods", default="vcmc,full-mcmc,fedmerdel")
     ap.add_argument("--out", default="docs/results/ehr")
     ap.add_argument("--data", default=None, help="folder for the silo files (default: a temporary folder)")
@@ -456,7 +473,8 @@ def main() -> None:
               "cores": os.cpu_count(), "n": args.n, "allocation": args.allocation, "n_silos": data.n_silos,
               "protocol": {"iterations": args.iterations, "burn_in": args.burn_in, "thin": args.thin, "stop": args.stop,
                            "components": args.components, "summary_draws": args.summary_draws, "jobs": args.jobs,
-                           "seed": args.seed},
+                           "seed": args.seed, **({"rounds": args.rounds, "round_components": args.round_components}
+                                                 if args.rounds > 1 else {})},
               "data_s": {"simulate": t_sim, "write_csv": t_write, "read_and_encode": t_read},
               "truth": {"sizes": truth["sizes"]}, "runs": {}}
     previous = out_dir / f"ehr-{tag}.json"
@@ -470,7 +488,8 @@ def main() -> None:
     for method in [m.strip() for m in args.methods.split(",") if m.strip()]:
         cmd = [sys.executable, __file__, "--worker", method, "--data", str(data_dir),
                *[f"--{k.replace('_', '-')}={v}" for k, v in vars(args).items()
-                 if k in ("iterations", "burn_in", "thin", "stop", "components", "summary_draws", "jobs", "seed")],
+                 if k in ("iterations", "burn_in", "thin", "stop", "components", "summary_draws", "jobs", "seed",
+                          "rounds", "round_components")],
                *(["--report-dir", str(out_dir / f"report-{tag}")] if method == "vcmc" else [])]
         t0 = time.perf_counter()
         proc = subprocess.run(cmd, text=True)
