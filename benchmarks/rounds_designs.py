@@ -1,4 +1,4 @@
-"""The global-informed rounds on the generalisation suite's designs the one-shot pass fails (the sparse ones).
+"""The global-informed rounds on simulated designs: the generalisation suite's and the paper's six scenarios.
 
 For each design and replicate: the one-shot VCMC pass, the same pass followed by ``--rounds R`` for each R
 asked, and full-data MCMC on the pooled rows (the reference), all with the suite's protocol (10,000
@@ -8,6 +8,11 @@ generalisation/).
 
     python benchmarks/rounds_designs.py --designs sparse-25/medium sparse-40/poor thirty-sparse/easy \\
         --rounds 500 2000 --replicates 3 --out docs/results/real/rounds
+    python benchmarks/rounds_designs.py --designs paper --rounds 2000 --replicates 5 --name paper-designs
+
+``--designs paper`` stands for the paper's six scenarios (``homogeneous/easy`` ... ``non-nested/poor``: 4 silos x
+1,000 rows, 10 variables, C+ = 15, ``vcmc.research.simulate.simulate_design``); their paper's VCMC and full-MCMC
+ARIs (Table 3) are printed beside.
 """
 
 from __future__ import annotations
@@ -33,7 +38,8 @@ def main(argv=None) -> None:
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--designs", nargs="+", default=["sparse-25/medium", "sparse-40/poor", "thirty-sparse/easy"],
-                    choices=list(GENERALISATION_DESIGNS))
+                    choices=[*GENERALISATION_DESIGNS, *PAPER_SCENARIOS, "paper"])
+    ap.add_argument("--name", default="designs", help="output files OUT/NAME.{json,md} (default designs)")
     ap.add_argument("--rounds", nargs="+", type=int, default=[500, 2000])
     ap.add_argument("--replicates", type=int, default=3)
     ap.add_argument("--iterations", type=int, default=10_000)
@@ -43,9 +49,10 @@ def main(argv=None) -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     out = {"command": " ".join(["rounds_designs.py", *(argv or sys.argv[1:])]), "commit": commit(),
            "iterations": args.iterations, "designs": {}}
-    path = args.out / "designs.json"
-    for name in args.designs:
-        design = GENERALISATION_DESIGNS[name]
+    path = args.out / f"{args.name}.json"
+    names = [d for name in args.designs for d in (PAPER_SCENARIOS if name == "paper" else [name])]
+    for name in names:
+        design = GENERALISATION_DESIGNS.get(name) or _PaperScenario(name)
         rows = []
         for rep in range(args.replicates):
             data = design.simulate(rng=1000 + rep)
@@ -67,7 +74,27 @@ def main(argv=None) -> None:
         tmp = path.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(out, indent=2))
         os.replace(tmp, path)
-    (args.out / "designs.md").write_text(markdown(out))
+    (args.out / f"{args.name}.md").write_text(markdown(out))
+
+
+PAPER_SCENARIOS = ("homogeneous/easy", "homogeneous/poor", "nested/easy", "nested/poor", "non-nested/easy",
+                   "non-nested/poor")
+
+
+class _PaperScenario:
+    """One of the paper's six scenarios in the interface of a generalisation design."""
+
+    n_components = 15      # the paper's C+
+
+    def __init__(self, name: str):
+        self.name = name
+        self.design, self.separability = name.split("/")
+        self.description = f"the paper's {name} (4 silos x 1,000 rows, 10 variables)"
+
+    def simulate(self, rng):
+        from vcmc.research.simulate import simulate_design
+
+        return simulate_design(self.design, self.separability, rng=rng, n_per_silo=1000)
 
 
 def markdown(out: dict) -> str:
