@@ -18,7 +18,7 @@ from flowerlab import Lab  # noqa: E402
 N_SILOS = 3
 SEED = 11
 OVERRIDES = {"sampler.n-iter": 400, "aggregation.max-iter": 100, "privacy.min-cluster-size": 5,
-             "aggregation.rounds": 4, "assessment.enabled": False}
+             "aggregation.rounds": 3, "assessment.enabled": False}
 
 
 @pytest.mark.slow
@@ -59,7 +59,7 @@ def test_rounds_over_real_supernodes_equal_the_in_process_rounds(tmp_path):
     assert status == "finished:completed", f"status {status}; server log:\n{server_log}"
     flower = json.loads((out_dir / "result.json").read_text())
     rounds = flower["diagnostics"]["rounds"]
-    assert rounds["n_rounds"] == 4 and len(rounds["per_round"]) == 4
+    assert rounds["n_rounds"] == 3 and len(rounds["per_round"]) == 3
 
     cfg = config_from_mapping({k: v for k, v in OVERRIDES.items()})
     silos = [LocalSilo(read_csv(p, schema=str(schema_path), name=n), privacy=privacy_from_node_config(node),
