@@ -82,6 +82,9 @@ METHODS = {
     "vcmc-rounds-200": ["--rounds", "200"],
     "vcmc-rounds-500": ["--rounds", "500"],
     "vcmc-rounds-2000": ["--rounds", "2000"],
+    "vcmc-rounds-500-anneal-2": ["--rounds", "500", "--set", "aggregation.round-anneal=2.0"],
+    "vcmc-rounds-500-anneal-4": ["--rounds", "500", "--set", "aggregation.round-anneal=4.0"],
+    "vcmc-rounds-2000-anneal-2": ["--rounds", "2000", "--set", "aggregation.round-anneal=2.0"],
 }
 
 _PREPARE = r'''

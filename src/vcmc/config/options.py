@@ -434,6 +434,11 @@ class AggregationConfig:
         beyond it the silos holding a cluster share components (default 0: four times
         ``prior.n_components``). The start changes how many rounds the chain needs, not what it converges
         to; a round costs time in proportion to its components.
+    round_anneal : float
+        Inverse temperature of the rows' draws in the first half of the rounds' burn-in (default 1: plain
+        Gibbs throughout). Above 1 the larger of two copies of a cluster wins its rows faster (the start's
+        copies otherwise trade rows at random for thousands of rounds); the second half of the burn-in and
+        the kept rounds are plain Gibbs (docs/design.md §16).
     """
 
     strategy: Strategy = option("contingency", flag="--strategy")
@@ -453,6 +458,7 @@ class AggregationConfig:
     assign_draws: int = 100
     rounds: int = option(1, flag="--rounds")
     round_components: int = 0
+    round_anneal: float = 1.0
 
     def __post_init__(self):
         _check_choices(self)
@@ -471,6 +477,8 @@ class AggregationConfig:
         _check(isinstance(self.round_components, int) and not isinstance(self.round_components, bool)
                and self.round_components >= 0, "AggregationConfig", "round_components", "an int >= 0 (0: four "
                "times prior.n_components)", self.round_components)
+        _check(_finite(self.round_anneal) and self.round_anneal >= 1, "AggregationConfig", "round_anneal",
+               "a finite float >= 1", self.round_anneal)
 
     @property
     def resolved_objective(self) -> str:

@@ -41,10 +41,12 @@ class RoundSweepRequest(Message):
     """One sweep at the server's draw: ``log_pi`` (C,) and ``log_profiles`` (C, P), the log weights and the
     log category probabilities of every component. ``keep``: the round is after the rounds' burn-in, so the
     silo adds its rows' allocation probabilities under this draw to their memberships. The silo's stream is
-    ``SeedSequence(seed_entropy, spawn_key=spawn_key)``."""
+    ``SeedSequence(seed_entropy, spawn_key=spawn_key)``. ``inverse_temperature`` (version 2; burn-in rounds
+    only, 1 in a kept round): the rows are drawn from their conditional raised to this power and
+    renormalised (docs/design.md §16)."""
 
     KIND = "round_sweep_request"
-    VERSION = 1
+    VERSION = 2
 
     round: int
     log_pi: np.ndarray
@@ -52,6 +54,7 @@ class RoundSweepRequest(Message):
     keep: bool
     seed_entropy: int
     spawn_key: tuple[int, ...]
+    inverse_temperature: float = 1.0
 
 
 @dataclass(frozen=True)

@@ -61,21 +61,24 @@ def refine(one_shot: GlobalResult, transport, config, *, rng, policy: FaultPolic
     cluster, modality, sent = _sum(replies)
     start_joint = log_joint(cluster, modality, alpha=alpha, beta_cols=beta_cols, n_modalities=one_shot.n_modalities)
     trace = [{"round": 1, "k": int(np.count_nonzero(cluster)), "log_joint": start_joint, "born": 0, "emptied": 0,
-              "rows_moved_at_least": 0, "bytes_sent": sent, "kept": False}]
+              "rows_moved_at_least": 0, "bytes_sent": sent, "kept": False, "inverse_temperature": 1.0}]
     burn = (n_rounds - 1) // 2
     n_keep = n_rounds - 1 - burn
     stored = set(np.unique(np.linspace(0, n_keep - 1, min(n_keep, MAX_KEPT_DRAWS)).round().astype(int)).tolist())
     kept_pi, kept_prof = [], []
     reference, kept_sum, n_kept = None, None, 0
     size_sum = np.zeros(n_comp)
+    anneal = float(config.aggregation.round_anneal)
     for r in range(2, n_rounds + 1):
         log_pi, log_prof = draw_parameters(cluster, modality, alpha=alpha, beta_cols=beta_cols,
                                            n_modalities=one_shot.n_modalities, rng=srv)
         perm = np.arange(n_comp) if reference is None else align_to(log_prof, reference)
         log_pi, log_prof = log_pi[perm], log_prof[perm]
         keep = r - 1 > burn
+        inv_temp = anneal if r - 1 <= burn // 2 else 1.0
         reqs = {n: RoundSweepRequest(round=r, log_pi=log_pi, log_profiles=log_prof, keep=keep,
-                                     seed_entropy=int(root.entropy), spawn_key=(*root.spawn_key, ROUNDS_KEY, r, s))
+                                     seed_entropy=int(root.entropy), spawn_key=(*root.spawn_key, ROUNDS_KEY, r, s),
+                                     inverse_temperature=inv_temp)
                 for s, n in enumerate(names)}
         replies, _ = gather(transport, reqs, every, stage=f"round {r}")
         before = cluster[perm]             # the last counts under this round's labels
@@ -98,7 +101,7 @@ def refine(one_shot: GlobalResult, transport, config, *, rng, policy: FaultPolic
                       "born": int(np.count_nonzero((cluster > 0) & (before == 0))),
                       "emptied": int(np.count_nonzero((cluster == 0) & (before > 0))),
                       "rows_moved_at_least": int(np.abs(cluster - before).sum() // 2), "bytes_sent": sent,
-                      "kept": bool(keep)})
+                      "kept": bool(keep), "inverse_temperature": inv_temp})
     min_size = max(1, int(config.privacy.min_cluster_size))
     return _result(one_shot, transport, names, trace, np.asarray(kept_pi), np.asarray(kept_prof),
                    size_sum / max(n_kept, 1), min_size, every, time.perf_counter() - t0)

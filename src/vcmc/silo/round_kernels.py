@@ -47,11 +47,12 @@ def counts(pat_start, row_of, pexc_start, pexc, ecol, evar, base_col, z, n_col, 
 
 @njit(cache=True)
 def sweep_patterns(pat_start, row_of, pexc_start, pexc, ecol, evar, base_col, log_pi, log_prof, uniforms, keep,
-                   summed, summed_sq, z):
+                   summed, summed_sq, z, inv_temp=1.0):
     """Allocation probabilities of every pattern under ``(log_pi, log_prof)`` (C,), (C, P), added to
     ``summed`` (U, C) when ``keep``; every row's component drawn from its pattern's probabilities with its
     own uniform (``uniforms[row]``: the draws do not depend on the patterns' order); returns the counts of
-    the new allocation."""
+    the new allocation. ``inv_temp`` (burn-in only): the log-probabilities are multiplied by it before they
+    are normalised (the conditional at temperature ``1 / inv_temp``)."""
     n_c, n_col = log_prof.shape
     n_var = base_col.size
     base = log_pi.copy()
@@ -79,6 +80,7 @@ def sweep_patterns(pat_start, row_of, pexc_start, pexc, ecol, evar, base_col, lo
             for c in range(n_c):
                 lp[c] += delta[e, c]
         for c in range(n_c):
+            lp[c] *= inv_temp
             if lp[c] > m:
                 m = lp[c]
         s = 0.0

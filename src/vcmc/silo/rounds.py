@@ -112,9 +112,13 @@ def sweep(silo, request: RoundSweepRequest) -> RoundCountsReply:
                           f"({st.n_components}, {int(offsets[-1])}); got {log_pi.shape} and {log_prof.shape}")
     rng = np.random.default_rng(np.random.SeedSequence(int(request.seed_entropy),
                                                        spawn_key=tuple(int(k) for k in request.spawn_key)))
+    inv_temp = float(request.inverse_temperature)
+    if not (np.isfinite(inv_temp) and inv_temp > 0) or (request.keep and inv_temp != 1.0):
+        raise ConfigError(f"round sweep: inverse_temperature must be a finite float > 0, and 1 in a kept round; "
+                          f"got {inv_temp!r} (keep={bool(request.keep)})")
     uniforms = rng.random(st.z.size)
     nc, ct = sweep_patterns(*st.kernel_layout(), log_pi, log_prof, uniforms, bool(request.keep), st.summed,
-                            st.summed_sq, st.z)
+                            st.summed_sq, st.z, inv_temp)
     if request.keep:
         st.n_kept += 1
     st.last_round = int(request.round)
