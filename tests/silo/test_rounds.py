@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from vcmc.config import FitConfig, PostprocessConfig, PrivacyConfig, SamplerConfig
-from vcmc.exceptions import DisclosureError, NotFittedError
+from vcmc.exceptions import ConfigError, DisclosureError, NotFittedError
 from vcmc.model import profile_offsets
 from vcmc.protocol import AssignRequest, SiloConfig, SummarizeRequest
 from vcmc.protocol.rounds import RoundFinishRequest, RoundStartRequest, RoundSweepRequest
@@ -148,3 +148,33 @@ def test_the_sparse_sweep_gives_exact_probabilities_and_counts_with_missing_cell
     nc2, ct2 = counts(*st.kernel_layout(), st.z, int(off[-1]), c)
     np.testing.assert_array_equal(nc2, nc)
     np.testing.assert_array_equal(ct2, want)
+
+
+def test_an_annealed_sweep_draws_from_the_tempered_conditional_and_a_kept_round_refuses_it(silo_data):
+    from vcmc.silo.round_kernels import sweep_patterns
+    from vcmc.silo.rounds import RoundState
+    from vcmc.silo.sampler.layout import sparse_layout
+
+    n_mod = (2, 3)
+    codes = np.zeros((20000, 2), dtype=np.int16)            # one pattern: every row has the same conditional
+    off = profile_offsets(n_mod)
+    log_pi = np.log([0.5, 0.3, 0.2])
+    log_prof = np.log([[0.5, 0.5, 0.2, 0.3, 0.5], [0.6, 0.4, 0.3, 0.3, 0.4], [0.3, 0.7, 0.5, 0.25, 0.25]])
+    lay = sparse_layout(codes, off)
+    st = RoundState(layout=lay, z=np.zeros(20000, dtype=np.int64), n_components=3, summed=np.zeros((1, 3)),
+                    summed_sq=np.zeros((1, 3)))
+    rng = np.random.default_rng(5)
+    nc, _ = sweep_patterns(*st.kernel_layout(), log_pi, log_prof, rng.random(20000), False, st.summed,
+                           st.summed_sq, st.z, 3.0)
+    lp = 3.0 * (log_pi + log_prof[:, 0] + log_prof[:, 2])
+    want = np.exp(lp - lp.max()) / np.exp(lp - lp.max()).sum()
+    np.testing.assert_allclose(nc / 20000, want, atol=0.01)
+    plain = np.exp(lp / 3.0) / np.exp(lp / 3.0).sum()
+    assert want.max() > plain.max() + 0.1                     # sharper than the plain conditional
+
+    silo, k = _ready(silo_data)
+    silo.handle(RoundStartRequest(start=np.arange(k), n_components=k))
+    log_pi, log_prof = _draw(silo, k)
+    with pytest.raises(ConfigError, match="inverse_temperature"):
+        silo.handle(RoundSweepRequest(round=2, log_pi=log_pi, log_profiles=log_prof, keep=True, seed_entropy=3,
+                                      spawn_key=(3, 2, 0), inverse_temperature=2.0))
