@@ -54,7 +54,8 @@ def _config(args):
     sampler = SamplerConfig(n_iter=args.iterations, burn_in=args.burn_in, thin=args.thin, stop=args.stop)
     return FitConfig(prior=PriorConfig(n_components=args.components), sampler=sampler,
                      postprocess=PostprocessConfig(summary_draws=args.summary_draws),
-                     aggregation=AggregationConfig(rounds=args.rounds, round_components=args.round_components))
+                     aggregation=AggregationConfig(rounds=args.rounds, round_components=args.round_components,
+                                                   round_anneal=args.round_anneal))
 
 
 def _write_report(result, schema, data_dir: Path, report_dir: Path) -> None:
@@ -423,6 +424,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=1, help="vcmc fit --rounds (aggregation.rounds; default 1)")
     ap.add_argument("--round-components", type=int, default=0,
                     help="aggregation.round_components (0: the library's default)")
+    ap.add_argument("--round-anneal", type=float, default=1.0, help="aggregation.round_anneal (default 1)")
     ap.add_argument("--methods", default="vcmc,full-mcmc,fedmerdel")
     ap.add_argument("--out", default="docs/results/ehr")
     ap.add_argument("--data", default=None, help="folder for the silo files (default: a temporary folder)")
@@ -473,7 +475,8 @@ def main() -> None:
               "cores": os.cpu_count(), "n": args.n, "allocation": args.allocation, "n_silos": data.n_silos,
               "protocol": {"iterations": args.iterations, "burn_in": args.burn_in, "thin": args.thin, "stop": args.stop,
                            "components": args.components, "summary_draws": args.summary_draws, "jobs": args.jobs,
-                           "seed": args.seed, **({"rounds": args.rounds, "round_components": args.round_components}
+                           "seed": args.seed, **({"rounds": args.rounds, "round_components": args.round_components,
+                                                  "round_anneal": args.round_anneal}
                                                  if args.rounds > 1 else {})},
               "data_s": {"simulate": t_sim, "write_csv": t_write, "read_and_encode": t_read},
               "truth": {"sizes": truth["sizes"]}, "runs": {}}
@@ -489,7 +492,7 @@ def main() -> None:
         cmd = [sys.executable, __file__, "--worker", method, "--data", str(data_dir),
                *[f"--{k.replace('_', '-')}={v}" for k, v in vars(args).items()
                  if k in ("iterations", "burn_in", "thin", "stop", "components", "summary_draws", "jobs", "seed",
-                          "rounds", "round_components")],
+                          "rounds", "round_components", "round_anneal")],
                *(["--report-dir", str(out_dir / f"report-{tag}")] if method == "vcmc" else [])]
         t0 = time.perf_counter()
         proc = subprocess.run(cmd, text=True)
