@@ -287,13 +287,13 @@ def test_real_flower_lca_equals_vcmc_fit_k(tmp_path):
         run_config = " ".join([f'out-dir="{out}"', f'schema-path="{schema}"', f"seed={SEED}", "min-nodes=3",
                                "wait-nodes=90", "round-timeout=300", f"lca-k={K}",
                                f'lca-covariates="{COVARIATES}"', f'lca-distal="{DISTAL}"', "lca-starts=1",
-                               "lca-max-em-iterations=15"])
+                               "lca-max-em-iterations=5"])
         status, log = lab.run_app(APP_DIR, run_config, done_file=out / "distal_tests.csv", timeout=1500)
         assert status == "finished:completed", f"status {status}; server log:\n{log}"
     finally:
         lab.close()
     local = tmp_path / "local"
     assert main(["fit", *map(str, paths.values()), "--k", str(K), "--covariates", "age,sex", "--distal",
-                 "death,score", "--starts", "1", "--max-em-iterations", "15", "--seed", str(SEED),
+                 "death,score", "--starts", "1", "--max-em-iterations", "5", "--seed", str(SEED),
                  "--out", str(local)]) == 0
     _assert_same_analysis(out, local)

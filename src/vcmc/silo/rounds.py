@@ -14,6 +14,7 @@ The sweep itself is ``vcmc.silo.round_kernels`` (numba, imported when a round is
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -21,7 +22,9 @@ from vcmc.exceptions import ConfigError, NotFittedError
 from vcmc.model import profile_offsets
 from vcmc.protocol.requests import AssignReply
 from vcmc.protocol.rounds import RoundCountsReply, RoundFinishRequest, RoundStartRequest, RoundSweepRequest
-from vcmc.silo.sampler.layout import SparseLayout, sparse_layout
+
+if TYPE_CHECKING:   # the layout module compiles numba kernels: imported when a round is answered, not on restore
+    from vcmc.silo.sampler.layout import SparseLayout
 
 
 @dataclass
@@ -50,6 +53,8 @@ class RoundState:
     def restore(cls, state) -> RoundState | None:
         if "rounds.meta" not in state:
             return None
+        from vcmc.silo.sampler.layout import SparseLayout
+
         c, kept, last, n_exc = (int(v) for v in np.asarray(state["rounds.meta"]))
         layout = SparseLayout(**{f: np.asarray(state[f"rounds.layout.{f}"]) for f in cls.LAYOUT_FIELDS},
                               n_row_exceptions=n_exc)
@@ -83,6 +88,8 @@ def start(silo, request: RoundStartRequest) -> RoundCountsReply:
     if start_map.size and (start_map.min() < 0 or start_map.max() >= c):
         raise ConfigError(f"round start: start must map clusters to components in [0, {c})")
     z = start_map[labels]
+    from vcmc.silo.sampler.layout import sparse_layout
+
     offsets = profile_offsets(silo.n_modalities)
     layout = sparse_layout(np.ascontiguousarray(silo.codes, dtype=np.int16), offsets)
     u = layout.n_patterns
