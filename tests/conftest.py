@@ -1,6 +1,8 @@
 """Shared fixtures: small simulated datasets and short-chain configurations used across the suite."""
 
 
+import signal
+
 import numpy as np
 import pytest
 
@@ -55,3 +57,18 @@ def summarize_request():
                                 seed_entropy=entropy, spawn_key=(0, index))
 
     return make
+
+
+@pytest.fixture(autouse=True)
+def ctrl_c_not_ignored():
+    """Ctrl-C keeps its default meaning in this test process, so that the commands the tests start inherit it.
+
+    Importing the process pool's fork-server module (``vcmc.federation._forkserver``) or running a Flower
+    component in process ignores SIGINT in the importing process, and an ignored signal is inherited across
+    ``exec``: a later ``vcmc fit`` started by a test (``test_ctrl_c``) would then ignore the Ctrl-C it is sent
+    and finish its run (seen in the full suite, never alone)."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)

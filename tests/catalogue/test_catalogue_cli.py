@@ -506,8 +506,9 @@ def test_ctrl_c(tmp_path):
         files.append(str(p))
     out = tmp_path / "out"
     argv = ["fit", *files, "--out", str(out), "--iterations", "30000", "--jobs", "2"]
+    # as a terminal starts a foreground command: SIGINT at its default, whatever this process does with it
     proc = subprocess.Popen([PY, "-m", "vcmc.cli", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 300
     while proc.poll() is None and time.monotonic() < deadline and not [
             p for p in (out / "silo-state").glob("*.npz") if not p.name.startswith(".")]:
