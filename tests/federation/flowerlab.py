@@ -202,3 +202,16 @@ class Lab:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         assert not leftovers, f"processes left behind: {leftovers}"
+
+
+def write_silos(sim, folder: Path, n_silos: int) -> tuple[Path, list[tuple[str, Path]]]:
+    """The first ``n_silos`` silos of a simulated dataset as CSV files in ``folder`` and their schema beside
+    them: ``(schema path, [(silo name, csv path), ...])``."""
+    schema_path = folder / "schema.json"
+    sim.schema.to_json(schema_path)
+    csvs = []
+    for d in sim.silos[:n_silos]:
+        path = folder / f"{d.name}.csv"
+        d.to_frame().to_csv(path, index=False)
+        csvs.append((d.name, path))
+    return schema_path, csvs

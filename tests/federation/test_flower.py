@@ -22,7 +22,7 @@ from vcmc.protocol import HelloReply, SiloConfig, SummarizeRequest  # noqa: E402
 
 APP_DIR = Path(__file__).resolve().parents[2] / "flower_app"
 sys.path.insert(0, str(Path(__file__).parent))
-from flowerlab import Lab, make_node_key  # noqa: E402
+from flowerlab import Lab, make_node_key, write_silos  # noqa: E402
 
 
 def test_app_defaults_are_the_library_defaults():
@@ -125,13 +125,7 @@ def federation(request, tmp_path):
 
     secure = request.param == "tls-auth"
     sim = simulate_design("nested", "easy", rng=8, n_per_silo=150)
-    schema_path = tmp_path / "schema.json"
-    sim.schema.to_json(schema_path)
-    csvs = []
-    for d in sim.silos[:N_SILOS]:
-        path = tmp_path / f"{d.name}.csv"
-        d.to_frame().to_csv(path, index=False)
-        csvs.append((d.name, path))
+    schema_path, csvs = write_silos(sim, tmp_path, N_SILOS)
     lab = Lab(tmp_path, secure=secure)
     try:
         lab.start_superlink()

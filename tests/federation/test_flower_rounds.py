@@ -13,7 +13,7 @@ pytest.importorskip("flwr")
 
 APP_DIR = Path(__file__).resolve().parents[2] / "flower_app"
 sys.path.insert(0, str(Path(__file__).parent))
-from flowerlab import Lab  # noqa: E402
+from flowerlab import Lab, write_silos  # noqa: E402
 
 N_SILOS = 3
 SEED = 11
@@ -33,13 +33,7 @@ def test_rounds_over_real_supernodes_equal_the_in_process_rounds(tmp_path):
     from vcmc.silo.local import LocalSilo
 
     sim = simulate_design("nested", "easy", rng=3, n_per_silo=120)
-    schema_path = tmp_path / "schema.json"
-    sim.schema.to_json(schema_path)
-    csvs = []
-    for d in sim.silos[:N_SILOS]:
-        path = tmp_path / f"{d.name}.csv"
-        d.to_frame().to_csv(path, index=False)
-        csvs.append((d.name, path))
+    schema_path, csvs = write_silos(sim, tmp_path, N_SILOS)
     # the operators allow the rounds; their minimum cluster size applies to every round's counts
     node = {"min-cluster-size": 5, "allow-strategies": "contingency,rounds"}
     lab = Lab(tmp_path, secure=False)

@@ -30,6 +30,17 @@ def _finish_counts(nc, ct, base_col, n_col):
 
 
 @njit(cache=True)
+def _add_row(nc, ct, c, first, last, pexc, ecol, evar, base_col):
+    """Count one row of component c whose exception slots are ``pexc[first:last]``: its exceptions added,
+    their baselines taken off (``_finish_counts`` adds every baseline once per row of the component)."""
+    nc[c] += 1.0
+    for k in range(first, last):
+        e = pexc[k]
+        ct[c, ecol[e]] += 1.0
+        ct[c, base_col[evar[e]]] -= 1.0
+
+
+@njit(cache=True)
 def counts(pat_start, row_of, pexc_start, pexc, ecol, evar, base_col, z, n_col, n_comp):
     """Component sizes (C,) and component-by-modality counts (C, P) of the allocation ``z``."""
     nc = np.zeros(n_comp)
@@ -37,11 +48,7 @@ def counts(pat_start, row_of, pexc_start, pexc, ecol, evar, base_col, z, n_col, 
     for u in range(pat_start.size - 1):
         for j in range(pat_start[u], pat_start[u + 1]):
             c = z[row_of[j]]
-            nc[c] += 1.0
-            for k in range(pexc_start[u], pexc_start[u + 1]):
-                e = pexc[k]
-                ct[c, ecol[e]] += 1.0
-                ct[c, base_col[evar[e]]] -= 1.0
+            _add_row(nc, ct, c, pexc_start[u], pexc_start[u + 1], pexc, ecol, evar, base_col)
     return _finish_counts(nc, ct, base_col, n_col)
 
 
@@ -102,9 +109,5 @@ def sweep_patterns(pat_start, row_of, pexc_start, pexc, ecol, evar, base_col, lo
             while c < n_c - 1 and cum[c] < r:
                 c += 1
             z[i] = c
-            nc[c] += 1.0
-            for k in range(pexc_start[u], pexc_start[u + 1]):
-                e = pexc[k]
-                ct[c, ecol[e]] += 1.0
-                ct[c, base_col[evar[e]]] -= 1.0
+            _add_row(nc, ct, c, pexc_start[u], pexc_start[u + 1], pexc, ecol, evar, base_col)
     return _finish_counts(nc, ct, base_col, n_col)
