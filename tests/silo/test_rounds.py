@@ -178,3 +178,15 @@ def test_an_annealed_sweep_draws_from_the_tempered_conditional_and_a_kept_round_
     with pytest.raises(ConfigError, match="inverse_temperature"):
         silo.handle(RoundSweepRequest(round=2, log_pi=log_pi, log_profiles=log_prof, keep=True, seed_entropy=3,
                                       spawn_key=(3, 2, 0), inverse_temperature=2.0))
+
+
+def test_a_deployment_refuses_an_annealed_sweep(silo_data):
+    # tempering raises the profiles to a power, past the floor the gate puts on them
+    silo, k = _ready(silo_data, SiloPolicy(allowed_strategies=("contingency", "rounds"), require_announcement=False))
+    silo.handle(RoundStartRequest(start=np.arange(k), n_components=k))
+    log_pi, log_prof = _draw(silo, k)
+    with pytest.raises(DisclosureError, match="annealed"):
+        silo.handle(RoundSweepRequest(round=2, log_pi=log_pi, log_profiles=log_prof, keep=False, seed_entropy=3,
+                                      spawn_key=(3, 2, 0), inverse_temperature=2.0))
+    assert silo.handle(RoundSweepRequest(round=2, log_pi=log_pi, log_profiles=log_prof, keep=False, seed_entropy=3,
+                                         spawn_key=(3, 2, 0))).cluster.shape == (k,)

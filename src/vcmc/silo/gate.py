@@ -571,6 +571,12 @@ def _admit_round(gate: Gate, request):
         raise ConfigError("round sweep: log probabilities must be finite")
     if len(request.spawn_key) > 16:
         raise ConfigError("round sweep: the spawn key must be at most 16 numbers")
+    if float(request.inverse_temperature) != 1.0 and not gate.policy.whole_round_counts:
+        # a draw at inverse temperature g uses the profiles to the power g: it would undo the profile floor
+        # below (floor^g), so outside the analyst's own session the rows are drawn at temperature 1 only
+        raise DisclosureError(f"silo {gate.silo.name!r}: an annealed round sweep (inverse temperature other than "
+                              "1) is answered only in the analyst's own session: it sharpens the profiles past "
+                              "the profile floor (docs/federation.md)")
     rc.profiles("round sweep profiles", np.exp(log_prof), (log_pi.shape[0], gate.silo.n_columns),
                 gate.silo.n_modalities, floor=0.0)
     # the profile floor in log space (an honest draw's entries are far above it and pass unchanged)
