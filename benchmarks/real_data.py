@@ -85,6 +85,7 @@ METHODS = {
     "vcmc-rounds-500-anneal-2": ["--rounds", "500", "--set", "aggregation.round-anneal=2.0"],
     "vcmc-rounds-500-anneal-4": ["--rounds", "500", "--set", "aggregation.round-anneal=4.0"],
     "vcmc-rounds-2000-anneal-2": ["--rounds", "2000", "--set", "aggregation.round-anneal=2.0"],
+    "vcmc-rounds-2000-silo": ["--rounds", "2000", "--set", "aggregation.round-labels=silo"],
 }
 
 COMMON: list[str] = []      # vcmc fit arguments of every run (--components)

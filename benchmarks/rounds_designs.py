@@ -9,6 +9,7 @@ generalisation/).
     python benchmarks/rounds_designs.py --designs sparse-25/medium sparse-40/poor thirty-sparse/easy \\
         --rounds 500 2000 --replicates 3 --out docs/results/real/rounds
     python benchmarks/rounds_designs.py --designs paper --rounds 2000 --replicates 5 --name paper-designs
+    python benchmarks/rounds_designs.py --designs paper --rounds 2000 --round-labels pooled silo --replicates 5
 
 ``--designs paper`` stands for the paper's six scenarios (``homogeneous/easy`` ... ``non-nested/poor``: 4 silos x
 1,000 rows, 10 variables, C+ = 15, ``vcmc.research.simulate.simulate_design``); their paper's VCMC and full-MCMC
@@ -41,6 +42,9 @@ def main(argv=None) -> None:
                     choices=[*GENERALISATION_DESIGNS, *PAPER_SCENARIOS, "paper"])
     ap.add_argument("--name", default="designs", help="output files OUT/NAME.{json,md} (default designs)")
     ap.add_argument("--rounds", nargs="+", type=int, default=[500, 2000])
+    ap.add_argument("--round-labels", nargs="+", default=["pooled"], choices=["pooled", "silo"],
+                    help="aggregation.round_labels of the rounds' runs (each asked: one run per R; 'silo' runs are "
+                         "labelled rounds-R-silo)")
     ap.add_argument("--replicates", type=int, default=3)
     ap.add_argument("--iterations", type=int, default=10_000)
     ap.add_argument("--jobs", type=int, default=2)
@@ -60,9 +64,12 @@ def main(argv=None) -> None:
             sampler = SamplerConfig(n_iter=args.iterations, burn_in=args.iterations // 2, thin=5)
             prior = PriorConfig(n_components=design.n_components)
             row = {"replicate": rep}
-            for label, method, rounds in [("full-mcmc", "full-mcmc", 1), ("one-shot", "vcmc", 1),
-                                          *((f"rounds-{r}", "vcmc", r) for r in args.rounds)]:
-                cfg = FitConfig(prior=prior, sampler=sampler, aggregation=AggregationConfig(rounds=rounds))
+            runs = [("full-mcmc", "full-mcmc", 1, "pooled"), ("one-shot", "vcmc", 1, "pooled"),
+                    *((f"rounds-{r}" + ("" if lab == "pooled" else f"-{lab}"), "vcmc", r, lab)
+                      for r in args.rounds for lab in args.round_labels)]
+            for label, method, rounds, labels in runs:
+                cfg = FitConfig(prior=prior, sampler=sampler,
+                                aggregation=AggregationConfig(rounds=rounds, round_labels=labels))
                 t0 = time.perf_counter()
                 res = vcmc.fit(data, config=cfg, method=method, rng=rep + 1, jobs=args.jobs, show_progress=False)
                 secs = time.perf_counter() - t0

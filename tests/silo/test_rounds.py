@@ -66,6 +66,53 @@ def test_memberships_are_the_exact_allocation_probabilities(silo_data):
     np.testing.assert_array_equal(done.counts, np.where(full >= 10, full, 0))
 
 
+def _exact_probabilities(silo, log_pi, log_prof):
+    off = profile_offsets(silo.n_modalities)
+    lp = np.tile(log_pi, (silo.codes.shape[0], 1))
+    for q in range(len(silo.n_modalities)):
+        x = silo.codes[:, q]
+        ok = x >= 0
+        lp[ok] += log_prof[:, off[q] + x[ok]].T
+    exact = np.exp(lp - lp.max(axis=1, keepdims=True))
+    return exact / exact.sum(axis=1, keepdims=True)
+
+
+def test_silo_labels_use_the_silos_own_weights_and_leave_the_draws_unchanged(silo_data):
+    # round_labels = "silo": the memberships are the allocation probabilities under the silo's own weights
+    # (posterior mean given its allocations before the sweep), the draws those of the pooled weights
+    c_extra, a = 2, 0.5
+    pooled, k = _ready(silo_data)
+    own, _ = _ready(silo_data)
+    c = k + c_extra
+    pooled.handle(RoundStartRequest(start=np.arange(k), n_components=c))
+    own.handle(RoundStartRequest(start=np.arange(k), n_components=c, silo_weight_prior=a))
+    log_pi, log_prof = _draw(own, c, seed=2)
+    log_pi = np.log(np.full(c, 1.0 / c))           # pooled weights far from the silo's own
+    z_before = own.rounds.z.copy()
+    r_pooled = _sweep(pooled, log_pi, log_prof)
+    r_own = _sweep(own, log_pi, log_prof)
+    np.testing.assert_array_equal(r_pooled.cluster, r_own.cluster)       # the same chain
+    np.testing.assert_array_equal(pooled.rounds.z, own.rounds.z)
+    n_sc = np.bincount(z_before, minlength=c)
+    own_w = (a + n_sc) / (c * a + z_before.size)
+    own.handle(RoundFinishRequest(keep=np.arange(c)))
+    pooled.handle(RoundFinishRequest(keep=np.arange(c)))
+    np.testing.assert_allclose(own.memberships, _exact_probabilities(own, np.log(own_w), log_prof), rtol=1e-10,
+                               atol=1e-12)
+    np.testing.assert_allclose(pooled.memberships, _exact_probabilities(pooled, log_pi, log_prof), rtol=1e-10,
+                               atol=1e-12)
+    assert np.any(own.assignments != pooled.assignments)   # the weights mattered for some rows
+    # the empty components (no rows of this silo) get almost no membership under the silo's own weights
+    assert own.memberships[:, k:].max() < pooled.memberships[:, k:].max()
+
+
+def test_a_round_start_with_a_bad_silo_weight_prior_is_refused(silo_data):
+    silo, k = _ready(silo_data)
+    for bad in (-1.0, float("nan"), float("inf")):
+        with pytest.raises(ConfigError, match="silo_weight_prior"):
+            silo.handle(RoundStartRequest(start=np.arange(k), n_components=k, silo_weight_prior=bad))
+
+
 def test_a_deployment_refuses_rounds_unless_its_operator_allows_them(silo_data):
     silo, k = _ready(silo_data, SiloPolicy(allowed_strategies=("contingency",), require_announcement=False))
     with pytest.raises(DisclosureError, match="rounds"):
@@ -99,12 +146,13 @@ def test_rounds_need_the_one_shot_labels_and_a_start(silo_data):
 
 def test_round_state_survives_export_and_restore(silo_data):
     silo, k = _ready(silo_data)
-    silo.handle(RoundStartRequest(start=np.arange(k), n_components=k + 1))
+    silo.handle(RoundStartRequest(start=np.arange(k), n_components=k + 1, silo_weight_prior=0.3))
     log_pi, log_prof = _draw(silo, k + 1)
     _sweep(silo, log_pi, log_prof)
     state = silo.export_state()
     fresh = LocalSilo(silo_data, run_key="run-1")
     fresh.restore_state(state)
+    assert fresh.rounds.silo_weight_prior == 0.3
     a = _sweep(silo, log_pi, log_prof, r=3)
     b = _sweep(fresh, log_pi, log_prof, r=3)
     np.testing.assert_array_equal(a.cluster, b.cluster)

@@ -39,6 +39,7 @@ ChainStop = Literal["fixed", "converged"]
 # generalisation suite and the EHR cohort is stationary well before it (docs/design.md §4.1.1).
 AUTO_BURN_IN = 5_000
 AssignMode = Literal["posterior", "local"]
+RoundLabels = Literal["pooled", "silo"]
 
 
 def option(default, *, flag: str | None = None, negate: bool = False):
@@ -439,6 +440,12 @@ class AggregationConfig:
         Gibbs throughout). Above 1 the larger of two copies of a cluster wins its rows faster (the start's
         copies otherwise trade rows at random for thousands of rounds); the second half of the burn-in and
         the kept rounds are plain Gibbs (docs/design.md §16).
+    round_labels : {"pooled", "silo"}
+        Which weights the rounds' memberships use (the chain is the same either way). "pooled" (default): the
+        pooled model's, i.e. each row's allocation probabilities averaged over the kept rounds. "silo": each
+        silo's own weights of the components (the posterior mean given its allocations, prior
+        ``prior.alpha``) with the pooled profiles, as the one-shot pass labels with the silo's own weights; a
+        cluster common in one silo and rare elsewhere keeps its borderline rows there (docs/design.md §16).
     """
 
     strategy: Strategy = option("contingency", flag="--strategy")
@@ -459,6 +466,7 @@ class AggregationConfig:
     rounds: int = option(1, flag="--rounds")
     round_components: int = 0
     round_anneal: float = 1.0
+    round_labels: RoundLabels = "pooled"
 
     def __post_init__(self):
         _check_choices(self)

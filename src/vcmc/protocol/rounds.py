@@ -27,13 +27,18 @@ from vcmc.protocol.message import Message
 @dataclass(frozen=True)
 class RoundStartRequest(Message):
     """Start the rounds: the allocation of a row with one-shot label k is component ``start[k]`` (``start``
-    has one entry per global cluster of the one-shot result), of ``n_components``."""
+    has one entry per global cluster of the one-shot result), of ``n_components``. ``silo_weight_prior``
+    (version 2): 0, the memberships are the rows' allocation probabilities under the server's weights (the
+    pooled model's); above 0, under the silo's own weights of the components, at each kept round the
+    posterior mean ``(a + n_sc) / (C a + n_s)`` given the silo's allocations before the sweep, with this
+    ``a`` (``aggregation.round_labels = "silo"``, docs/design.md §16). The draws are the same either way."""
 
     KIND = "round_start_request"
-    VERSION = 1
+    VERSION = 2
 
     start: np.ndarray
     n_components: int
+    silo_weight_prior: float = 0.0
 
 
 @dataclass(frozen=True)

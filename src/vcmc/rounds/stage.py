@@ -56,7 +56,8 @@ def refine(one_shot: GlobalResult, transport, config, *, rng, policy: FaultPolic
     srv = np.random.default_rng(np.random.SeedSequence(root.entropy, spawn_key=(*root.spawn_key, ROUNDS_KEY)))
     t0 = time.perf_counter()
 
-    replies, _ = gather(transport, {n: RoundStartRequest(start=starts[s], n_components=n_comp)
+    own = alpha if config.aggregation.round_labels == "silo" else 0.0
+    replies, _ = gather(transport, {n: RoundStartRequest(start=starts[s], n_components=n_comp, silo_weight_prior=own)
                                     for s, n in enumerate(names)}, every, stage="round start")
     cluster, modality, sent = _sum(replies)
     start_joint = log_joint(cluster, modality, alpha=alpha, beta_cols=beta_cols, n_modalities=one_shot.n_modalities)
@@ -104,7 +105,8 @@ def refine(one_shot: GlobalResult, transport, config, *, rng, policy: FaultPolic
                       "kept": bool(keep), "inverse_temperature": inv_temp})
     min_size = max(1, int(config.privacy.min_cluster_size))
     return _result(one_shot, transport, names, trace, np.asarray(kept_pi), np.asarray(kept_prof),
-                   size_sum / max(n_kept, 1), min_size, every, time.perf_counter() - t0)
+                   size_sum / max(n_kept, 1), min_size, every, time.perf_counter() - t0,
+                   labels=str(config.aggregation.round_labels))
 
 
 def start_components(partition_counts: np.ndarray, max_components: int | None = None) -> tuple[np.ndarray, int]:
@@ -165,7 +167,7 @@ def stability_of(kept: list[dict], max_rhat: float = 1.05) -> dict:
 
 
 def _result(one_shot: GlobalResult, transport, names, trace, log_pi, log_prof, mean_size, min_size: int,
-            every: FaultPolicy, seconds: float) -> GlobalResult:
+            every: FaultPolicy, seconds: float, labels: str = "pooled") -> GlobalResult:
     """The refined result: the components with at least ``min_size`` rows on average over the kept rounds
     (the minimum cluster size, the rule every local and full-data partition follows) are the global clusters,
     largest first; the silos' memberships of them; the kept draws restricted to them."""
@@ -191,6 +193,7 @@ def _result(one_shot: GlobalResult, transport, names, trace, log_pi, log_prof, m
                   "(docs/design.md §16)",
         "n_rounds": len(trace), "burn_in": len(trace) - len(kept_rounds), "n_kept": len(kept_rounds),
         "n_draws": int(pi.shape[0]), "components": int(pi.shape[1]), "kept_components": keep.tolist(),
+        "labels": labels,
         "seconds": seconds, "per_round": trace}
     diagnostics["classification"] = classification_quality([replies[n] for n in names], names)
     stability = stability_of(kept_rounds)

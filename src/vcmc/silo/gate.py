@@ -559,6 +559,9 @@ def _admit_round(gate: Gate, request):
     if isinstance(request, RoundStartRequest):
         rc.cap("round start", clusters=int(request.n_components), max_clusters=gate.policy.max_clusters)
         rc.cap("round start", clusters=np.asarray(request.start).size, max_clusters=gate.policy.max_clusters)
+        prior = float(request.silo_weight_prior)
+        if not (np.isfinite(prior) and prior >= 0):
+            raise ConfigError(f"round start: silo_weight_prior must be a finite float >= 0; got {prior!r}")
         return request
     if isinstance(request, RoundFinishRequest):
         return request

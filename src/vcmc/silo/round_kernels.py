@@ -54,12 +54,14 @@ def counts(pat_start, row_of, pexc_start, pexc, ecol, evar, base_col, z, n_col, 
 
 @njit(cache=True)
 def sweep_patterns(pat_start, row_of, pexc_start, pexc, ecol, evar, base_col, log_pi, log_prof, uniforms, keep,
-                   summed, summed_sq, z, inv_temp=1.0):
+                   summed, summed_sq, z, inv_temp=1.0, log_pi_kept=None):
     """Allocation probabilities of every pattern under ``(log_pi, log_prof)`` (C,), (C, P), added to
     ``summed`` (U, C) when ``keep``; every row's component drawn from its pattern's probabilities with its
     own uniform (``uniforms[row]``: the draws do not depend on the patterns' order); returns the counts of
     the new allocation. ``inv_temp`` (burn-in only): the log-probabilities are multiplied by it before they
-    are normalised (the conditional at temperature ``1 / inv_temp``)."""
+    are normalised (the conditional at temperature ``1 / inv_temp``). ``log_pi_kept`` (C,), when given: the
+    probabilities added to ``summed`` are those under these weights instead of ``log_pi`` (the silo's own
+    weights of the components, ``aggregation.round_labels = "silo"``); the draw still uses ``log_pi``."""
     n_c, n_col = log_prof.shape
     n_var = base_col.size
     base = log_pi.copy()
@@ -74,9 +76,16 @@ def sweep_patterns(pat_start, row_of, pexc_start, pexc, ecol, evar, base_col, lo
         for c in range(n_c):
             v = log_prof[c, col] if col < n_col else 0.0     # a missing cell: no term
             delta[e, c] = v - log_prof[c, b]
+    shift = np.zeros(n_c)          # log_pi_kept - log_pi: the kept probabilities' weights
+    own = False
+    if log_pi_kept is not None:    # (a test on the argument itself: numba prunes the branch for None)
+        own = True
+        for c in range(n_c):
+            shift[c] = log_pi_kept[c] - log_pi[c]
     nc = np.zeros(n_c)
     ct = np.zeros((n_c, n_col + n_var))
     lp = np.empty(n_c)
+    lq = np.empty(n_c)
     cum = np.empty(n_c)
     for u in range(pat_start.size - 1):
         m = -np.inf
@@ -86,6 +95,20 @@ def sweep_patterns(pat_start, row_of, pexc_start, pexc, ecol, evar, base_col, lo
             e = pexc[k]
             for c in range(n_c):
                 lp[c] += delta[e, c]
+        if keep and own:
+            mq = -np.inf
+            for c in range(n_c):
+                lq[c] = lp[c] + shift[c]
+                if lq[c] > mq:
+                    mq = lq[c]
+            sq = 0.0
+            for c in range(n_c):
+                lq[c] = np.exp(lq[c] - mq)
+                sq += lq[c]
+            for c in range(n_c):
+                p = lq[c] / sq
+                summed[u, c] += p
+                summed_sq[u, c] += p * p
         for c in range(n_c):
             lp[c] *= inv_temp
             if lp[c] > m:
@@ -97,7 +120,7 @@ def sweep_patterns(pat_start, row_of, pexc_start, pexc, ecol, evar, base_col, lo
         run = 0.0
         for c in range(n_c):
             p = lp[c] / s
-            if keep:
+            if keep and not own:
                 summed[u, c] += p
                 summed_sq[u, c] += p * p
             run += p

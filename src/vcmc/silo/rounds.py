@@ -38,6 +38,7 @@ class RoundState:
     summed_sq: np.ndarray     # (U, C) their squares (the Monte Carlo error of the memberships)
     n_kept: int = 0
     last_round: int = 0
+    silo_weight_prior: float = 0.0   # > 0: memberships under the silo's own weights (RoundStartRequest)
 
     FIELDS = ("z", "summed", "summed_sq")
     LAYOUT_FIELDS = ("base_col", "ecol", "evar", "pat_start", "row_of", "pexc_start", "pexc")
@@ -47,6 +48,7 @@ class RoundState:
         out.update({f"rounds.layout.{f}": np.asarray(getattr(self.layout, f)) for f in self.LAYOUT_FIELDS})
         out["rounds.meta"] = np.asarray([self.n_components, self.n_kept, self.last_round,
                                          self.layout.n_row_exceptions], dtype=np.int64)
+        out["rounds.silo_weight_prior"] = np.asarray([self.silo_weight_prior], dtype=np.float64)
         return out
 
     @classmethod
@@ -58,8 +60,10 @@ class RoundState:
         c, kept, last, n_exc = (int(v) for v in np.asarray(state["rounds.meta"]))
         layout = SparseLayout(**{f: np.asarray(state[f"rounds.layout.{f}"]) for f in cls.LAYOUT_FIELDS},
                               n_row_exceptions=n_exc)
+        key = "rounds.silo_weight_prior"      # absent from a state saved before version 2 of the start
+        prior = float(np.asarray(state[key])[0]) if key in state else 0.0
         return cls(layout=layout, **{f: np.asarray(state[f"rounds.{f}"]) for f in cls.FIELDS}, n_components=c,
-                   n_kept=kept, last_round=last)
+                   n_kept=kept, last_round=last, silo_weight_prior=prior)
 
     def kernel_layout(self) -> tuple[np.ndarray, ...]:
         """The layout's arrays in the kernels' argument order (``vcmc.silo.round_kernels``)."""
@@ -93,7 +97,11 @@ def start(silo, request: RoundStartRequest) -> RoundCountsReply:
     offsets = profile_offsets(silo.n_modalities)
     layout = sparse_layout(np.ascontiguousarray(silo.codes, dtype=np.int16), offsets)
     u = layout.n_patterns
-    silo.rounds = RoundState(layout=layout, z=z, n_components=c, summed=np.zeros((u, c)), summed_sq=np.zeros((u, c)))
+    prior = float(request.silo_weight_prior)
+    if not (np.isfinite(prior) and prior >= 0):
+        raise ConfigError(f"round start: silo_weight_prior must be a finite float >= 0; got {prior!r}")
+    silo.rounds = RoundState(layout=layout, z=z, n_components=c, summed=np.zeros((u, c)), summed_sq=np.zeros((u, c)),
+                             silo_weight_prior=prior)
     from vcmc.silo.round_kernels import counts
 
     nc, ct = counts(*silo.rounds.kernel_layout(), z, int(offsets[-1]), c)
@@ -124,8 +132,15 @@ def sweep(silo, request: RoundSweepRequest) -> RoundCountsReply:
         raise ConfigError(f"round sweep: inverse_temperature must be a finite float > 0, and 1 in a kept round; "
                           f"got {inv_temp!r} (keep={bool(request.keep)})")
     uniforms = rng.random(st.z.size)
+    own = None
+    if request.keep and st.silo_weight_prior > 0:
+        # the silo's own weights given its allocations before this sweep: the posterior mean under a
+        # symmetric Dirichlet(a) (the memberships of a model whose weights differ by silo, docs/design.md §16)
+        a = st.silo_weight_prior
+        n_sc = np.bincount(st.z, minlength=st.n_components).astype(np.float64)
+        own = np.log((a + n_sc) / (st.n_components * a + st.z.size))
     nc, ct = sweep_patterns(*st.kernel_layout(), log_pi, log_prof, uniforms, bool(request.keep), st.summed,
-                            st.summed_sq, st.z, inv_temp)
+                            st.summed_sq, st.z, inv_temp, own)
     if request.keep:
         st.n_kept += 1
     st.last_round = int(request.round)
