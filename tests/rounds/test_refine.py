@@ -21,8 +21,9 @@ def small_silo_design():
                     exact=True)
 
 
-def _fit(data, rounds, *, jobs=1, seed=1):
-    cfg = FitConfig(sampler=SamplerConfig(n_iter=N_ITER), aggregation=AggregationConfig(rounds=rounds))
+def _fit(data, rounds, *, jobs=1, seed=1, labels="pooled"):
+    cfg = FitConfig(sampler=SamplerConfig(n_iter=N_ITER),
+                    aggregation=AggregationConfig(rounds=rounds, round_labels=labels))
     return vcmc.fit(data, config=cfg, rng=seed, jobs=jobs)
 
 
@@ -81,10 +82,30 @@ def test_same_seed_same_result_whatever_the_number_of_processes(small_silo_desig
             np.testing.assert_array_equal(x, y)
 
 
-def test_memberships_agree_with_prediction_from_the_result_draws(small_silo_design, refined):
-    """The rounds' memberships average each row's allocation probabilities over the kept rounds' draws, which
-    are the result's global draws (all of them when at most 1,000 are kept): predicting the same rows from
-    the result (what ``vcmc predict`` and ``predict_proba`` do) gives the same memberships."""
+def test_silo_labels_change_the_memberships_not_the_chain(small_silo_design):
+    # aggregation.round_labels = "silo": the same draws seed for seed, memberships under each silo's own
+    # weights (their exact values: tests/silo/test_rounds.py)
+    pooled = _fit(small_silo_design, 40, labels="pooled")
+    own = _fit(small_silo_design, 40, labels="silo")
+    np.testing.assert_array_equal(pooled.pi_draws, own.pi_draws)
+    np.testing.assert_array_equal(pooled.profile_draws, own.profile_draws)
+    assert own.diagnostics["rounds"]["labels"] == "silo" and pooled.diagnostics["rounds"]["labels"] == "pooled"
+    assert any(not np.allclose(a, b) for a, b in zip(pooled.memberships, own.memberships, strict=True))
+    for m in own.memberships:
+        np.testing.assert_allclose(m.sum(axis=1), 1.0)
+
+
+@pytest.fixture(scope="module")
+def refined_pooled(small_silo_design):
+    return _fit(small_silo_design, 600, labels="pooled")
+
+
+def test_memberships_agree_with_prediction_from_the_result_draws(small_silo_design, refined_pooled):
+    """With pooled labels the rounds' memberships average each row's allocation probabilities over the kept
+    rounds' draws, which are the result's global draws (all of them when at most 1,000 are kept): predicting
+    the same rows from the result (what ``vcmc predict`` and ``predict_proba`` do, with the global weights: a
+    new person belongs to no silo, docs/design.md §8.2) gives the same memberships."""
+    refined = refined_pooled
     from vcmc.silo.memberships import memberships_to_target
 
     n_mod = small_silo_design.silos[0].schema.n_modalities

@@ -441,11 +441,12 @@ class AggregationConfig:
         copies otherwise trade rows at random for thousands of rounds); the second half of the burn-in and
         the kept rounds are plain Gibbs (docs/design.md §16).
     round_labels : {"pooled", "silo"}
-        Which weights the rounds' memberships use (the chain is the same either way). "pooled" (default): the
-        pooled model's, i.e. each row's allocation probabilities averaged over the kept rounds. "silo": each
+        Which weights the rounds' memberships use (the chain is the same either way). "silo" (default): each
         silo's own weights of the components (the posterior mean given its allocations, prior
         ``prior.alpha``) with the pooled profiles, as the one-shot pass labels with the silo's own weights; a
-        cluster common in one silo and rare elsewhere keeps its borderline rows there (docs/design.md §16).
+        cluster common in one silo and rare elsewhere keeps its borderline rows there (the paper's
+        heterogeneous designs, docs/results/real/rounds/). "pooled": the pooled model's weights, i.e. each
+        row's allocation probabilities averaged over the kept rounds (full-data MCMC's labels).
     """
 
     strategy: Strategy = option("contingency", flag="--strategy")
@@ -466,7 +467,7 @@ class AggregationConfig:
     rounds: int = option(1, flag="--rounds")
     round_components: int = 0
     round_anneal: float = 1.0
-    round_labels: RoundLabels = "pooled"
+    round_labels: RoundLabels = "silo"
 
     def __post_init__(self):
         _check_choices(self)
