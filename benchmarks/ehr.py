@@ -55,7 +55,8 @@ def _config(args):
     return FitConfig(prior=PriorConfig(n_components=args.components), sampler=sampler,
                      postprocess=PostprocessConfig(summary_draws=args.summary_draws),
                      aggregation=AggregationConfig(rounds=args.rounds, round_components=args.round_components,
-                                                   round_anneal=args.round_anneal))
+                                                   round_anneal=args.round_anneal,
+                                                   round_split_merge=args.round_split_merge == "true"))
 
 
 def _write_report(result, schema, data_dir: Path, report_dir: Path) -> None:
@@ -425,6 +426,8 @@ def main() -> None:
     ap.add_argument("--round-components", type=int, default=0,
                     help="aggregation.round_components (0: the library's default)")
     ap.add_argument("--round-anneal", type=float, default=1.0, help="aggregation.round_anneal (default 1)")
+    ap.add_argument("--round-split-merge", choices=["true", "false"], default="false",
+                    help="aggregation.round_split_merge (default false)")
     ap.add_argument("--methods", default="vcmc,full-mcmc,fedmerdel")
     ap.add_argument("--out", default="docs/results/ehr")
     ap.add_argument("--data", default=None, help="folder for the silo files (default: a temporary folder)")
@@ -476,7 +479,8 @@ def main() -> None:
               "protocol": {"iterations": args.iterations, "burn_in": args.burn_in, "thin": args.thin, "stop": args.stop,
                            "components": args.components, "summary_draws": args.summary_draws, "jobs": args.jobs,
                            "seed": args.seed, **({"rounds": args.rounds, "round_components": args.round_components,
-                                                  "round_anneal": args.round_anneal}
+                                                  "round_anneal": args.round_anneal,
+                                                  "round_split_merge": args.round_split_merge == "true"}
                                                  if args.rounds > 1 else {})},
               "data_s": {"simulate": t_sim, "write_csv": t_write, "read_and_encode": t_read},
               "truth": {"sizes": truth["sizes"]}, "runs": {}}
@@ -492,7 +496,7 @@ def main() -> None:
         cmd = [sys.executable, __file__, "--worker", method, "--data", str(data_dir),
                *[f"--{k.replace('_', '-')}={v}" for k, v in vars(args).items()
                  if k in ("iterations", "burn_in", "thin", "stop", "components", "summary_draws", "jobs", "seed",
-                          "rounds", "round_components", "round_anneal")],
+                          "rounds", "round_components", "round_anneal", "round_split_merge")],
                *(["--report-dir", str(out_dir / f"report-{tag}")] if method == "vcmc" else [])]
         t0 = time.perf_counter()
         proc = subprocess.run(cmd, text=True)

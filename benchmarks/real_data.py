@@ -86,6 +86,9 @@ METHODS = {
     "vcmc-rounds-500-anneal-4": ["--rounds", "500", "--set", "aggregation.round-anneal=4.0"],
     "vcmc-rounds-2000-anneal-2": ["--rounds", "2000", "--set", "aggregation.round-anneal=2.0"],
     "vcmc-rounds-2000-silo": ["--rounds", "2000", "--set", "aggregation.round-labels=silo"],
+    "vcmc-rounds-2000-pooled": ["--rounds", "2000", "--set", "aggregation.round-labels=pooled"],
+    "vcmc-rounds-500-split-merge": ["--rounds", "500", "--set", "aggregation.round-split-merge=true"],
+    "vcmc-rounds-2000-split-merge": ["--rounds", "2000", "--set", "aggregation.round-split-merge=true"],
 }
 
 COMMON: list[str] = []      # vcmc fit arguments of every run (--components)

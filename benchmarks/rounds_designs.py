@@ -45,6 +45,8 @@ def main(argv=None) -> None:
     ap.add_argument("--round-labels", nargs="+", default=["pooled"], choices=["pooled", "silo"],
                     help="aggregation.round_labels of the rounds' runs (each asked: one run per R; 'silo' runs are "
                          "labelled rounds-R-silo)")
+    ap.add_argument("--split-merge", action="store_true",
+                    help="also run each R with aggregation.round_split_merge (labelled rounds-R[-labels]-sm)")
     ap.add_argument("--replicates", type=int, default=3)
     ap.add_argument("--iterations", type=int, default=10_000)
     ap.add_argument("--jobs", type=int, default=2)
@@ -64,12 +66,15 @@ def main(argv=None) -> None:
             sampler = SamplerConfig(n_iter=args.iterations, burn_in=args.iterations // 2, thin=5)
             prior = PriorConfig(n_components=design.n_components)
             row = {"replicate": rep}
-            runs = [("full-mcmc", "full-mcmc", 1, "pooled"), ("one-shot", "vcmc", 1, "pooled"),
-                    *((f"rounds-{r}" + ("" if lab == "pooled" else f"-{lab}"), "vcmc", r, lab)
-                      for r in args.rounds for lab in args.round_labels)]
-            for label, method, rounds, labels in runs:
+            runs = [("full-mcmc", "full-mcmc", 1, "pooled", False), ("one-shot", "vcmc", 1, "pooled", False),
+                    *((f"rounds-{r}" + ("" if lab == "pooled" else f"-{lab}") + ("-sm" if sm else ""), "vcmc", r,
+                       lab, sm)
+                      for r in args.rounds for lab in args.round_labels
+                      for sm in ((False, True) if args.split_merge else (False,)))]
+            for label, method, rounds, labels, sm in runs:
                 cfg = FitConfig(prior=prior, sampler=sampler,
-                                aggregation=AggregationConfig(rounds=rounds, round_labels=labels))
+                                aggregation=AggregationConfig(rounds=rounds, round_labels=labels,
+                                                              round_split_merge=sm))
                 t0 = time.perf_counter()
                 res = vcmc.fit(data, config=cfg, method=method, rng=rep + 1, jobs=args.jobs, show_progress=False)
                 secs = time.perf_counter() - t0

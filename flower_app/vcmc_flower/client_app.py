@@ -76,3 +76,8 @@ def round_sweep(message: Message, context: Context) -> Message:
 @app.query("round_finish")
 def round_finish(message: Message, context: Context) -> Message:
     return client_handle(message, context)
+
+
+@app.query("round_move")
+def round_move(message: Message, context: Context) -> Message:
+    return client_handle(message, context)

@@ -110,8 +110,8 @@ def _lca_rounds(call, names, silos):
 
 def _global_rounds(call, names, silos):
     """Every message of the global-informed rounds (docs/design.md §16): start from the labels of the assign
-    request above (one cluster), two sweeps (the second kept), finish."""
-    from vcmc.protocol.rounds import RoundFinishRequest, RoundStartRequest, RoundSweepRequest
+    request above (one cluster), two sweeps (the second kept), a merge and a split proposal, finish."""
+    from vcmc.protocol.rounds import RoundFinishRequest, RoundMoveRequest, RoundStartRequest, RoundSweepRequest
 
     c = len(names)
     starts = call({n: RoundStartRequest(start=np.array([s]), n_components=c) for s, n in enumerate(names)})
@@ -122,6 +122,11 @@ def _global_rounds(call, names, silos):
         prof = np.hstack([rng.dirichlet(np.ones(m), size=c) for m in silos[0].n_modalities])
         call({n: RoundSweepRequest(round=r, log_pi=log_pi, log_profiles=np.log(prof), keep=r == 3, seed_entropy=5,
                                    spawn_key=(3, r, s)) for s, n in enumerate(names)})
+    log_prof = np.log(prof)
+    for kind in ("merge", "split"):
+        call({n: RoundMoveRequest(kind=kind, a=0, b=1, log_profile_a=log_prof[0], log_profile_b=log_prof[1],
+                                  log_rho=np.log(0.3), log_1m_rho=np.log(0.7), seed_entropy=5, spawn_key=(3, 4, s, 1))
+              for s, n in enumerate(names)})
     call({n: RoundFinishRequest(keep=np.arange(c)) for n in names})
 
 

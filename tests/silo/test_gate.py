@@ -140,6 +140,10 @@ def test_handle_releases_every_reply_through_the_gate(silo_data, monkeypatch):
     prof_c = np.concatenate([prof[0], prof[0]])
     silo.handle(RoundSweepRequest(round=2, log_pi=np.log(np.full(c, 1.0 / c)), log_profiles=np.log(prof_c),
                                   keep=True, seed_entropy=1, spawn_key=(3, 2, 0)))
+    from vcmc.protocol.rounds import RoundMoveRequest
+
+    silo.handle(RoundMoveRequest(kind="split", a=k, b=0, log_profile_a=np.log(prof_c[k]), log_profile_b=np.log(prof_c[0]),
+                                 log_rho=np.log(0.5), log_1m_rho=np.log(0.5), seed_entropy=1, spawn_key=(3, 2, 0, 1)))
     silo.handle(RoundFinishRequest(keep=np.arange(k)))
     assert set(admitted) == set(REPLY_TYPE)
     assert set(released) == set(REPLY_TYPE.values()) - {LcaStructuralReply}

@@ -79,7 +79,7 @@ def _exact_probabilities(silo, log_pi, log_prof):
 
 def test_silo_labels_use_the_silos_own_weights_and_leave_the_draws_unchanged(silo_data):
     # round_labels = "silo": the memberships are the allocation probabilities under the silo's own weights
-    # (posterior mean given its allocations before the sweep), the draws those of the pooled weights
+    # (posterior mean given the allocation it drew), the draws those of the pooled weights
     c_extra, a = 2, 0.5
     pooled, k = _ready(silo_data)
     own, _ = _ready(silo_data)
@@ -88,13 +88,13 @@ def test_silo_labels_use_the_silos_own_weights_and_leave_the_draws_unchanged(sil
     own.handle(RoundStartRequest(start=np.arange(k), n_components=c, silo_weight_prior=a))
     log_pi, log_prof = _draw(own, c, seed=2)
     log_pi = np.log(np.full(c, 1.0 / c))           # pooled weights far from the silo's own
-    z_before = own.rounds.z.copy()
     r_pooled = _sweep(pooled, log_pi, log_prof)
     r_own = _sweep(own, log_pi, log_prof)
     np.testing.assert_array_equal(r_pooled.cluster, r_own.cluster)       # the same chain
     np.testing.assert_array_equal(pooled.rounds.z, own.rounds.z)
-    n_sc = np.bincount(z_before, minlength=c)
-    own_w = (a + n_sc) / (c * a + z_before.size)
+    z_drawn = own.rounds.z                          # the weights are those of the allocation just drawn
+    n_sc = np.bincount(z_drawn, minlength=c)
+    own_w = (a + n_sc) / (c * a + z_drawn.size)
     own.handle(RoundFinishRequest(keep=np.arange(c)))
     pooled.handle(RoundFinishRequest(keep=np.arange(c)))
     np.testing.assert_allclose(own.memberships, _exact_probabilities(own, np.log(own_w), log_prof), rtol=1e-10,
@@ -102,8 +102,6 @@ def test_silo_labels_use_the_silos_own_weights_and_leave_the_draws_unchanged(sil
     np.testing.assert_allclose(pooled.memberships, _exact_probabilities(pooled, log_pi, log_prof), rtol=1e-10,
                                atol=1e-12)
     assert np.any(own.assignments != pooled.assignments)   # the weights mattered for some rows
-    # the empty components (no rows of this silo) get almost no membership under the silo's own weights
-    assert own.memberships[:, k:].max() < pooled.memberships[:, k:].max()
 
 
 def test_a_round_start_with_a_bad_silo_weight_prior_is_refused(silo_data):
@@ -111,6 +109,45 @@ def test_a_round_start_with_a_bad_silo_weight_prior_is_refused(silo_data):
     for bad in (-1.0, float("nan"), float("inf")):
         with pytest.raises(ConfigError, match="silo_weight_prior"):
             silo.handle(RoundStartRequest(start=np.arange(k), n_components=k, silo_weight_prior=bad))
+
+
+def test_a_deployment_refuses_split_merge_proposals(silo_data):
+    # a split-merge reply is a sum over rows at profiles the server chooses: the analyst's own session only
+    from vcmc.protocol.rounds import RoundMoveRequest
+
+    silo, k = _ready(silo_data, SiloPolicy(allowed_strategies=("contingency", "rounds"), require_announcement=False))
+    c = k + 1
+    silo.handle(RoundStartRequest(start=np.arange(k), n_components=c))
+    _, log_prof = _draw(silo, c)
+    with pytest.raises(DisclosureError, match="own session"):
+        silo.handle(RoundMoveRequest(kind="merge", a=0, b=1, log_profile_a=log_prof[0], log_profile_b=log_prof[1],
+                                     log_rho=np.log(0.5), log_1m_rho=np.log(0.5), seed_entropy=1, spawn_key=(1,)))
+
+
+def test_split_merge_sums_are_the_exact_split_probabilities(silo_data):
+    from vcmc.protocol.rounds import RoundMoveRequest
+
+    silo, k = _ready(silo_data)
+    c = k + 1
+    silo.handle(RoundStartRequest(start=np.arange(k), n_components=c))
+    _, log_prof = _draw(silo, c, seed=6)
+    z = silo.rounds.z
+    rho = 0.3
+    lp = _exact_probabilities(silo, np.log([rho, 1 - rho]), log_prof[:2])     # P(a), P(b) of every row
+    merge = silo.handle(RoundMoveRequest(kind="merge", a=0, b=1, log_profile_a=log_prof[0], log_profile_b=log_prof[1],
+                                         log_rho=np.log(rho), log_1m_rho=np.log(1 - rho), seed_entropy=1,
+                                         spawn_key=(1,)))
+    want = np.log(lp[z == 0, 0]).sum() + np.log(lp[z == 1, 1]).sum()
+    assert merge.log_q == pytest.approx(want, rel=1e-10)
+    split = silo.handle(RoundMoveRequest(kind="split", a=0, b=1, log_profile_a=log_prof[0], log_profile_b=log_prof[1],
+                                         log_rho=np.log(rho), log_1m_rho=np.log(1 - rho), seed_entropy=1,
+                                         spawn_key=(1,)))
+    moved = silo.rounds.last_split
+    rows_a = np.flatnonzero(z == 0)
+    assert set(moved) <= set(rows_a) and split.cluster_b == moved.size
+    stay = np.setdiff1d(rows_a, moved)
+    assert split.log_q == pytest.approx(np.log(lp[moved, 1]).sum() + np.log(lp[stay, 0]).sum(), rel=1e-10)
+    np.testing.assert_array_equal(silo.rounds.z, z)        # a proposal changes nothing in the silo
 
 
 def test_a_deployment_refuses_rounds_unless_its_operator_allows_them(silo_data):

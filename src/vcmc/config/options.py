@@ -442,11 +442,15 @@ class AggregationConfig:
         the kept rounds are plain Gibbs (docs/design.md §16).
     round_labels : {"pooled", "silo"}
         Which weights the rounds' memberships use (the chain is the same either way). "silo" (default): each
-        silo's own weights of the components (the posterior mean given its allocations, prior
+        silo's own weights of the components (the posterior mean given its drawn allocation, prior
         ``prior.alpha``) with the pooled profiles, as the one-shot pass labels with the silo's own weights; a
         cluster common in one silo and rare elsewhere keeps its borderline rows there (the paper's
         heterogeneous designs, docs/results/real/rounds/). "pooled": the pooled model's weights, i.e. each
         row's allocation probabilities averaged over the kept rounds (full-data MCMC's labels).
+    round_split_merge : bool
+        A split-merge Metropolis-Hastings proposal after every round's sweep (default False): two copies of
+        one cluster merge in one accepted step instead of by drift; the chain still samples the pooled
+        posterior (docs/design.md §16). Answered by a silo only in the analyst's own session.
     """
 
     strategy: Strategy = option("contingency", flag="--strategy")
@@ -468,6 +472,7 @@ class AggregationConfig:
     round_components: int = 0
     round_anneal: float = 1.0
     round_labels: RoundLabels = "silo"
+    round_split_merge: bool = False
 
     def __post_init__(self):
         _check_choices(self)

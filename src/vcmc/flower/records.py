@@ -22,6 +22,7 @@ ACTION = {
     "round_start_request": "round_start",
     "round_sweep_request": "round_sweep",
     "round_finish_request": "round_finish",
+    "round_move_request": "round_move",
 }
 """Flower message type ``query.<action>`` of each request kind (the ClientApp registers one handler each)."""
 

@@ -23,6 +23,8 @@ from vcmc.protocol.rounds import (
     ROUND_MESSAGE_TYPES,
     RoundCountsReply,
     RoundFinishRequest,
+    RoundMoveReply,
+    RoundMoveRequest,
     RoundStartRequest,
     RoundSweepRequest,
 )
@@ -335,6 +337,7 @@ REPLY_TYPE: dict[type[Message], type[Message]] = {
     RoundStartRequest: RoundCountsReply,
     RoundSweepRequest: RoundCountsReply,
     RoundFinishRequest: AssignReply,
+    RoundMoveRequest: RoundMoveReply,
 }
 """The reply type each request expects (any request may also be answered by an ``ErrorReply``)."""
 

@@ -30,7 +30,7 @@ class RoundStartRequest(Message):
     has one entry per global cluster of the one-shot result), of ``n_components``. ``silo_weight_prior``
     (version 2): 0, the memberships are the rows' allocation probabilities under the server's weights (the
     pooled model's); above 0, under the silo's own weights of the components, at each kept round the
-    posterior mean ``(a + n_sc) / (C a + n_s)`` given the silo's allocations before the sweep, with this
+    posterior mean ``(a + n_sc) / (C a + n_s)`` given the allocation the silo drew in that round, with this
     ``a`` (``aggregation.round_labels = "silo"``, docs/design.md §16). The draws are the same either way."""
 
     KIND = "round_start_request"
@@ -86,5 +86,46 @@ class RoundFinishRequest(Message):
     keep: np.ndarray
 
 
+@dataclass(frozen=True)
+class RoundMoveRequest(Message):
+    """A split-merge proposal between two components ``a`` and ``b`` (docs/design.md §16, "Split-merge
+    moves"), made on the allocation after the last sweep. The split probabilities of a row are
+    ``P(a) = rho f_a(x) / (rho f_a(x) + (1 - rho) f_b(x))`` with the profiles ``log_profile_a``,
+    ``log_profile_b`` (P,) and ``log_rho``, ``log_1m_rho`` (logs of rho and 1 - rho). ``kind`` "merge": the
+    silo returns the sum over its rows in a or b of the log of the probability of their current component
+    (nothing changes yet). "split": every row of a is drawn to a or b with these probabilities (the silo's
+    stream ``SeedSequence(seed_entropy, spawn_key=spawn_key)``) and the silo returns the sum of the log
+    probabilities of the draws and the counts of the rows drawn to b. Nothing changes in the silo either
+    way: the next sweep draws every row afresh given the server's next draw, which the server makes from
+    the counts of the state it accepted."""
+
+    KIND = "round_move_request"
+    VERSION = 1
+
+    kind: str
+    a: int
+    b: int
+    log_profile_a: np.ndarray
+    log_profile_b: np.ndarray
+    log_rho: float
+    log_1m_rho: float
+    seed_entropy: int
+    spawn_key: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class RoundMoveReply(Message):
+    """The silo's part of a split-merge proposal: ``log_q`` the sum over its rows of the log proposal
+    probabilities (a sum over rows, like every count), and for a split ``cluster_b`` the rows drawn to b and
+    ``modality_b`` (P,) their observed cells per modality column (0 and zeros for a merge)."""
+
+    KIND = "round_move_reply"
+    VERSION = 1
+
+    log_q: float
+    cluster_b: float
+    modality_b: np.ndarray
+
+
 ROUND_MESSAGE_TYPES: tuple[type[Message], ...] = (RoundStartRequest, RoundSweepRequest, RoundCountsReply,
-                                                 RoundFinishRequest)
+                                                 RoundFinishRequest, RoundMoveRequest, RoundMoveReply)

@@ -18,10 +18,11 @@ import numpy as np
 from vcmc._rng import as_seed_sequence
 from vcmc.federation.faults import FaultPolicy, gather
 from vcmc.federation.transport import local_rows
-from vcmc.model import beta_per_column
-from vcmc.protocol.rounds import RoundFinishRequest, RoundStartRequest, RoundSweepRequest
+from vcmc.model import beta_per_column, profile_offsets
+from vcmc.protocol.rounds import RoundFinishRequest, RoundMoveRequest, RoundStartRequest, RoundSweepRequest
 from vcmc.results import GlobalResult
 from vcmc.rounds.blocked_gibbs import align_to, draw_parameters, log_joint
+from vcmc.rounds.moves import propose, split_log_ratio
 
 ROUNDS_KEY = 3            # the rounds' stream under the root seed (the layout: vcmc.pipeline)
 MAX_KEPT_DRAWS = 1000      # global draws kept in the result (evenly spaced over the kept rounds)
@@ -70,6 +71,9 @@ def refine(one_shot: GlobalResult, transport, config, *, rng, policy: FaultPolic
     reference, kept_sum, n_kept = None, None, 0
     size_sum = np.zeros(n_comp)
     anneal = float(config.aggregation.round_anneal)
+    moves = bool(config.aggregation.round_split_merge)
+    offsets = profile_offsets(one_shot.n_modalities)
+    n_moves = {"merge": [0, 0], "split": [0, 0]}      # proposed, accepted
     for r in range(2, n_rounds + 1):
         log_pi, log_prof = draw_parameters(cluster, modality, alpha=alpha, beta_cols=beta_cols,
                                            n_modalities=one_shot.n_modalities, rng=srv)
@@ -84,6 +88,15 @@ def refine(one_shot: GlobalResult, transport, config, *, rng, policy: FaultPolic
         replies, _ = gather(transport, reqs, every, stage=f"round {r}")
         before = cluster[perm]             # the last counts under this round's labels
         cluster, modality, sent = _sum(replies)
+        move, accepted = None, False
+        if moves and r < n_rounds:
+            move, accepted, cluster, modality, move_sent = _split_merge(
+                transport, names, every, cluster, modality, r, root, srv, alpha=alpha, beta_cols=beta_cols,
+                offsets=offsets)
+            sent += move_sent
+            if move is not None:
+                n_moves[move][0] += 1
+                n_moves[move][1] += int(accepted)
         prof = np.exp(log_prof)
         if keep:
             # the reference of the next alignment: the mean of the kept draws (this draw during burn-in)
@@ -102,11 +115,54 @@ def refine(one_shot: GlobalResult, transport, config, *, rng, policy: FaultPolic
                       "born": int(np.count_nonzero((cluster > 0) & (before == 0))),
                       "emptied": int(np.count_nonzero((cluster == 0) & (before > 0))),
                       "rows_moved_at_least": int(np.abs(cluster - before).sum() // 2), "bytes_sent": sent,
-                      "kept": bool(keep), "inverse_temperature": inv_temp})
+                      "kept": bool(keep), "inverse_temperature": inv_temp,
+                      **({"move": move, "move_accepted": accepted} if moves else {})})
     min_size = max(1, int(config.privacy.min_cluster_size))
-    return _result(one_shot, transport, names, trace, np.asarray(kept_pi), np.asarray(kept_prof),
-                   size_sum / max(n_kept, 1), min_size, every, time.perf_counter() - t0,
-                   labels=str(config.aggregation.round_labels))
+    result = _result(one_shot, transport, names, trace, np.asarray(kept_pi), np.asarray(kept_prof),
+                     size_sum / max(n_kept, 1), min_size, every, time.perf_counter() - t0,
+                     labels=str(config.aggregation.round_labels))
+    if moves:
+        result.diagnostics["rounds"]["split_merge"] = {
+            kind: {"proposed": p, "accepted": a} for kind, (p, a) in n_moves.items()}
+    return result
+
+
+MOVE_KEY = 1   # the silos' streams of a split proposal: (..., ROUNDS_KEY, round, silo, MOVE_KEY)
+
+
+def _split_merge(transport, names, every, cluster, modality, r, root, srv, *, alpha, beta_cols, offsets):
+    """One split-merge proposal on the allocation after round r's sweep (``vcmc.rounds.moves``), decided
+    here: an accepted move changes the counts the next draw is made from (the silos' next sweep draws every
+    row afresh given that draw, so they need not apply it). Returns the kind proposed (None: no candidate),
+    whether it was accepted, the counts after it, and the bytes the silos sent."""
+    prop = propose(cluster, modality, alpha=alpha, beta_cols=beta_cols, offsets=offsets, rng=srv)
+    if prop is None:
+        return None, False, cluster, modality, 0
+    reqs = {n: RoundMoveRequest(kind=prop.kind, a=prop.a, b=prop.b, log_profile_a=prop.log_theta_a,
+                                log_profile_b=prop.log_theta_b, log_rho=prop.log_rho, log_1m_rho=prop.log_1m_rho,
+                                seed_entropy=int(root.entropy),
+                                spawn_key=(*root.spawn_key, ROUNDS_KEY, r, s, MOVE_KEY))
+            for s, n in enumerate(names)}
+    replies, _ = gather(transport, reqs, every, stage=f"round {r} move")
+    log_q = float(sum(rep.log_q for rep in replies.values()))
+    sent = sum(8 + int(np.asarray(rep.modality_b).nbytes) for rep in replies.values())
+    if prop.kind == "merge":
+        log_ratio = prop.log_server + log_q
+        new_cluster, new_modality = cluster.copy(), modality.copy()
+        new_cluster[prop.a] += cluster[prop.b]
+        new_modality[prop.a] += modality[prop.b]
+        new_cluster[prop.b] = 0.0
+        new_modality[prop.b] = 0.0
+    else:
+        n_b = float(sum(rep.cluster_b for rep in replies.values()))
+        ct_b = np.sum([np.asarray(rep.modality_b, dtype=np.float64) for rep in replies.values()], axis=0)
+        log_ratio, new_cluster, new_modality = split_log_ratio(prop, cluster, modality, n_b, ct_b, alpha=alpha,
+                                                               beta_cols=beta_cols, offsets=offsets)
+        log_ratio -= log_q
+    accept = bool(np.log(srv.random()) < log_ratio)
+    if accept:
+        return prop.kind, True, new_cluster, new_modality, sent
+    return prop.kind, False, cluster, modality, sent
 
 
 def start_components(partition_counts: np.ndarray, max_components: int | None = None) -> tuple[np.ndarray, int]:

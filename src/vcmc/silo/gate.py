@@ -57,7 +57,14 @@ from vcmc.protocol.lca import (
     LcaStructuralReply,
     LcaStructuralRequest,
 )
-from vcmc.protocol.rounds import RoundCountsReply, RoundFinishRequest, RoundStartRequest, RoundSweepRequest
+from vcmc.protocol.rounds import (
+    RoundCountsReply,
+    RoundFinishRequest,
+    RoundMoveReply,
+    RoundMoveRequest,
+    RoundStartRequest,
+    RoundSweepRequest,
+)
 from vcmc.silo import requests_check as rc
 from vcmc.silo.disclosure import protect_counts, round_counts, suppress_small_cells
 
@@ -68,6 +75,7 @@ REQUEST_NAME: dict[type[Message], str] = {
     CountsRequest: "counts", AnnounceRequest: "announce", AssignRequest: "assign", AssessRequest: "assess",
     LcaEStepRequest: "lca_estep", LcaClassifyRequest: "lca_classify", LcaStructuralRequest: "lca_structural",
     RoundStartRequest: "round_start", RoundSweepRequest: "round_sweep", RoundFinishRequest: "round_finish",
+    RoundMoveRequest: "round_move",
 }
 """The operator's name of each request type (allow-list, budgets, node config keys)."""
 
@@ -79,7 +87,7 @@ let the server choose the parameters at which a silo sums its rows
 
 DEFAULT_BUDGET = {"hello": None, "summarize": 4, "divergence": 5000, "announce": 4, "assign": 2, "assess": 1,
                   "counts": 5000, "lca_estep": 20000, "lca_classify": 200, "lca_structural": 20000,
-                  "round_start": 1, "round_sweep": 20000, "round_finish": 1}
+                  "round_start": 1, "round_sweep": 20000, "round_finish": 1, "round_move": 20000}
 """Requests of each type a run may make (None: no limit). A summarize request is retried after a failure;
 the honest server sends one assign and one assess per run."""
 
@@ -565,6 +573,8 @@ def _admit_round(gate: Gate, request):
         return request
     if isinstance(request, RoundFinishRequest):
         return request
+    if isinstance(request, RoundMoveRequest):
+        return _admit_round_move(gate, request)
     log_pi = np.asarray(request.log_pi, dtype=np.float64)
     log_prof = np.asarray(request.log_profiles, dtype=np.float64)
     if log_pi.ndim != 1 or log_prof.ndim != 2 or log_prof.shape[0] != log_pi.shape[0]:
@@ -589,12 +599,38 @@ def _admit_round(gate: Gate, request):
     return request
 
 
+def _admit_round_move(gate: Gate, request: RoundMoveRequest) -> RoundMoveRequest:
+    """A split-merge proposal: answered only in the analyst's own session (its reply is a sum over rows at
+    profiles the server chooses, and a split's counts are those of a sub-cluster the server drew; neither
+    passes the limits of a deployment's count tables); components in range, profiles finite, rho a
+    probability."""
+    if not gate.policy.whole_round_counts:
+        raise DisclosureError(f"silo {gate.silo.name!r}: the rounds' split-merge moves are answered only in the "
+                              "analyst's own session (docs/federation.md)")
+    if request.kind not in ("merge", "split"):
+        raise ConfigError(f"round move: kind must be 'merge' or 'split'; got {request.kind!r}")
+    a, b = int(request.a), int(request.b)
+    if a == b or min(a, b) < 0 or max(a, b) >= gate.policy.max_clusters:
+        raise ConfigError(f"round move: a and b must be two different components below {gate.policy.max_clusters}")
+    for name in ("log_profile_a", "log_profile_b"):
+        v = np.asarray(getattr(request, name), dtype=np.float64)
+        if v.shape != (gate.silo.n_columns,) or not np.all(np.isfinite(v)) or np.any(v > 0):
+            raise ConfigError(f"round move: {name} must be {gate.silo.n_columns} finite log probabilities")
+    lr, l1 = float(request.log_rho), float(request.log_1m_rho)
+    if not (np.isfinite(lr) and np.isfinite(l1) and lr <= 0 and l1 <= 0
+            and abs(np.logaddexp(lr, l1)) < 1e-9):
+        raise ConfigError("round move: log_rho and log_1m_rho must be the logs of rho and 1 - rho")
+    if len(request.spawn_key) > 16:
+        raise ConfigError("round move: the spawn key must be at most 16 numbers")
+    return request
+
+
 ADMIT_RULES: dict[type[Message], Callable] = {
     HelloRequest: _admit_hello, SummarizeRequest: _admit_summarize, DivergenceRequest: _admit_divergence,
     CountsRequest: _admit_counts, AnnounceRequest: _admit_announce, AssignRequest: _admit_assign,
     AssessRequest: _admit_assess, LcaEStepRequest: _admit_lca, LcaClassifyRequest: _admit_lca,
     LcaStructuralRequest: _admit_lca,
-    **dict.fromkeys((RoundStartRequest, RoundSweepRequest, RoundFinishRequest), _admit_round),
+    **dict.fromkeys((RoundStartRequest, RoundSweepRequest, RoundFinishRequest, RoundMoveRequest), _admit_round),
 }
 
 
@@ -714,6 +750,14 @@ def _release_round_counts(gate: Gate, request, reply: RoundCountsReply) -> Round
     return dataclasses.replace(reply, cluster=protected.cluster, modality=protected.modality)
 
 
+def _release_round_move(gate: Gate, request, reply: RoundMoveReply) -> RoundMoveReply:
+    """A split-merge reply leaves only in the analyst's own session (its request is refused elsewhere)."""
+    if not gate.policy.whole_round_counts:
+        raise DisclosureError(f"silo {gate.silo.name!r}: a split-merge reply is sent only in the analyst's own "
+                              "session")
+    return reply
+
+
 def _release_announce(gate: Gate, request, reply: AnnounceReply) -> AnnounceReply:
     return reply
 
@@ -828,6 +872,7 @@ RELEASE_RULES: dict[type[Message], Callable] = {
     CountsReply: _release_counts, AnnounceReply: _release_announce, AssignReply: _release_assign,
     AssessReply: _release_assess, ErrorReply: _release_error, LcaEStepReply: _release_lca,
     LcaClassifyReply: _release_lca, LcaStructuralReply: _release_lca, RoundCountsReply: _release_round_counts,
+    RoundMoveReply: _release_round_move,
 }
 """The disclosure rule of every reply type (tests/silo/test_gate.py checks every reply of
 ``vcmc.protocol.MESSAGE_TYPES`` has one)."""
@@ -836,5 +881,5 @@ _REPLY_OF = {HelloRequest: HelloReply, SummarizeRequest: SiloSummary, Divergence
              CountsRequest: CountsReply, AnnounceRequest: AnnounceReply, AssignRequest: AssignReply,
              AssessRequest: AssessReply, LcaEStepRequest: LcaEStepReply, LcaClassifyRequest: LcaClassifyReply,
              LcaStructuralRequest: LcaStructuralReply, RoundStartRequest: RoundCountsReply,
-             RoundSweepRequest: RoundCountsReply, RoundFinishRequest: AssignReply}
+             RoundSweepRequest: RoundCountsReply, RoundFinishRequest: AssignReply, RoundMoveRequest: RoundMoveReply}
 

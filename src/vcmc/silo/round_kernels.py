@@ -53,15 +53,9 @@ def counts(pat_start, row_of, pexc_start, pexc, ecol, evar, base_col, z, n_col, 
 
 
 @njit(cache=True)
-def sweep_patterns(pat_start, row_of, pexc_start, pexc, ecol, evar, base_col, log_pi, log_prof, uniforms, keep,
-                   summed, summed_sq, z, inv_temp=1.0, log_pi_kept=None):
-    """Allocation probabilities of every pattern under ``(log_pi, log_prof)`` (C,), (C, P), added to
-    ``summed`` (U, C) when ``keep``; every row's component drawn from its pattern's probabilities with its
-    own uniform (``uniforms[row]``: the draws do not depend on the patterns' order); returns the counts of
-    the new allocation. ``inv_temp`` (burn-in only): the log-probabilities are multiplied by it before they
-    are normalised (the conditional at temperature ``1 / inv_temp``). ``log_pi_kept`` (C,), when given: the
-    probabilities added to ``summed`` are those under these weights instead of ``log_pi`` (the silo's own
-    weights of the components, ``aggregation.round_labels = "silo"``); the draw still uses ``log_pi``."""
+def _tables(log_pi, log_prof, base_col, ecol, evar):
+    """``base`` (C,): log weight plus the baseline codes' log-probabilities of each component; ``delta``
+    (slots, C): what an exception slot changes (0 for a missing cell's own term)."""
     n_c, n_col = log_prof.shape
     n_var = base_col.size
     base = log_pi.copy()
@@ -76,39 +70,38 @@ def sweep_patterns(pat_start, row_of, pexc_start, pexc, ecol, evar, base_col, lo
         for c in range(n_c):
             v = log_prof[c, col] if col < n_col else 0.0     # a missing cell: no term
             delta[e, c] = v - log_prof[c, b]
-    shift = np.zeros(n_c)          # log_pi_kept - log_pi: the kept probabilities' weights
-    own = False
-    if log_pi_kept is not None:    # (a test on the argument itself: numba prunes the branch for None)
-        own = True
-        for c in range(n_c):
-            shift[c] = log_pi_kept[c] - log_pi[c]
+    return base, delta
+
+
+@njit(cache=True)
+def _pattern_logp(u, base, delta, pexc_start, pexc, lp):
+    """Unnormalised log allocation probabilities of pattern u into ``lp`` (C,)."""
+    for c in range(lp.size):
+        lp[c] = base[c]
+    for k in range(pexc_start[u], pexc_start[u + 1]):
+        e = pexc[k]
+        for c in range(lp.size):
+            lp[c] += delta[e, c]
+
+
+@njit(cache=True)
+def sweep_patterns(pat_start, row_of, pexc_start, pexc, ecol, evar, base_col, log_pi, log_prof, uniforms, keep,
+                   summed, summed_sq, z, inv_temp=1.0):
+    """Allocation probabilities of every pattern under ``(log_pi, log_prof)`` (C,), (C, P), added to
+    ``summed`` (U, C) when ``keep``; every row's component drawn from its pattern's probabilities with its
+    own uniform (``uniforms[row]``: the draws do not depend on the patterns' order); returns the counts of
+    the new allocation. ``inv_temp`` (burn-in only): the log-probabilities are multiplied by it before they
+    are normalised (the conditional at temperature ``1 / inv_temp``)."""
+    n_c, n_col = log_prof.shape
+    n_var = base_col.size
+    base, delta = _tables(log_pi, log_prof, base_col, ecol, evar)
     nc = np.zeros(n_c)
     ct = np.zeros((n_c, n_col + n_var))
     lp = np.empty(n_c)
-    lq = np.empty(n_c)
     cum = np.empty(n_c)
     for u in range(pat_start.size - 1):
+        _pattern_logp(u, base, delta, pexc_start, pexc, lp)
         m = -np.inf
-        for c in range(n_c):
-            lp[c] = base[c]
-        for k in range(pexc_start[u], pexc_start[u + 1]):
-            e = pexc[k]
-            for c in range(n_c):
-                lp[c] += delta[e, c]
-        if keep and own:
-            mq = -np.inf
-            for c in range(n_c):
-                lq[c] = lp[c] + shift[c]
-                if lq[c] > mq:
-                    mq = lq[c]
-            sq = 0.0
-            for c in range(n_c):
-                lq[c] = np.exp(lq[c] - mq)
-                sq += lq[c]
-            for c in range(n_c):
-                p = lq[c] / sq
-                summed[u, c] += p
-                summed_sq[u, c] += p * p
         for c in range(n_c):
             lp[c] *= inv_temp
             if lp[c] > m:
@@ -120,7 +113,7 @@ def sweep_patterns(pat_start, row_of, pexc_start, pexc, ecol, evar, base_col, lo
         run = 0.0
         for c in range(n_c):
             p = lp[c] / s
-            if keep and not own:
+            if keep:
                 summed[u, c] += p
                 summed_sq[u, c] += p * p
             run += p
@@ -134,3 +127,44 @@ def sweep_patterns(pat_start, row_of, pexc_start, pexc, ecol, evar, base_col, lo
             z[i] = c
             _add_row(nc, ct, c, pexc_start[u], pexc_start[u + 1], pexc, ecol, evar, base_col)
     return _finish_counts(nc, ct, base_col, n_col)
+
+
+@njit(cache=True)
+def accumulate_patterns(pat_start, pexc_start, pexc, ecol, evar, base_col, log_pi, log_prof, summed, summed_sq):
+    """Add every pattern's allocation probabilities under ``(log_pi, log_prof)`` to ``summed`` (and their
+    squares to ``summed_sq``) without drawing: the memberships under the silo's own weights
+    (``aggregation.round_labels = "silo"``, ``vcmc.silo.rounds.sweep``)."""
+    n_c = log_prof.shape[0]
+    base, delta = _tables(log_pi, log_prof, base_col, ecol, evar)
+    lp = np.empty(n_c)
+    for u in range(pat_start.size - 1):
+        _pattern_logp(u, base, delta, pexc_start, pexc, lp)
+        m = -np.inf
+        for c in range(n_c):
+            if lp[c] > m:
+                m = lp[c]
+        s = 0.0
+        for c in range(n_c):
+            lp[c] = np.exp(lp[c] - m)
+            s += lp[c]
+        for c in range(n_c):
+            p = lp[c] / s
+            summed[u, c] += p
+            summed_sq[u, c] += p * p
+
+
+@njit(cache=True)
+def pair_loglik(pat_start, pexc_start, pexc, ecol, evar, base_col, log_a, log_b):
+    """(U, 2) log-likelihood of every pattern under the two profiles ``log_a`` and ``log_b`` (P,) (a missing
+    cell has no term): the rows' split probabilities of a split-merge proposal (``vcmc.silo.rounds.move``)."""
+    log_prof = np.empty((2, log_a.size))
+    log_prof[0] = log_a
+    log_prof[1] = log_b
+    base, delta = _tables(np.zeros(2), log_prof, base_col, ecol, evar)
+    out = np.empty((pat_start.size - 1, 2))
+    lp = np.empty(2)
+    for u in range(pat_start.size - 1):
+        _pattern_logp(u, base, delta, pexc_start, pexc, lp)
+        out[u, 0] = lp[0]
+        out[u, 1] = lp[1]
+    return out

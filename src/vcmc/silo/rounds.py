@@ -21,7 +21,14 @@ import numpy as np
 from vcmc.exceptions import ConfigError, NotFittedError
 from vcmc.model import profile_offsets
 from vcmc.protocol.requests import AssignReply
-from vcmc.protocol.rounds import RoundCountsReply, RoundFinishRequest, RoundStartRequest, RoundSweepRequest
+from vcmc.protocol.rounds import (
+    RoundCountsReply,
+    RoundFinishRequest,
+    RoundMoveReply,
+    RoundMoveRequest,
+    RoundStartRequest,
+    RoundSweepRequest,
+)
 
 if TYPE_CHECKING:   # the layout module compiles numba kernels: imported when a round is answered, not on restore
     from vcmc.silo.sampler.layout import SparseLayout
@@ -39,6 +46,7 @@ class RoundState:
     n_kept: int = 0
     last_round: int = 0
     silo_weight_prior: float = 0.0   # > 0: memberships under the silo's own weights (RoundStartRequest)
+    last_split: np.ndarray | None = None   # rows the last split proposal drew to b (in memory only, never sent)
 
     FIELDS = ("z", "summed", "summed_sq")
     LAYOUT_FIELDS = ("base_col", "ecol", "evar", "pat_start", "row_of", "pexc_start", "pexc")
@@ -116,7 +124,7 @@ def _require(silo) -> RoundState:
 
 def sweep(silo, request: RoundSweepRequest) -> RoundCountsReply:
     """One sweep of the rows' allocations at the server's draw; the counts of the new allocation."""
-    from vcmc.silo.round_kernels import sweep_patterns
+    from vcmc.silo.round_kernels import accumulate_patterns, sweep_patterns
 
     st = _require(silo)
     offsets = profile_offsets(silo.n_modalities)
@@ -132,19 +140,60 @@ def sweep(silo, request: RoundSweepRequest) -> RoundCountsReply:
         raise ConfigError(f"round sweep: inverse_temperature must be a finite float > 0, and 1 in a kept round; "
                           f"got {inv_temp!r} (keep={bool(request.keep)})")
     uniforms = rng.random(st.z.size)
-    own = None
-    if request.keep and st.silo_weight_prior > 0:
-        # the silo's own weights given its allocations before this sweep: the posterior mean under a
-        # symmetric Dirichlet(a) (the memberships of a model whose weights differ by silo, docs/design.md §16)
+    own = bool(request.keep) and st.silo_weight_prior > 0
+    nc, ct = sweep_patterns(*st.kernel_layout(), log_pi, log_prof, uniforms, bool(request.keep) and not own,
+                            st.summed, st.summed_sq, st.z, inv_temp)
+    if own:
+        # the silo's own weights given the allocation just drawn (its labels are this draw's): the posterior
+        # mean under a symmetric Dirichlet(a), the memberships of a model whose weights differ by silo
+        # (docs/design.md §16)
         a = st.silo_weight_prior
         n_sc = np.bincount(st.z, minlength=st.n_components).astype(np.float64)
-        own = np.log((a + n_sc) / (st.n_components * a + st.z.size))
-    nc, ct = sweep_patterns(*st.kernel_layout(), log_pi, log_prof, uniforms, bool(request.keep), st.summed,
-                            st.summed_sq, st.z, inv_temp, own)
+        lay = st.layout
+        accumulate_patterns(lay.pat_start, lay.pexc_start, lay.pexc, lay.ecol, lay.evar, lay.base_col,
+                            np.log((a + n_sc) / (st.n_components * a + st.z.size)), log_prof, st.summed,
+                            st.summed_sq)
     if request.keep:
         st.n_kept += 1
     st.last_round = int(request.round)
     return RoundCountsReply(cluster=nc, modality=ct)
+
+
+def move(silo, request: RoundMoveRequest) -> RoundMoveReply:
+    """The silo's part of a split-merge proposal (``RoundMoveRequest``): the rows' split probabilities
+    between a and b, and for a split the counts of the rows drawn to b (the silo keeps nothing of it)."""
+    from vcmc.model import one_hot_counts
+    from vcmc.silo.round_kernels import pair_loglik
+
+    st = _require(silo)
+    a, b = int(request.a), int(request.b)
+    if a == b or min(a, b) < 0 or max(a, b) >= st.n_components:
+        raise ConfigError(f"round move: a and b must be two different components in [0, {st.n_components})")
+    p = int(profile_offsets(silo.n_modalities)[-1])
+    log_a = np.ascontiguousarray(request.log_profile_a, dtype=np.float64)
+    log_b = np.ascontiguousarray(request.log_profile_b, dtype=np.float64)
+    if log_a.shape != (p,) or log_b.shape != (p,):
+        raise ConfigError(f"round move: the profiles must have {p} log probabilities")
+    lay = st.layout
+    ll = pair_loglik(lay.pat_start, lay.pexc_start, lay.pexc, lay.ecol, lay.evar, lay.base_col, log_a, log_b)
+    ll = ll[st.pattern_of_rows()]
+    la = float(request.log_rho) + ll[:, 0]
+    lb = float(request.log_1m_rho) + ll[:, 1]
+    norm = np.logaddexp(la, lb)
+    log_pa, log_pb = la - norm, lb - norm
+    if request.kind == "merge":
+        in_a, in_b = st.z == a, st.z == b
+        log_q = float(log_pa[in_a].sum() + log_pb[in_b].sum())
+        return RoundMoveReply(log_q=log_q, cluster_b=0.0, modality_b=np.zeros(p))
+    rng = np.random.default_rng(np.random.SeedSequence(int(request.seed_entropy),
+                                                       spawn_key=tuple(int(k) for k in request.spawn_key)))
+    rows = np.flatnonzero(st.z == a)
+    to_b = rng.random(rows.size) < np.exp(log_pb[rows])
+    log_q = float(log_pb[rows][to_b].sum() + log_pa[rows][~to_b].sum())
+    moved = rows[to_b]
+    st.last_split = moved
+    modality = one_hot_counts(silo.codes[moved], np.zeros(moved.size, dtype=np.int64), 1, silo.n_modalities)[0]
+    return RoundMoveReply(log_q=log_q, cluster_b=float(moved.size), modality_b=np.asarray(modality, dtype=np.float64))
 
 
 def finish(silo, request: RoundFinishRequest) -> AssignReply:
