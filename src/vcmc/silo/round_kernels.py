@@ -85,6 +85,24 @@ def _pattern_logp(u, base, delta, pexc_start, pexc, lp):
 
 
 @njit(cache=True)
+def _pattern_probabilities(u, base, delta, pexc_start, pexc, inv_temp, lp):
+    """Allocation probabilities of pattern u into ``lp`` (C,), its log-probabilities multiplied by
+    ``inv_temp`` before they are normalised."""
+    _pattern_logp(u, base, delta, pexc_start, pexc, lp)
+    m = -np.inf
+    for c in range(lp.size):
+        lp[c] *= inv_temp
+        if lp[c] > m:
+            m = lp[c]
+    s = 0.0
+    for c in range(lp.size):
+        lp[c] = np.exp(lp[c] - m)
+        s += lp[c]
+    for c in range(lp.size):
+        lp[c] = lp[c] / s
+
+
+@njit(cache=True)
 def sweep_patterns(pat_start, row_of, pexc_start, pexc, ecol, evar, base_col, log_pi, log_prof, uniforms, keep,
                    summed, summed_sq, z, inv_temp=1.0):
     """Allocation probabilities of every pattern under ``(log_pi, log_prof)`` (C,), (C, P), added to
@@ -100,19 +118,10 @@ def sweep_patterns(pat_start, row_of, pexc_start, pexc, ecol, evar, base_col, lo
     lp = np.empty(n_c)
     cum = np.empty(n_c)
     for u in range(pat_start.size - 1):
-        _pattern_logp(u, base, delta, pexc_start, pexc, lp)
-        m = -np.inf
-        for c in range(n_c):
-            lp[c] *= inv_temp
-            if lp[c] > m:
-                m = lp[c]
-        s = 0.0
-        for c in range(n_c):
-            lp[c] = np.exp(lp[c] - m)
-            s += lp[c]
+        _pattern_probabilities(u, base, delta, pexc_start, pexc, inv_temp, lp)
         run = 0.0
         for c in range(n_c):
-            p = lp[c] / s
+            p = lp[c]
             if keep:
                 summed[u, c] += p
                 summed_sq[u, c] += p * p
@@ -138,17 +147,9 @@ def accumulate_patterns(pat_start, pexc_start, pexc, ecol, evar, base_col, log_p
     base, delta = _tables(log_pi, log_prof, base_col, ecol, evar)
     lp = np.empty(n_c)
     for u in range(pat_start.size - 1):
-        _pattern_logp(u, base, delta, pexc_start, pexc, lp)
-        m = -np.inf
+        _pattern_probabilities(u, base, delta, pexc_start, pexc, 1.0, lp)
         for c in range(n_c):
-            if lp[c] > m:
-                m = lp[c]
-        s = 0.0
-        for c in range(n_c):
-            lp[c] = np.exp(lp[c] - m)
-            s += lp[c]
-        for c in range(n_c):
-            p = lp[c] / s
+            p = lp[c]
             summed[u, c] += p
             summed_sq[u, c] += p * p
 
