@@ -59,7 +59,12 @@ Measured (``benchmarks/sampler.py``, one core shared with other jobs, medians of
   ``--against``; docs/results/ehr/README.md). The allocation step is bound by per-pattern
   latency (the exceptions loop and its exit), not by the lanes: computing 16 of the 32 lanes (the rest
   reached through an exact bound) saved under 10% with no bound ever hit and lost 30% with the bound's
-  real hit rate (16% of the rows).
+  real hit rate (16% of the rows). Also measured and not kept (session of 2026-12-02, case c, alternating
+  runs of the two checkouts): counts updated only for the rows that change component (a fifth of them once
+  mixed) instead of recounting every row, and the exception products in 8-lane (AVX-512) vectors instead of
+  4-lane ones: neither changed the time per iteration beyond the machine's noise (min of 6 runs 2.03 against
+  2.02 s for 4,000 iterations; breakdown allocation 252-270 against 249-273 us), which again points at the
+  per-pattern latency, not at the count updates or the multiplications.
 
 Modules, by responsibility: ``intrinsics`` (explicit 8-lane float32 and 4-lane float64 vector operations
 emitted through llvmlite), ``layout`` (the data layouts of the two paths, code checks and the path choice),
