@@ -223,7 +223,7 @@ def stability_of(kept: list[dict], max_rhat: float = 1.05) -> dict:
 
 
 def _result(one_shot: GlobalResult, transport, names, trace, log_pi, log_prof, mean_size, min_size: int,
-            every: FaultPolicy, seconds: float, labels: str = "silo") -> GlobalResult:
+            every: FaultPolicy, seconds: float, *, labels: str) -> GlobalResult:
     """The refined result: the components with at least ``min_size`` rows on average over the kept rounds
     (the minimum cluster size, the rule every local and full-data partition follows) are the global clusters,
     largest first; the silos' memberships of them; the kept draws restricted to them."""

@@ -105,11 +105,8 @@ def start(silo, request: RoundStartRequest) -> RoundCountsReply:
     offsets = profile_offsets(silo.n_modalities)
     layout = sparse_layout(np.ascontiguousarray(silo.codes, dtype=np.int16), offsets)
     u = layout.n_patterns
-    prior = float(request.silo_weight_prior)
-    if not (np.isfinite(prior) and prior >= 0):
-        raise ConfigError(f"round start: silo_weight_prior must be a finite float >= 0; got {prior!r}")
     silo.rounds = RoundState(layout=layout, z=z, n_components=c, summed=np.zeros((u, c)), summed_sq=np.zeros((u, c)),
-                             silo_weight_prior=prior)
+                             silo_weight_prior=float(request.silo_weight_prior))   # checked by the gate
     from vcmc.silo.round_kernels import counts
 
     nc, ct = counts(*silo.rounds.kernel_layout(), z, int(offsets[-1]), c)
