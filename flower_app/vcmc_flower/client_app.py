@@ -81,3 +81,8 @@ def round_finish(message: Message, context: Context) -> Message:
 @app.query("round_move")
 def round_move(message: Message, context: Context) -> Message:
     return client_handle(message, context)
+
+
+@app.query("round_key")
+def round_key(message: Message, context: Context) -> Message:
+    return client_handle(message, context)

@@ -261,6 +261,10 @@ def run_vcmc(transport, config: FitConfig | None = None, *, rng: RngLike = None,
     """
     config = config or FitConfig()
     policy = policy or FaultPolicy()
+    if config.aggregation.rounds > 1 and config.aggregation.round_secure_sum:
+        from vcmc.rounds.secure_sum import require_available
+
+        require_available()      # before sampling
     t0 = time.perf_counter()
     summaries, failures = summarize_silos(transport, config, rng=rng, policy=policy)
     timings = {"apply": time.perf_counter() - t0}

@@ -128,6 +128,16 @@ def _global_rounds(call, names, silos):
                                   log_rho=np.log(0.3), log_1m_rho=np.log(0.7), seed_entropy=5, spawn_key=(3, 4, s, 1))
               for s, n in enumerate(names)})
     call({n: RoundFinishRequest(keep=np.arange(c)) for n in names})
+    # the same under secure aggregation: keys, a masked start (from the labels the finish left) and a masked sweep
+    from vcmc.protocol.rounds import RoundKeyRequest
+
+    keys = call({n: RoundKeyRequest(n_silos=len(names)) for n in names})
+    peer_keys = np.stack([np.asarray(keys[n].public_key, dtype=np.uint8) for n in names])
+    call({n: RoundStartRequest(start=np.arange(c), n_components=c, peer_keys=peer_keys, peer_index=s)
+          for s, n in enumerate(names)})
+    call({n: RoundSweepRequest(round=2, log_pi=log_pi, log_profiles=log_prof, keep=True, seed_entropy=5,
+                               spawn_key=(3, 2, s)) for s, n in enumerate(names)})
+    call({n: RoundFinishRequest(keep=np.arange(c)) for n in names})
 
 
 N_REPLICATES = 9     # 9 x (26 columns, 40 pairs, C clusters): no size is a multiple of 137

@@ -451,6 +451,13 @@ class AggregationConfig:
         A split-merge Metropolis-Hastings proposal after every round's sweep (default False): two copies of
         one cluster merge in one accepted step instead of by drift; the chain still samples the pooled
         posterior (docs/design.md §16). Answered by a silo only in the analyst's own session.
+    round_secure_sum : bool
+        Secure aggregation of the rounds' count tables (default False): each silo masks its table with
+        pairwise masks that cancel only in the sum over the silos, so the server sees each round's sum and no
+        silo's table (docs/design.md §16, "Secure aggregation"; docs/federation.md). The sums, and so the
+        result, are the same to the bit; a silo whose operator allows only ``secure-rounds`` answers the rounds
+        only so. Needs the ``cryptography`` package (installed with ``vcmc[flower]``); not combined with
+        ``round_split_merge`` (whose replies are sums of log probabilities, not counts).
     """
 
     strategy: Strategy = option("contingency", flag="--strategy")
@@ -473,6 +480,7 @@ class AggregationConfig:
     round_anneal: float = 1.0
     round_labels: RoundLabels = "silo"
     round_split_merge: bool = False
+    round_secure_sum: bool = False
 
     def __post_init__(self):
         _check_choices(self)
@@ -493,6 +501,9 @@ class AggregationConfig:
                "times prior.n_components)", self.round_components)
         _check(_finite(self.round_anneal) and self.round_anneal >= 1, "AggregationConfig", "round_anneal",
                "a finite float >= 1", self.round_anneal)
+        _check(not (self.round_secure_sum and self.round_split_merge), "AggregationConfig", "round_secure_sum",
+               "false when round_split_merge is true (a split-merge reply is a sum of log probabilities, which "
+               "the masks of the secure sum cannot carry)", self.round_secure_sum)
 
     @property
     def resolved_objective(self) -> str:

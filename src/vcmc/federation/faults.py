@@ -85,7 +85,8 @@ def validate_reply(silo: str, request: Message, reply: Message) -> None:
 
     expected = REPLY_TYPE.get(type(request))
     if expected is not None and not isinstance(reply, expected):
-        bad(f"expected a {expected.KIND!r} message, got {getattr(reply, 'KIND', type(reply).__name__)!r}")
+        kinds = " or ".join(repr(t.KIND) for t in (expected if isinstance(expected, tuple) else (expected,)))
+        bad(f"expected a {kinds} message, got {getattr(reply, 'KIND', type(reply).__name__)!r}")
     if isinstance(reply, SiloSummary):
         reply.validate()  # NaN, negative probabilities, simplex sums, shapes (names the silo)
         if reply.silo != silo:

@@ -23,6 +23,7 @@ ACTION = {
     "round_sweep_request": "round_sweep",
     "round_finish_request": "round_finish",
     "round_move_request": "round_move",
+    "round_key_request": "round_key",
 }
 """Flower message type ``query.<action>`` of each request kind (the ClientApp registers one handler each)."""
 

@@ -23,6 +23,9 @@ from vcmc.protocol.rounds import (
     ROUND_MESSAGE_TYPES,
     RoundCountsReply,
     RoundFinishRequest,
+    RoundKeyReply,
+    RoundKeyRequest,
+    RoundMaskedCountsReply,
     RoundMoveReply,
     RoundMoveRequest,
     RoundStartRequest,
@@ -325,7 +328,7 @@ MESSAGE_TYPES: tuple[type[Message], ...] = (
 
 MESSAGE_BY_KIND: dict[str, type[Message]] = {m.KIND: m for m in MESSAGE_TYPES}
 
-REPLY_TYPE: dict[type[Message], type[Message]] = {
+REPLY_TYPE: dict[type[Message], type[Message] | tuple[type[Message], ...]] = {
     SummarizeRequest: SiloSummary,
     DivergenceRequest: DivergenceReply,
     CountsRequest: CountsReply,
@@ -334,12 +337,14 @@ REPLY_TYPE: dict[type[Message], type[Message]] = {
     HelloRequest: HelloReply,
     AnnounceRequest: AnnounceReply,
     **LCA_REPLY_TYPE,
-    RoundStartRequest: RoundCountsReply,
-    RoundSweepRequest: RoundCountsReply,
+    RoundStartRequest: (RoundCountsReply, RoundMaskedCountsReply),     # masked under secure aggregation
+    RoundSweepRequest: (RoundCountsReply, RoundMaskedCountsReply),
     RoundFinishRequest: AssignReply,
     RoundMoveRequest: RoundMoveReply,
+    RoundKeyRequest: RoundKeyReply,
 }
-"""The reply type each request expects (any request may also be answered by an ``ErrorReply``)."""
+"""The reply type each request expects, or the tuple of the types it may be (any request may also be answered
+by an ``ErrorReply``)."""
 
 
 def decode_message(arrays: Mapping[str, object]) -> Message:

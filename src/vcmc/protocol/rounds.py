@@ -13,6 +13,11 @@ table a one-shot summary also holds; nothing has a dimension equal to the silo's
   the weights and profiles; the counts of the new allocation.
 - ``RoundFinishRequest`` -> ``AssignReply``: the rows' memberships (allocation probabilities averaged over
   the kept rounds) restricted to the components the server keeps; labels and memberships stay in the silo.
+
+Under secure aggregation (``aggregation.round_secure_sum``, docs/design.md §16, "Secure aggregation"), a
+``RoundKeyRequest`` -> ``RoundKeyReply`` first collects each silo's public key, the start request hands every
+silo all of them, and every counts reply leaves the silo as a ``RoundMaskedCountsReply``: the table plus
+pairwise masks that cancel only in the sum over the silos, so the server learns the sum and nothing else.
 """
 
 from __future__ import annotations
@@ -25,20 +30,46 @@ from vcmc.protocol.message import Message
 
 
 @dataclass(frozen=True)
+class RoundKeyRequest(Message):
+    """Secure aggregation's set-up: the silo draws a fresh X25519 key pair for this run's rounds (the private
+    key stays in the silo) and returns the public key. ``n_silos``: how many silos the sum will be over."""
+
+    KIND = "round_key_request"
+    VERSION = 1
+
+    n_silos: int
+
+
+@dataclass(frozen=True)
+class RoundKeyReply(Message):
+    """``public_key`` (32,) uint8: the silo's X25519 public key for this run's masks."""
+
+    KIND = "round_key_reply"
+    VERSION = 1
+
+    public_key: np.ndarray
+
+
+@dataclass(frozen=True)
 class RoundStartRequest(Message):
     """Start the rounds: the allocation of a row with one-shot label k is component ``start[k]`` (``start``
     has one entry per global cluster of the one-shot result), of ``n_components``. ``silo_weight_prior``
     (version 2): 0, the memberships are the rows' allocation probabilities under the server's weights (the
     pooled model's); above 0, under the silo's own weights of the components, at each kept round the
     posterior mean ``(a + n_sc) / (C a + n_s)`` given the allocation the silo drew in that round, with this
-    ``a`` (``aggregation.round_labels = "silo"``, docs/design.md §16). The draws are the same either way."""
+    ``a`` (``aggregation.round_labels = "silo"``, docs/design.md §16). The draws are the same either way.
+    ``peer_keys`` (version 3; (S, 32) uint8, or None without secure aggregation): every silo's public key
+    (``RoundKeyReply``) in the run's silo order, ``peer_index`` this silo's row of it; every counts reply of
+    the rounds is then masked (``RoundMaskedCountsReply``)."""
 
     KIND = "round_start_request"
-    VERSION = 2
+    VERSION = 3
 
     start: np.ndarray
     n_components: int
     silo_weight_prior: float = 0.0
+    peer_keys: np.ndarray | None = None
+    peer_index: int = -1
 
 
 @dataclass(frozen=True)
@@ -72,6 +103,39 @@ class RoundCountsReply(Message):
 
     cluster: np.ndarray
     modality: np.ndarray
+
+
+@dataclass(frozen=True)
+class RoundMaskedCountsReply(Message):
+    """A ``RoundCountsReply`` under secure aggregation: ``masked`` (C + C P,) uint64, the silo's counts
+    (``pack_counts``, as int64 in two's complement) plus its pairwise masks modulo 2^64. One silo's vector is
+    uniformly distributed whatever its counts; the vectors of all silos sum to the packed sum of their
+    tables (``unpack_counts``)."""
+
+    KIND = "round_masked_counts_reply"
+    VERSION = 1
+
+    masked: np.ndarray
+
+
+def pack_counts(cluster: np.ndarray, modality: np.ndarray) -> np.ndarray:
+    """The integer vector a masked counts reply carries: ``cluster`` (C,) then ``modality`` (C, P) by row.
+    Counts of rows are whole numbers (DP noise included: discrete); anything else is refused."""
+    flat = np.concatenate([np.asarray(cluster, dtype=np.float64).ravel(),
+                           np.asarray(modality, dtype=np.float64).ravel()])
+    whole = np.rint(flat)
+    if not np.all(np.isfinite(flat)) or np.any(whole != flat) or np.any(np.abs(whole) >= 2.0**62):
+        raise ValueError("secure aggregation sums whole counts only; a round's table held other values")
+    return whole.astype(np.int64)
+
+
+def unpack_counts(packed: np.ndarray, n_components: int) -> tuple[np.ndarray, np.ndarray]:
+    """``pack_counts`` reversed: (cluster (C,), modality (C, P)) as float64."""
+    packed = np.asarray(packed, dtype=np.int64)
+    c = int(n_components)
+    if packed.size < c or (packed.size - c) % c:
+        raise ValueError(f"a packed table of {c} components cannot have {packed.size} entries")
+    return packed[:c].astype(np.float64), packed[c:].reshape(c, -1).astype(np.float64)
 
 
 @dataclass(frozen=True)
@@ -128,4 +192,5 @@ class RoundMoveReply(Message):
 
 
 ROUND_MESSAGE_TYPES: tuple[type[Message], ...] = (RoundStartRequest, RoundSweepRequest, RoundCountsReply,
-                                                 RoundFinishRequest, RoundMoveRequest, RoundMoveReply)
+                                                 RoundFinishRequest, RoundMoveRequest, RoundMoveReply,
+                                                 RoundKeyRequest, RoundKeyReply, RoundMaskedCountsReply)

@@ -19,7 +19,13 @@ from vcmc._rng import as_seed_sequence
 from vcmc.federation.faults import FaultPolicy, gather
 from vcmc.federation.transport import local_rows
 from vcmc.model import beta_per_column, profile_offsets
-from vcmc.protocol.rounds import RoundFinishRequest, RoundMoveRequest, RoundStartRequest, RoundSweepRequest
+from vcmc.protocol.rounds import (
+    RoundFinishRequest,
+    RoundKeyRequest,
+    RoundMoveRequest,
+    RoundStartRequest,
+    RoundSweepRequest,
+)
 from vcmc.results import GlobalResult
 from vcmc.rounds.blocked_gibbs import align_to, draw_parameters, log_joint
 from vcmc.rounds.moves import propose, split_log_ratio
@@ -29,7 +35,14 @@ MAX_KEPT_DRAWS = 1000      # global draws kept in the result (evenly spaced over
 START_CAP_PER_PRIOR = 4    # aggregation.round_components = 0: at most 4 x prior.n_components start components
 
 
-def _sum(replies) -> tuple[np.ndarray, np.ndarray, int]:
+def _sum(replies, n_components: int, *, secure: bool, stage: str) -> tuple[np.ndarray, np.ndarray, int]:
+    """The summed counts of a round's replies (under secure aggregation: of their masked vectors, the only
+    form in which the server receives them) and the bytes the silos sent."""
+    if secure:
+        from vcmc.rounds.secure_sum import total
+
+        cluster, modality = total(replies, n_components, stage)
+        return cluster, modality, sum(int(np.asarray(r.masked).nbytes) for r in replies.values())
     cluster = np.sum([np.asarray(r.cluster, dtype=np.float64) for r in replies.values()], axis=0)
     modality = np.sum([np.asarray(r.modality, dtype=np.float64) for r in replies.values()], axis=0)
     sent = sum(int(np.asarray(r.cluster).nbytes + np.asarray(r.modality).nbytes) for r in replies.values())
@@ -58,9 +71,20 @@ def refine(one_shot: GlobalResult, transport, config, *, rng, policy: FaultPolic
     t0 = time.perf_counter()
 
     own = alpha if config.aggregation.round_labels == "silo" else 0.0
-    replies, _ = gather(transport, {n: RoundStartRequest(start=starts[s], n_components=n_comp, silo_weight_prior=own)
+    secure = bool(config.aggregation.round_secure_sum)
+    keys, key_sent = None, 0
+    if secure:
+        from vcmc.rounds.secure_sum import public_keys
+
+        key_replies, _ = gather(transport, {n: RoundKeyRequest(n_silos=len(names)) for n in names}, every,
+                                stage="round keys")
+        keys = public_keys(key_replies, names)
+        key_sent = int(keys.nbytes)
+    replies, _ = gather(transport, {n: RoundStartRequest(start=starts[s], n_components=n_comp, silo_weight_prior=own,
+                                                         peer_keys=keys, peer_index=s if secure else -1)
                                     for s, n in enumerate(names)}, every, stage="round start")
-    cluster, modality, sent = _sum(replies)
+    cluster, modality, sent = _sum(replies, n_comp, secure=secure, stage="round start")
+    sent += key_sent
     start_joint = log_joint(cluster, modality, alpha=alpha, beta_cols=beta_cols, n_modalities=one_shot.n_modalities)
     trace = [{"round": 1, "k": int(np.count_nonzero(cluster)), "log_joint": start_joint, "born": 0, "emptied": 0,
               "rows_moved_at_least": 0, "bytes_sent": sent, "kept": False, "inverse_temperature": 1.0}]
@@ -87,7 +111,7 @@ def refine(one_shot: GlobalResult, transport, config, *, rng, policy: FaultPolic
                 for s, n in enumerate(names)}
         replies, _ = gather(transport, reqs, every, stage=f"round {r}")
         before = cluster[perm]             # the last counts under this round's labels
-        cluster, modality, sent = _sum(replies)
+        cluster, modality, sent = _sum(replies, n_comp, secure=secure, stage=f"round {r}")
         move, accepted = None, False
         if moves and r < n_rounds:
             move, accepted, cluster, modality, move_sent = _split_merge(
@@ -120,7 +144,7 @@ def refine(one_shot: GlobalResult, transport, config, *, rng, policy: FaultPolic
     min_size = max(1, int(config.privacy.min_cluster_size))
     result = _result(one_shot, transport, names, trace, np.asarray(kept_pi), np.asarray(kept_prof),
                      size_sum / max(n_kept, 1), min_size, every, time.perf_counter() - t0,
-                     labels=str(config.aggregation.round_labels))
+                     labels=str(config.aggregation.round_labels), secure=secure)
     if moves:
         result.diagnostics["rounds"]["split_merge"] = {
             kind: {"proposed": p, "accepted": a} for kind, (p, a) in n_moves.items()}
@@ -223,7 +247,7 @@ def stability_of(kept: list[dict], max_rhat: float = 1.05) -> dict:
 
 
 def _result(one_shot: GlobalResult, transport, names, trace, log_pi, log_prof, mean_size, min_size: int,
-            every: FaultPolicy, seconds: float, *, labels: str) -> GlobalResult:
+            every: FaultPolicy, seconds: float, *, labels: str, secure: bool) -> GlobalResult:
     """The refined result: the components with at least ``min_size`` rows on average over the kept rounds
     (the minimum cluster size, the rule every local and full-data partition follows) are the global clusters,
     largest first; the silos' memberships of them; the kept draws restricted to them."""
@@ -249,7 +273,7 @@ def _result(one_shot: GlobalResult, transport, names, trace, log_pi, log_prof, m
                   "(docs/design.md §16)",
         "n_rounds": len(trace), "burn_in": len(trace) - len(kept_rounds), "n_kept": len(kept_rounds),
         "n_draws": int(pi.shape[0]), "components": int(pi.shape[1]), "kept_components": keep.tolist(),
-        "labels": labels,
+        "labels": labels, "secure_sum": secure,
         "seconds": seconds, "per_round": trace}
     diagnostics["classification"] = classification_quality([replies[n] for n in names], names)
     stability = stability_of(kept_rounds)

@@ -60,6 +60,9 @@ from vcmc.protocol.lca import (
 from vcmc.protocol.rounds import (
     RoundCountsReply,
     RoundFinishRequest,
+    RoundKeyReply,
+    RoundKeyRequest,
+    RoundMaskedCountsReply,
     RoundMoveReply,
     RoundMoveRequest,
     RoundStartRequest,
@@ -75,19 +78,21 @@ REQUEST_NAME: dict[type[Message], str] = {
     CountsRequest: "counts", AnnounceRequest: "announce", AssignRequest: "assign", AssessRequest: "assess",
     LcaEStepRequest: "lca_estep", LcaClassifyRequest: "lca_classify", LcaStructuralRequest: "lca_structural",
     RoundStartRequest: "round_start", RoundSweepRequest: "round_sweep", RoundFinishRequest: "round_finish",
-    RoundMoveRequest: "round_move",
+    RoundMoveRequest: "round_move", RoundKeyRequest: "round_key",
 }
 """The operator's name of each request type (allow-list, budgets, node config keys)."""
 
 SAFE_STRATEGIES = ("contingency",)
-UNSAFE_STRATEGIES = ("federated-gradient", "design", "lca", "rounds")
+UNSAFE_STRATEGIES = ("federated-gradient", "design", "lca", "rounds", "secure-rounds")
 """Strategies (and "lca", the maximum-likelihood latent class analysis, docs/design.md §15) whose round trips
 let the server choose the parameters at which a silo sums its rows
-(docs/federation.md, "Strategies that cannot be made safe"): refused unless the operator allows them."""
+(docs/federation.md, "Strategies that cannot be made safe"): refused unless the operator allows them.
+"secure-rounds" allows the global-informed rounds only under secure aggregation (the server sees the sum of
+the silos' tables, not this silo's); "rounds" allows them with or without it."""
 
 DEFAULT_BUDGET = {"hello": None, "summarize": 4, "divergence": 5000, "announce": 4, "assign": 2, "assess": 1,
                   "counts": 5000, "lca_estep": 20000, "lca_classify": 200, "lca_structural": 20000,
-                  "round_start": 1, "round_sweep": 20000, "round_finish": 1, "round_move": 20000}
+                  "round_start": 1, "round_sweep": 20000, "round_finish": 1, "round_move": 20000, "round_key": 1}
 """Requests of each type a run may make (None: no limit). A summarize request is retried after a failure;
 the honest server sends one assign and one assess per run."""
 
@@ -228,6 +233,17 @@ class _RunState:
     checked against what the silo sent, which under suppression or rounding are draws of the protected table."""
     sent_profile_radius: list[list[float]] = dataclasses.field(default_factory=list)
     """Per local cluster and variable (K, Q), how far (total variation) the sent draws lie from their mean."""
+    secure_key: str = ""
+    """Secure aggregation of the rounds (``vcmc.silo.secure_sum``): this run's X25519 private key (hex), the
+    number of silos announced with it, every silo's public key (hex, the run's order), the secret shared with
+    each (hex) and this silo's index,
+    the last round masked (each is answered once, in increasing order) and the digest its mask is bound to."""
+    secure_n_silos: int = 0
+    secure_peers: list[str] = dataclasses.field(default_factory=list)
+    secure_secrets: list[str] = dataclasses.field(default_factory=list)
+    secure_index: int = -1
+    secure_round: int = 0
+    secure_digest: str = ""
 
 
 class Gate:
@@ -560,21 +576,39 @@ def _admit_round(gate: Gate, request):
     server draws, round after round, so allowed only where the operator lists "rounds" (consecutive count
     tables differ by the rows that moved; docs/federation.md); after the silo's own labels exist; log
     probabilities finite, floored, capped."""
-    if "rounds" not in gate.policy.allowed_strategies:
+    allowed = set(gate.policy.allowed_strategies)
+    if not allowed & {"rounds", "secure-rounds"}:
         raise DisclosureError(f"silo {gate.silo.name!r}: its operator does not allow the global-informed "
                               "'rounds' (their counts are taken at parameters the server chooses, round after "
                               "round; docs/federation.md)")
+    secure = bool(gate.state.secure_peers)
+    if "rounds" not in allowed and not (secure or isinstance(request, RoundKeyRequest | RoundStartRequest)):
+        raise DisclosureError(f"silo {gate.silo.name!r}: its operator allows the rounds only under secure "
+                              "aggregation ('secure-rounds'), and this run's rounds were not started so")
+    if isinstance(request, RoundKeyRequest):
+        return _admit_round_key(gate, request)
     if isinstance(request, RoundStartRequest):
         rc.cap("round start", clusters=int(request.n_components), max_clusters=gate.policy.max_clusters)
         rc.cap("round start", clusters=np.asarray(request.start).size, max_clusters=gate.policy.max_clusters)
         prior = float(request.silo_weight_prior)
         if not (np.isfinite(prior) and prior >= 0):
             raise ConfigError(f"round start: silo_weight_prior must be a finite float >= 0; got {prior!r}")
+        if request.peer_keys is not None:
+            _admit_peer_keys(gate, request)
+            _bind_mask(gate, request, 1)
+        elif "rounds" not in allowed:
+            raise DisclosureError(f"silo {gate.silo.name!r}: its operator allows the rounds only under secure "
+                                  "aggregation ('secure-rounds'); this round start has no keys")
         return request
     if isinstance(request, RoundFinishRequest):
         return request
     if isinstance(request, RoundMoveRequest):
+        if secure:
+            raise DisclosureError(f"silo {gate.silo.name!r}: a split-merge proposal is not answered under secure "
+                                  "aggregation (its reply is not a table the masks can carry)")
         return _admit_round_move(gate, request)
+    if secure:
+        _bind_mask(gate, request, int(request.round))
     log_pi = np.asarray(request.log_pi, dtype=np.float64)
     log_prof = np.asarray(request.log_profiles, dtype=np.float64)
     if log_pi.ndim != 1 or log_prof.ndim != 2 or log_prof.shape[0] != log_pi.shape[0]:
@@ -597,6 +631,53 @@ def _admit_round(gate: Gate, request):
     if np.any(log_prof < floor):
         return dataclasses.replace(request, log_profiles=np.maximum(log_prof, floor))
     return request
+
+
+def _admit_round_key(gate: Gate, request: RoundKeyRequest) -> RoundKeyRequest:
+    """Secure aggregation's set-up: a fresh key pair for this run (once: the request budget is 1)."""
+    n = int(request.n_silos)
+    if not 2 <= n <= gate.policy.max_clusters:
+        raise ConfigError(f"round keys: a secure sum is over 2 to {gate.policy.max_clusters} silos; got {n}")
+    from vcmc.silo.secure_sum import new_private_key
+
+    gate.state.secure_key = new_private_key()
+    gate.state.secure_n_silos = n
+    return request
+
+
+def _admit_peer_keys(gate: Gate, request: RoundStartRequest) -> None:
+    """The key set of the secure sum: one distinct 32-byte key per announced silo, this silo's own at its
+    index. Logged by fingerprint, so that the operators can compare their key sets out of band."""
+    from vcmc.silo.secure_sum import KEY_BYTES, fingerprint, pair_secrets, public_key
+
+    if not gate.state.secure_key:
+        raise NotFittedError(f"silo {gate.silo.name!r}: a secure round start came before its key request")
+    keys = np.asarray(request.peer_keys)
+    n, index = gate.state.secure_n_silos, int(request.peer_index)
+    if keys.dtype != np.uint8 or keys.shape != (n, KEY_BYTES) or len({k.tobytes() for k in keys}) != n:
+        raise ConfigError(f"round start: peer_keys must be {n} distinct {KEY_BYTES}-byte keys (uint8, one row per "
+                          "silo)")
+    if not (0 <= index < n and np.array_equal(keys[index], public_key(gate.state.secure_key))):
+        raise DisclosureError(f"silo {gate.silo.name!r}: the round start's key set does not hold this silo's key "
+                              "at its index")
+    gate.state.secure_peers = [k.tobytes().hex() for k in keys]
+    gate.state.secure_secrets = pair_secrets(gate.state.secure_key, keys, index)
+    gate.state.secure_index = index
+    silo_log.info("silo %r: the rounds' counts are masked (secure aggregation over %d silos, key set %s)",
+                  gate.silo.name, n, fingerprint(keys))
+
+
+def _bind_mask(gate: Gate, request, round_number: int) -> None:
+    """The mask of this round's reply is bound to the request as the server sent it (before any floor) and
+    to its round, which must be later than every round masked before in this run."""
+    from vcmc.silo.secure_sum import request_digest
+
+    if round_number <= gate.state.secure_round:
+        raise DisclosureError(f"silo {gate.silo.name!r}: round {round_number} comes after round "
+                              f"{gate.state.secure_round}; under secure aggregation each round is answered once, "
+                              "in order (two masked tables under one mask would give their difference away)")
+    gate.state.secure_round = round_number
+    gate.state.secure_digest = request_digest(request).hex()
 
 
 def _admit_round_move(gate: Gate, request: RoundMoveRequest) -> RoundMoveRequest:
@@ -630,7 +711,8 @@ ADMIT_RULES: dict[type[Message], Callable] = {
     CountsRequest: _admit_counts, AnnounceRequest: _admit_announce, AssignRequest: _admit_assign,
     AssessRequest: _admit_assess, LcaEStepRequest: _admit_lca, LcaClassifyRequest: _admit_lca,
     LcaStructuralRequest: _admit_lca,
-    **dict.fromkeys((RoundStartRequest, RoundSweepRequest, RoundFinishRequest, RoundMoveRequest), _admit_round),
+    **dict.fromkeys((RoundStartRequest, RoundSweepRequest, RoundFinishRequest, RoundMoveRequest, RoundKeyRequest),
+                    _admit_round),
 }
 
 
@@ -736,18 +818,40 @@ def _release_counts(gate: Gate, request: CountsRequest, reply: CountsReply) -> C
     return dataclasses.replace(reply, cluster=cluster, modality=modality)
 
 
-def _release_round_counts(gate: Gate, request, reply: RoundCountsReply) -> RoundCountsReply:
+def _release_round_counts(gate: Gate, request, reply: RoundCountsReply) -> RoundCountsReply | RoundMaskedCountsReply:
     """A round's counts: the rules of every count table (the minimum cluster size per component, DP noise,
     suppression and rounding; ``_release_counts``). In the analyst's own session (``whole_round_counts``)
-    without suppression, rounding or noise set, they are released whole."""
+    without suppression, rounding or noise set, they are released whole. Under secure aggregation the table
+    so protected leaves masked (``vcmc.silo.secure_sum``): the same limits, and the server sees only the sum."""
     privacy = gate.privacy
-    if (gate.policy.whole_round_counts and privacy.suppress_cells_below <= 1 and privacy.round_to <= 1
+    if not (gate.policy.whole_round_counts and privacy.suppress_cells_below <= 1 and privacy.round_to <= 1
             and privacy.dp_epsilon is None):
+        protected = _release_counts(gate, request, CountsReply(
+            cluster=np.asarray(reply.cluster, dtype=np.float64), modality=np.asarray(reply.modality, dtype=np.float64),
+            loglik=np.zeros(0)))
+        reply = dataclasses.replace(reply, cluster=protected.cluster, modality=protected.modality)
+    if not gate.state.secure_peers:
         return reply
-    protected = _release_counts(gate, request, CountsReply(cluster=np.asarray(reply.cluster, dtype=np.float64),
-                                                           modality=np.asarray(reply.modality, dtype=np.float64),
-                                                           loglik=np.zeros(0)))
-    return dataclasses.replace(reply, cluster=protected.cluster, modality=protected.modality)
+    from vcmc.protocol.rounds import pack_counts
+    from vcmc.silo.secure_sum import mask
+
+    st = gate.state
+    return RoundMaskedCountsReply(masked=mask(pack_counts(reply.cluster, reply.modality), st.secure_secrets,
+                                              st.secure_index, bytes.fromhex(st.secure_digest)))
+
+
+def _release_round_key(gate: Gate, request, reply: RoundKeyReply) -> RoundKeyReply:
+    """The public key of this run's key pair, and nothing else."""
+    from vcmc.silo.secure_sum import public_key
+
+    if not np.array_equal(np.asarray(reply.public_key), public_key(gate.state.secure_key)):
+        raise DisclosureError(f"silo {gate.silo.name!r}: a key reply carries only the run's public key")
+    return reply
+
+
+def _release_masked(gate: Gate, request, reply: RoundMaskedCountsReply) -> RoundMaskedCountsReply:
+    """Masked tables are made by the gate itself (``_release_round_counts``), never by a handler."""
+    raise DisclosureError(f"silo {gate.silo.name!r}: a masked counts reply is made only by the silo's gate")
 
 
 def _release_round_move(gate: Gate, request, reply: RoundMoveReply) -> RoundMoveReply:
@@ -872,7 +976,7 @@ RELEASE_RULES: dict[type[Message], Callable] = {
     CountsReply: _release_counts, AnnounceReply: _release_announce, AssignReply: _release_assign,
     AssessReply: _release_assess, ErrorReply: _release_error, LcaEStepReply: _release_lca,
     LcaClassifyReply: _release_lca, LcaStructuralReply: _release_lca, RoundCountsReply: _release_round_counts,
-    RoundMoveReply: _release_round_move,
+    RoundMoveReply: _release_round_move, RoundKeyReply: _release_round_key, RoundMaskedCountsReply: _release_masked,
 }
 """The disclosure rule of every reply type (tests/silo/test_gate.py checks every reply of
 ``vcmc.protocol.MESSAGE_TYPES`` has one)."""
@@ -881,5 +985,6 @@ _REPLY_OF = {HelloRequest: HelloReply, SummarizeRequest: SiloSummary, Divergence
              CountsRequest: CountsReply, AnnounceRequest: AnnounceReply, AssignRequest: AssignReply,
              AssessRequest: AssessReply, LcaEStepRequest: LcaEStepReply, LcaClassifyRequest: LcaClassifyReply,
              LcaStructuralRequest: LcaStructuralReply, RoundStartRequest: RoundCountsReply,
-             RoundSweepRequest: RoundCountsReply, RoundFinishRequest: AssignReply, RoundMoveRequest: RoundMoveReply}
+             RoundSweepRequest: RoundCountsReply, RoundFinishRequest: AssignReply, RoundMoveRequest: RoundMoveReply,
+             RoundKeyRequest: RoundKeyReply}
 

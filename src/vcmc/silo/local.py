@@ -39,7 +39,13 @@ from vcmc.protocol import (
     SummarizeRequest,
 )
 from vcmc.protocol.lca import LCA_REPLY_TYPE
-from vcmc.protocol.rounds import RoundFinishRequest, RoundMoveRequest, RoundStartRequest, RoundSweepRequest
+from vcmc.protocol.rounds import (
+    RoundFinishRequest,
+    RoundKeyRequest,
+    RoundMoveRequest,
+    RoundStartRequest,
+    RoundSweepRequest,
+)
 from vcmc.silo.disclosure import apply_min_cluster_size, effective_privacy
 from vcmc.silo.gate import Gate, SiloPolicy
 from vcmc.silo.posterior import LocalPosterior
@@ -483,8 +489,8 @@ class LocalSilo:
     def _answer_round(self, request):
         from vcmc.silo import rounds
 
-        return {RoundStartRequest: rounds.start, RoundSweepRequest: rounds.sweep,
-                RoundFinishRequest: rounds.finish, RoundMoveRequest: rounds.move}[type(request)](self, request)
+        return {RoundStartRequest: rounds.start, RoundSweepRequest: rounds.sweep, RoundFinishRequest: rounds.finish,
+                RoundMoveRequest: rounds.move, RoundKeyRequest: rounds.key}[type(request)](self, request)
 
     def _answer_lca(self, request):
         from vcmc.silo.lca import answer
@@ -495,8 +501,8 @@ class LocalSilo:
                  SummarizeRequest: _answer_summarize,
                  DivergenceRequest: _answer_divergence, CountsRequest: _answer_counts,
                  AnnounceRequest: _answer_announce, AssignRequest: _answer_assign, AssessRequest: _answer_assess,
-                 **dict.fromkeys((RoundStartRequest, RoundSweepRequest, RoundFinishRequest, RoundMoveRequest),
-                                 _answer_round)}
+                 **dict.fromkeys((RoundStartRequest, RoundSweepRequest, RoundFinishRequest, RoundMoveRequest,
+                                  RoundKeyRequest), _answer_round)}
 
     # -- state that must survive between messages (Flower starts a fresh process per message) -------------
 

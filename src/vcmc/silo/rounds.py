@@ -24,6 +24,8 @@ from vcmc.protocol.requests import AssignReply
 from vcmc.protocol.rounds import (
     RoundCountsReply,
     RoundFinishRequest,
+    RoundKeyReply,
+    RoundKeyRequest,
     RoundMoveReply,
     RoundMoveRequest,
     RoundStartRequest,
@@ -84,6 +86,14 @@ class RoundState:
         out = np.empty(self.z.size, dtype=np.int64)
         out[lay.row_of] = np.repeat(np.arange(lay.n_patterns), np.diff(lay.pat_start))
         return out
+
+
+def key(silo, request: RoundKeyRequest) -> RoundKeyReply:
+    """The public half of the key pair the gate drew for this run's secure sum (``vcmc.silo.secure_sum``; the
+    private half stays in the gate's state, the masks are applied as the counts leave the silo)."""
+    from vcmc.silo.secure_sum import public_key
+
+    return RoundKeyReply(public_key=public_key(silo.gate.state.secure_key))
 
 
 def start(silo, request: RoundStartRequest) -> RoundCountsReply:
