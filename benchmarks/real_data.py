@@ -89,6 +89,10 @@ METHODS = {
     "vcmc-rounds-2000-pooled": ["--rounds", "2000", "--set", "aggregation.round-labels=pooled"],
     "vcmc-rounds-500-split-merge": ["--rounds", "500", "--set", "aggregation.round-split-merge=true"],
     "vcmc-rounds-2000-split-merge": ["--rounds", "2000", "--set", "aggregation.round-split-merge=true"],
+    # the rounds' chain with C+ components, the model full-data MCMC samples ({cplus}: --components or 15)
+    "vcmc-rounds-2000-cplus": ["--rounds", "2000", "--set", "aggregation.round-components={cplus}"],
+    "vcmc-rounds-2000-cplus-split-merge": ["--rounds", "2000", "--set", "aggregation.round-components={cplus}",
+                                           "--set", "aggregation.round-split-merge=true"],
 }
 
 COMMON: list[str] = []      # vcmc fit arguments of every run (--components)
@@ -207,7 +211,8 @@ def main(argv=None) -> None:
             for method in args.methods:
                 fit = Path(tmp) / f"{name}-{method}"
                 try:
-                    secs, k = run_fit(data["files"], fit, 1, args.iterations, args.jobs, METHODS[method])
+                    extra = [a.format(cplus=args.components or 15) for a in METHODS[method]]
+                    secs, k = run_fit(data["files"], fit, 1, args.iterations, args.jobs, extra)
                 except RuntimeError as exc:
                     entry["methods"][method] = {"error": str(exc).splitlines()[-1]}
                     continue
