@@ -47,6 +47,8 @@ def main(argv=None) -> None:
                          "labelled rounds-R-silo)")
     ap.add_argument("--split-merge", action="store_true",
                     help="also run each R with aggregation.round_split_merge (labelled rounds-R[-labels]-sm)")
+    ap.add_argument("--split-merge-only", action="store_true",
+                    help="run each R only with aggregation.round_split_merge (not also without)")
     ap.add_argument("--replicates", type=int, default=3)
     ap.add_argument("--iterations", type=int, default=10_000)
     ap.add_argument("--jobs", type=int, default=2)
@@ -70,7 +72,8 @@ def main(argv=None) -> None:
                     *((f"rounds-{r}" + ("" if lab == "pooled" else f"-{lab}") + ("-sm" if sm else ""), "vcmc", r,
                        lab, sm)
                       for r in args.rounds for lab in args.round_labels
-                      for sm in ((False, True) if args.split_merge else (False,)))]
+                      for sm in ((True,) if args.split_merge_only else
+                                 (False, True) if args.split_merge else (False,)))]
             for label, method, rounds, labels, sm in runs:
                 cfg = FitConfig(prior=prior, sampler=sampler,
                                 aggregation=AggregationConfig(rounds=rounds, round_labels=labels,
