@@ -163,3 +163,14 @@ def test_the_keys_survive_the_silos_state_between_messages(silo_data):
     req = RoundSweepRequest(round=2, log_pi=log_pi, log_profiles=log_prof, keep=False, seed_entropy=3,
                             spawn_key=(3, 2, 0))
     np.testing.assert_array_equal(again.handle(req).masked, silo.handle(req).masked)
+
+
+def test_a_plain_start_after_secure_rounds_gives_plain_counts_and_a_new_key_pair_new_masks(silo_data):
+    silo, k = _ready(silo_data)
+    c = k + 1
+    _secure_start(silo, k, c)
+    assert isinstance(silo.handle(RoundStartRequest(start=np.arange(k) % c, n_components=c)), RoundCountsReply)
+    first = silo.gate.state.secure_key
+    # a second secure start under the same keys would reuse masks: it needs a new key pair, which counts afresh
+    assert isinstance(_secure_start(silo, k, c), RoundMaskedCountsReply)
+    assert silo.gate.state.secure_key != first and silo.gate.state.secure_round == 1

@@ -599,6 +599,8 @@ def _admit_round(gate: Gate, request):
         elif "rounds" not in allowed:
             raise DisclosureError(f"silo {gate.silo.name!r}: its operator allows the rounds only under secure "
                                   "aggregation ('secure-rounds'); this round start has no keys")
+        else:       # plain rounds from here on (a later secure start needs a new key request)
+            gate.state.secure_peers, gate.state.secure_secrets = [], []
         return request
     if isinstance(request, RoundFinishRequest):
         return request
@@ -640,8 +642,11 @@ def _admit_round_key(gate: Gate, request: RoundKeyRequest) -> RoundKeyRequest:
         raise ConfigError(f"round keys: a secure sum is over 2 to {gate.policy.max_clusters} silos; got {n}")
     from vcmc.silo.secure_sum import new_private_key
 
-    gate.state.secure_key = new_private_key()
-    gate.state.secure_n_silos = n
+    st = gate.state
+    # a new key pair starts a new stream of masks: its rounds are counted afresh (no mask can repeat, its
+    # secrets are new)
+    st.secure_key, st.secure_n_silos = new_private_key(), n
+    st.secure_peers, st.secure_secrets, st.secure_index, st.secure_round, st.secure_digest = [], [], -1, 0, ""
     return request
 
 
