@@ -236,8 +236,8 @@ class _RunState:
     secure_key: str = ""
     """Secure aggregation of the rounds (``vcmc.silo.secure_sum``): this run's X25519 private key (hex), the
     number of silos announced with it, every silo's public key (hex, the run's order), the secret shared with
-    each (hex) and this silo's index,
-    the last round masked (each is answered once, in increasing order) and the digest its mask is bound to."""
+    each (hex), this silo's index, the last round masked (each is answered once, in increasing order) and the
+    digest its mask is bound to."""
     secure_n_silos: int = 0
     secure_peers: list[str] = dataclasses.field(default_factory=list)
     secure_secrets: list[str] = dataclasses.field(default_factory=list)
