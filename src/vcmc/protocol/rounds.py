@@ -40,6 +40,10 @@ class RoundKeyRequest(Message):
     n_silos: int
 
 
+PUBLIC_KEY_BYTES = 32
+"""Length of a raw X25519 public key (``RoundKeyReply.public_key``, the rows of ``RoundStartRequest.peer_keys``)."""
+
+
 @dataclass(frozen=True)
 class RoundKeyReply(Message):
     """``public_key`` (32,) uint8: the silo's X25519 public key for this run's masks."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from vcmc.exceptions import ConfigError, InconsistentSiloSummaries
-from vcmc.protocol.rounds import RoundMaskedCountsReply, unpack_counts
+from vcmc.protocol.rounds import PUBLIC_KEY_BYTES, RoundMaskedCountsReply, unpack_counts
 
 PLAUSIBLE = 2.0**48
 """Largest count a true sum can hold here (2.8e14 rows). Masks that did not cancel leave entries uniform over
@@ -27,9 +27,9 @@ def require_available() -> None:
 def public_keys(replies, names) -> np.ndarray:
     """(S, 32) uint8: the silos' public keys in the run's silo order; every key distinct."""
     keys = np.stack([np.asarray(replies[n].public_key, dtype=np.uint8).ravel() for n in names])
-    if keys.shape[1] != 32 or len({k.tobytes() for k in keys}) != len(names):
-        raise InconsistentSiloSummaries("secure aggregation: the silos' public keys must be distinct 32-byte "
-                                        "X25519 keys")
+    if keys.shape[1] != PUBLIC_KEY_BYTES or len({k.tobytes() for k in keys}) != len(names):
+        raise InconsistentSiloSummaries(f"secure aggregation: the silos' public keys must be distinct "
+                                        f"{PUBLIC_KEY_BYTES}-byte X25519 keys")
     return keys
 
 

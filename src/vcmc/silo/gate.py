@@ -235,11 +235,10 @@ class _RunState:
     """Per local cluster and variable (K, Q), how far (total variation) the sent draws lie from their mean."""
     secure_key: str = ""
     """Secure aggregation of the rounds (``vcmc.silo.secure_sum``): this run's X25519 private key (hex), the
-    number of silos announced with it, every silo's public key (hex, the run's order), the secret shared with
-    each (hex), this silo's index, the last round masked (each is answered once, in increasing order) and the
-    digest its mask is bound to."""
+    number of silos announced with it, the secret shared with every other silo (hex, the run's order; empty
+    until a secure start, and the mark of a secure stream), this silo's index, the last round masked (each is
+    answered once, in increasing order) and the digest its mask is bound to."""
     secure_n_silos: int = 0
-    secure_peers: list[str] = dataclasses.field(default_factory=list)
     secure_secrets: list[str] = dataclasses.field(default_factory=list)
     secure_index: int = -1
     secure_round: int = 0
@@ -581,7 +580,7 @@ def _admit_round(gate: Gate, request):
         raise DisclosureError(f"silo {gate.silo.name!r}: its operator does not allow the global-informed "
                               "'rounds' (their counts are taken at parameters the server chooses, round after "
                               "round; docs/federation.md)")
-    secure = bool(gate.state.secure_peers)
+    secure = bool(gate.state.secure_secrets)
     if "rounds" not in allowed and not (secure or isinstance(request, RoundKeyRequest | RoundStartRequest)):
         raise DisclosureError(f"silo {gate.silo.name!r}: its operator allows the rounds only under secure "
                               "aggregation ('secure-rounds'), and this run's rounds were not started so")
@@ -600,7 +599,7 @@ def _admit_round(gate: Gate, request):
             raise DisclosureError(f"silo {gate.silo.name!r}: its operator allows the rounds only under secure "
                                   "aggregation ('secure-rounds'); this round start has no keys")
         else:       # plain rounds from here on (a later secure start needs a new key request)
-            gate.state.secure_peers, gate.state.secure_secrets = [], []
+            gate.state.secure_secrets = []
         return request
     if isinstance(request, RoundFinishRequest):
         return request
@@ -646,14 +645,15 @@ def _admit_round_key(gate: Gate, request: RoundKeyRequest) -> RoundKeyRequest:
     # a new key pair starts a new stream of masks: its rounds are counted afresh (no mask can repeat, its
     # secrets are new)
     st.secure_key, st.secure_n_silos = new_private_key(), n
-    st.secure_peers, st.secure_secrets, st.secure_index, st.secure_round, st.secure_digest = [], [], -1, 0, ""
+    st.secure_secrets, st.secure_index, st.secure_round, st.secure_digest = [], -1, 0, ""
     return request
 
 
 def _admit_peer_keys(gate: Gate, request: RoundStartRequest) -> None:
     """The key set of the secure sum: one distinct 32-byte key per announced silo, this silo's own at its
     index. Logged by fingerprint, so that the operators can compare their key sets out of band."""
-    from vcmc.silo.secure_sum import KEY_BYTES, fingerprint, pair_secrets, public_key
+    from vcmc.protocol.rounds import PUBLIC_KEY_BYTES as KEY_BYTES
+    from vcmc.silo.secure_sum import fingerprint, pair_secrets, public_key
 
     if not gate.state.secure_key:
         raise NotFittedError(f"silo {gate.silo.name!r}: a secure round start came before its key request")
@@ -665,7 +665,6 @@ def _admit_peer_keys(gate: Gate, request: RoundStartRequest) -> None:
     if not (0 <= index < n and np.array_equal(keys[index], public_key(gate.state.secure_key))):
         raise DisclosureError(f"silo {gate.silo.name!r}: the round start's key set does not hold this silo's key "
                               "at its index")
-    gate.state.secure_peers = [k.tobytes().hex() for k in keys]
     gate.state.secure_secrets = pair_secrets(gate.state.secure_key, keys, index)
     gate.state.secure_index = index
     silo_log.info("silo %r: the rounds' counts are masked (secure aggregation over %d silos, key set %s)",
@@ -835,7 +834,7 @@ def _release_round_counts(gate: Gate, request, reply: RoundCountsReply) -> Round
             cluster=np.asarray(reply.cluster, dtype=np.float64), modality=np.asarray(reply.modality, dtype=np.float64),
             loglik=np.zeros(0)))
         reply = dataclasses.replace(reply, cluster=protected.cluster, modality=protected.modality)
-    if not gate.state.secure_peers:
+    if not gate.state.secure_secrets:
         return reply
     from vcmc.protocol.rounds import pack_counts
     from vcmc.silo.secure_sum import mask

@@ -32,7 +32,6 @@ import hmac
 
 import numpy as np
 
-KEY_BYTES = 32                      # X25519 keys, raw
 _INFO = b"vcmc rounds secure sum v1"
 _PER_SILO_FIELDS = ("spawn_key", "start", "peer_index")   # what legitimately differs between the silos' requests
 
