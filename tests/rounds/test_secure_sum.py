@@ -75,10 +75,11 @@ def test_in_a_deployment_the_masked_tables_keep_the_minimum_size_and_give_the_sa
         r["log_joint"] for r in secure.diagnostics["rounds"]["per_round"]]
 
 
-def test_a_plain_run_is_refused_by_operators_who_allow_only_secure_rounds(sim):
+def test_a_plain_run_is_refused_by_operators_who_allow_only_secure_rounds_before_sampling(sim):
+    """The summarize request announces the rounds, so the refusal comes at the run's first request."""
     from vcmc.exceptions import SiloFailure
 
-    with pytest.raises(SiloFailure, match=r"round start.*allows the rounds only under secure aggregation"):
+    with pytest.raises(SiloFailure, match=r"summarize.*only under secure aggregation.*announces plain rounds"):
         _run(sim, False, SiloPolicy(allowed_strategies=("contingency", "secure-rounds")))
 
 

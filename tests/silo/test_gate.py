@@ -594,3 +594,28 @@ def test_lca_structural_sums_refused_for_a_class_under_the_minimum_size(silo_dat
     assert deployed.handle(request(half)).n_rows == n          # classes of many rows: answered
     own = LocalSilo(silo_data, privacy=LIMITS, auxiliary=aux)    # the analyst's own session: sent
     assert own.handle(request(np.stack([uniform, person]))).n_rows == n
+
+
+@pytest.mark.parametrize("allowed, secure, match", [
+    (("contingency",), False, "does not allow the 'rounds'"),
+    (("contingency",), True, "does not allow the 'rounds'"),
+    (("contingency", "secure-rounds"), False, "announces plain rounds"),
+], ids=["no-rounds", "no-rounds-secure", "secure-only-plain"])
+def test_rounds_a_silo_would_refuse_are_refused_before_sampling(silo_data, monkeypatch, allowed, secure, match):
+    """The summarize request announces the rounds (SiloConfig v2), so a run whose rounds the operator would
+    refuse at the round start ends at its first request, not after the sampler's minutes."""
+    import vcmc.silo.apply as apply_module
+
+    def no_sampling(*args, **kwargs):
+        raise AssertionError("the sampler ran before the refusal")
+
+    monkeypatch.setattr(apply_module, "run_apply_step", no_sampling)
+    silo = LocalSilo(silo_data, privacy=LIMITS, policy=SiloPolicy(allowed_strategies=allowed))
+    cfg = _with("aggregation", rounds=50, round_secure_sum=secure)
+    with pytest.raises(DisclosureError, match=match):
+        silo.handle(_req(cfg))
+    # the same silo runs a one-shot request, and a secure-only silo the secure rounds' summary
+    monkeypatch.undo()
+    assert silo.handle(_req(_with("aggregation", rounds=1))).n_clusters >= 1
+    if "secure-rounds" in allowed:
+        assert silo.handle(_req(_with("aggregation", rounds=50, round_secure_sum=True))).n_clusters >= 1

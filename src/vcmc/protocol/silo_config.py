@@ -1,8 +1,10 @@
 """``SiloConfig``: the options the server sends a silo with its summarize request, typed and versioned.
 
 A silo acts on the prior, the sampler, the post-processing, the disclosure limits the server asks for (the
-silo keeps the stricter of them and its operator's, ``vcmc.silo.disclosure.effective_privacy``) and the
-aggregation strategy (whether a count table is wanted); nothing else of ``FitConfig`` crosses the boundary.
+silo keeps the stricter of them and its operator's, ``vcmc.silo.disclosure.effective_privacy``), the
+aggregation strategy (whether a count table is wanted) and the rounds that will follow the summary (how many,
+and whether under secure aggregation: a silo whose operator does not allow them refuses the run before
+sampling, not at the first round); nothing else of ``FitConfig`` crosses the boundary.
 The fields are the config sections themselves, so an option added to one of them (``vcmc.config.options``)
 travels without a change here. The encoding walks the one table of options (``vcmc.config.schema``): one
 key per option, spelt as the run config spells it (``sampler.n-iter``), its value a scalar, or an array for
@@ -35,12 +37,16 @@ SILO_SECTIONS = ("prior", "sampler", "postprocess", "privacy")
 """The sections of ``FitConfig`` a silo receives whole."""
 
 STRATEGY_KEY = "aggregation.strategy"
-"""The one option of another section a silo acts on (a count table is built only when it is wanted)."""
+"""The aggregation option that decides whether a count table is built (only when it is wanted)."""
+
+AGGREGATION_FIELDS = {STRATEGY_KEY: "strategy", "aggregation.rounds": "rounds",
+                      "aggregation.round-secure-sum": "round_secure_sum"}
+"""The options of the aggregation section a silo receives, by key, with their field of ``SiloConfig``."""
 
 
 def silo_options() -> tuple[Option, ...]:
     """The options a ``SiloConfig`` carries, in the order of the table of options."""
-    return tuple(o for o in options() if o.section in SILO_SECTIONS or o.key == STRATEGY_KEY)
+    return tuple(o for o in options() if o.section in SILO_SECTIONS or o.key in AGGREGATION_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -52,16 +58,22 @@ class SiloConfig(Message):
     prior, sampler, postprocess, privacy : the sections of ``FitConfig`` of the same names
     strategy : str
         ``AggregationConfig.strategy``.
+    rounds : int
+        ``AggregationConfig.rounds``: R > 1 announces R - 1 global-informed rounds after the summary.
+    round_secure_sum : bool
+        ``AggregationConfig.round_secure_sum``: whether those rounds run under secure aggregation.
     """
 
     KIND = "silo_config"
-    VERSION = 1
+    VERSION = 2  # 2: the rounds announced (rounds, round_secure_sum)
 
     prior: PriorConfig
     sampler: SamplerConfig
     postprocess: PostprocessConfig
     privacy: PrivacyConfig
     strategy: Strategy
+    rounds: int = 1
+    round_secure_sum: bool = False
 
     def __post_init__(self):
         for name in SILO_SECTIONS:
@@ -69,17 +81,20 @@ class SiloConfig(Message):
             if not isinstance(getattr(self, name), want):
                 raise ConfigError(f"SiloConfig.{name} must be a {want.__name__}; got "
                                   f"{type(getattr(self, name)).__name__}")
-        # the same check and message as AggregationConfig's own
-        dataclasses.replace(FitConfig().aggregation, strategy=self.strategy)
+        # the same checks and messages as AggregationConfig's own
+        dataclasses.replace(FitConfig().aggregation, strategy=self.strategy, rounds=self.rounds,
+                            round_secure_sum=self.round_secure_sum)
 
     @classmethod
     def from_fit_config(cls, config: FitConfig) -> SiloConfig:
+        agg = config.aggregation
         return cls(prior=config.prior, sampler=config.sampler, postprocess=config.postprocess,
-                   privacy=config.privacy, strategy=config.aggregation.strategy)
+                   privacy=config.privacy, strategy=agg.strategy, rounds=agg.rounds,
+                   round_secure_sum=agg.round_secure_sum)
 
     def value(self, opt: Option):
-        if opt.key == STRATEGY_KEY:
-            return self.strategy
+        if opt.key in AGGREGATION_FIELDS:
+            return getattr(self, AGGREGATION_FIELDS[opt.key])
         return getattr(getattr(self, opt.section), opt.name)
 
     def to_arrays(self) -> dict[str, object]:
@@ -108,7 +123,7 @@ class SiloConfig(Message):
                 f"the summarize request's configuration has options this vcmc does not know: "
                 f"{', '.join(map(repr, unknown))}. Upgrade the silo and the server to the same vcmc release.")
         sections: dict[str, dict[str, object]] = {name: {} for name in SILO_SECTIONS}
-        strategy = None
+        aggregation: dict[str, object] = {}
         for key, opt in known.items():
             if key not in arrays:
                 if not opt.optional:
@@ -116,12 +131,12 @@ class SiloConfig(Message):
                 value = None
             else:
                 value = _typed(opt, arrays[key])
-            if key == STRATEGY_KEY:
-                strategy = value
+            if key in AGGREGATION_FIELDS:
+                aggregation[AGGREGATION_FIELDS[key]] = value
             else:
                 sections[opt.section][opt.name] = value
         built = {name: type(getattr(FitConfig(), name))(**kwargs) for name, kwargs in sections.items()}
-        return cls(**built, strategy=strategy)
+        return cls(**built, **aggregation)
 
 
 def _scalar(value):

@@ -393,6 +393,7 @@ def _admit_summarize(gate: Gate, request: SummarizeRequest) -> SummarizeRequest:
         raise DisclosureError(f"silo {gate.silo.name!r}: its operator does not allow the {strategy!r} strategy "
                               "(its count round trips sum the silo's rows at parameters the server chooses; "
                               "docs/federation.md)")
+    _refuse_unallowed_rounds(gate, config)
     total = int(config.sampler.n_iter) * int(config.sampler.n_chains)
     cap = gate.policy.max_iterations
     if cap is not None and total > int(cap):
@@ -418,6 +419,23 @@ def _admit_summarize(gate: Gate, request: SummarizeRequest) -> SummarizeRequest:
     noise = np.random.SeedSequence(int(request.seed_entropy), spawn_key=tuple(int(k) for k in request.spawn_key))
     st.noise_entropy, st.noise_key = int(noise.entropy), [int(k) for k in noise.spawn_key]
     return request
+
+
+def _refuse_unallowed_rounds(gate: Gate, config) -> None:
+    """The rounds a summarize request announces, refused here (before sampling) when the operator would
+    refuse them at the round start: the same rules and messages as :func:`_admit_round`, which still applies
+    them round by round."""
+    if int(config.rounds) <= 1:
+        return
+    allowed = set(gate.policy.allowed_strategies)
+    if not allowed & {"rounds", "secure-rounds"}:
+        raise DisclosureError(f"silo {gate.silo.name!r}: the run announces {int(config.rounds) - 1} global-informed "
+                              "rounds and its operator does not allow the 'rounds' (their counts are taken at "
+                              "parameters the server chooses, round after round; docs/federation.md)")
+    if "rounds" not in allowed and not config.round_secure_sum:
+        raise DisclosureError(f"silo {gate.silo.name!r}: its operator allows the rounds only under secure "
+                              "aggregation ('secure-rounds'), and the run announces plain rounds (set "
+                              "aggregation.round-secure-sum=true)")
 
 
 def _admit_divergence(gate: Gate, request: DivergenceRequest) -> DivergenceRequest:
