@@ -10,6 +10,8 @@ generalisation/).
         --rounds 500 2000 --replicates 3 --out docs/results/real/rounds
     python benchmarks/rounds_designs.py --designs paper --rounds 2000 --replicates 5 --name paper-designs
     python benchmarks/rounds_designs.py --designs paper --rounds 2000 --round-labels pooled silo --replicates 5
+    python benchmarks/rounds_designs.py --designs <the 12> --rounds 2000 --round-labels silo --split-merge-only \
+        --round-components cplus --name suite-cplus-split-merge    # the rounds started within C+ components
 
 ``--designs paper`` stands for the paper's six scenarios (``homogeneous/easy`` ... ``non-nested/poor``: 4 silos x
 1,000 rows, 10 variables, C+ = 15, ``vcmc.research.simulate.simulate_design``); their paper's VCMC and full-MCMC
@@ -49,6 +51,9 @@ def main(argv=None) -> None:
                     help="also run each R with aggregation.round_split_merge (labelled rounds-R[-labels]-sm)")
     ap.add_argument("--split-merge-only", action="store_true",
                     help="run each R only with aggregation.round_split_merge (not also without)")
+    ap.add_argument("--round-components", default="0",
+                    help="aggregation.round_components: a number (0: the library's default, 4 C+) or 'cplus' (the "
+                         "design's C+, the model full-data MCMC samples)")
     ap.add_argument("--replicates", type=int, default=3)
     ap.add_argument("--iterations", type=int, default=10_000)
     ap.add_argument("--jobs", type=int, default=2)
@@ -67,6 +72,7 @@ def main(argv=None) -> None:
             truth = np.concatenate(data.labels)
             sampler = SamplerConfig(n_iter=args.iterations, burn_in=args.iterations // 2, thin=5)
             prior = PriorConfig(n_components=design.n_components)
+            start = design.n_components if args.round_components == "cplus" else int(args.round_components)
             row = {"replicate": rep}
             runs = [("full-mcmc", "full-mcmc", 1, "pooled", False), ("one-shot", "vcmc", 1, "pooled", False),
                     *((f"rounds-{r}" + ("" if lab == "pooled" else f"-{lab}") + ("-sm" if sm else ""), "vcmc", r,
@@ -77,7 +83,7 @@ def main(argv=None) -> None:
             for label, method, rounds, labels, sm in runs:
                 cfg = FitConfig(prior=prior, sampler=sampler,
                                 aggregation=AggregationConfig(rounds=rounds, round_labels=labels,
-                                                              round_split_merge=sm))
+                                                              round_split_merge=sm, round_components=start))
                 t0 = time.perf_counter()
                 res = vcmc.fit(data, config=cfg, method=method, rng=rep + 1, jobs=args.jobs, show_progress=False)
                 secs = time.perf_counter() - t0
