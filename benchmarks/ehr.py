@@ -299,7 +299,7 @@ def score(run: dict, truth: dict) -> dict:
     # silo only whose true cluster is also (mostly) another estimated cluster: a piece the matching left apart.
     # "Found in one silo only": no other silo holds 10 of its members and one silo holds most of them (a
     # pooled chain's component of a few dozen rows spread thinly over many silos is a small cluster of the
-    # federation, not a silo's piece; the one-shot pass's pieces are labelled in the silo that found them).
+    # federation, not a silo's piece).
     n_est = int(est.max()) + 1
     per_silo = np.stack([np.bincount(np.asarray(run["labels"][s]), minlength=n_est) for s in silos])
     from vcmc.metrics import confusion_matrix
@@ -323,6 +323,8 @@ def _rescore(path: Path, data_dir: Path, truth: dict) -> None:
     """``--rescore``: the scores of a committed report recomputed from the same runs' labels (the scoring
     changed, not the runs); the report keeps its command and commit and records the rescoring's."""
     report = json.loads(path.read_text())
+    if report["truth"]["sizes"] != truth["sizes"]:
+        raise SystemExit(f"{path} was made on another cohort (give the same --n, --allocation and --seed)")
     for method, kept in report["runs"].items():
         if "score" not in kept:
             continue

@@ -423,7 +423,7 @@ def _admit_summarize(gate: Gate, request: SummarizeRequest) -> SummarizeRequest:
 
 def _refuse_unallowed_rounds(gate: Gate, config) -> None:
     """The rounds a summarize request announces, refused here (before sampling) when the operator would
-    refuse them at the round start: the same rules and messages as :func:`_admit_round`, which still applies
+    refuse them at the round start: the same rules as :func:`_admit_round`, which still applies
     them round by round."""
     if int(config.rounds) <= 1:
         return
