@@ -93,6 +93,12 @@ METHODS = {
     "vcmc-rounds-2000-cplus": ["--rounds", "2000", "--set", "aggregation.round-components={cplus}"],
     "vcmc-rounds-2000-cplus-split-merge": ["--rounds", "2000", "--set", "aggregation.round-components={cplus}",
                                            "--set", "aggregation.round-split-merge=true"],
+    # as many rounds as full-data MCMC has iterations: the rounds are the pooled blocked Gibbs sampler, so this
+    # gives them the reference's own length (docs/results/real/rounds/README.md, "As long as the reference")
+    "vcmc-rounds-10000": ["--rounds", "10000"],
+    "vcmc-rounds-10000-split-merge": ["--rounds", "10000", "--set", "aggregation.round-split-merge=true"],
+    "vcmc-rounds-10000-cplus-split-merge": ["--rounds", "10000", "--set", "aggregation.round-components={cplus}",
+                                            "--set", "aggregation.round-split-merge=true"],
 }
 
 COMMON: list[str] = []      # vcmc fit arguments of every run (--components)
