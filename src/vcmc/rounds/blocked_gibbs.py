@@ -59,12 +59,11 @@ def log_joint(cluster: np.ndarray, modality: np.ndarray, *, alpha: float, beta_c
     c = n.size
     out = gammaln(c * alpha) - gammaln(c * alpha + n.sum()) + np.sum(gammaln(alpha + n) - gammaln(alpha))
     ct = np.asarray(modality, dtype=np.float64)
-    offsets = profile_offsets(n_modalities)
-    for q in range(len(offsets) - 1):
-        a, b = int(offsets[q]), int(offsets[q + 1])
-        beta = beta_cols[a:b]
-        block = ct[:, a:b]
-        out += np.sum(gammaln(beta.sum()) - gammaln(beta.sum() + block.sum(axis=1)))
-        out += np.sum(gammaln(beta[None, :] + block) - gammaln(beta[None, :]))
+    starts = profile_offsets(n_modalities)[:-1]
+    beta = np.asarray(beta_cols, dtype=np.float64)
+    beta_sum = np.add.reduceat(beta, starts)                          # (Q,) per variable
+    block_sum = np.add.reduceat(ct, starts, axis=1)                   # (C, Q): the rows counted per variable
+    out += np.sum(gammaln(beta_sum)[None, :] - gammaln(beta_sum[None, :] + block_sum))
+    out += np.sum(gammaln(beta[None, :] + ct)) - c * np.sum(gammaln(beta))
     return float(out)
 

@@ -2,21 +2,23 @@
 sparse layout (``vcmc.silo.sampler.layout.SparseLayout``: per variable a baseline code, every other cell of
 a row an exception, rows with the same exceptions grouped in one pattern).
 
-A row's log-likelihood under component c is ``base[c] + sum of delta[e, c]`` over its exception slots e,
-where ``base[c]`` sums the baseline codes' log-probabilities and ``delta[e, c]`` replaces one baseline term
-by the exception's (0 for a missing cell), so the cost per row grows with its exceptions, not with the
-number of variables (a health record has ~6 of 80 conditions present). The counts are kept the same way:
+A sweep's allocation probabilities are the labelling kernel's (``vcmc.silo.row_kernels.draw_weights_log``:
+per component a baseline product and per exception slot a ratio, so a row costs its exceptions and no
+exponential), drawn and counted here. A split-merge proposal's two log-likelihoods (``pair_loglik``) are a
+sum per exception in log space: ``base[c]`` sums the baseline codes' log-probabilities and ``delta[e, c]``
+replaces one baseline term by the exception's (0 for a missing cell). The counts are kept the same way:
 exceptions added and their baselines taken off per row, every baseline added once per component.
 
-Written by hand: the sampler's kernels (``vcmc.silo.sampler``) draw the parameters inside the silo from its
-own counts, and no library draws categorical allocations from given log-weights and log-profiles once per
-pattern while summing the counts in the same pass.
+Written by hand: no library draws categorical allocations once per pattern of a ragged (CSR) layout while
+summing the counts in the same pass.
 """
 
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
+
+from vcmc.silo.row_kernels import draw_weights_log
 
 
 @njit(cache=True)
@@ -85,21 +87,22 @@ def _pattern_logp(u, base, delta, pexc_start, pexc, lp):
 
 
 @njit(cache=True)
-def _pattern_probabilities(u, base, delta, pexc_start, pexc, inv_temp, lp):
-    """Allocation probabilities of pattern u into ``lp`` (C,), its log-probabilities multiplied by
-    ``inv_temp`` before they are normalised."""
-    _pattern_logp(u, base, delta, pexc_start, pexc, lp)
-    m = -np.inf
-    for c in range(lp.size):
-        lp[c] *= inv_temp
-        if lp[c] > m:
-            m = lp[c]
-    s = 0.0
-    for c in range(lp.size):
-        lp[c] = np.exp(lp[c] - m)
-        s += lp[c]
-    for c in range(lp.size):
-        lp[c] = lp[c] / s
+def _pattern_weights(log_pi, log_prof, base_col, ecol, evar, pexc_start, pexc):
+    """Allocation probabilities (U, C) of every pattern under ``(log_pi, log_prof)``, rows summing to 1: the
+    labelling kernel's ratio tables (``vcmc.silo.row_kernels.draw_weights_log``, one implementation), a
+    product per exception instead of a sum of logs and an exponential per component (the exponentials were
+    most of a round's cost)."""
+    n_c, n_col = log_prof.shape
+    n_pat = pexc_start.size - 1
+    prof = np.exp(log_prof)
+    w = np.empty((n_pat, n_c))
+    draw_weights_log(log_pi, prof, base_col, ecol, evar, pexc_start, pexc, np.empty(n_c),
+                     np.empty((ecol.size, n_c)), np.empty(ecol.size), np.empty(n_c), np.empty(n_c, dtype=np.int64),
+                     w, np.empty(n_pat))
+    for u in range(n_pat):
+        if not w[u, 0] >= 0.0:       # NaN: no component gives the row a positive probability
+            raise FloatingPointError("round sweep: a row has probability 0 under every component of the draw")
+    return w
 
 
 @njit(cache=True)
@@ -108,20 +111,30 @@ def sweep_patterns(pat_start, row_of, pexc_start, pexc, ecol, evar, base_col, lo
     """Allocation probabilities of every pattern under ``(log_pi, log_prof)`` (C,), (C, P), added to
     ``summed`` (U, C) when ``keep``; every row's component drawn from its pattern's probabilities with its
     own uniform (``uniforms[row]``: the draws do not depend on the patterns' order); returns the counts of
-    the new allocation. ``inv_temp`` (burn-in only): the log-probabilities are multiplied by it before they
-    are normalised (the conditional at temperature ``1 / inv_temp``)."""
+    the new allocation. ``inv_temp`` (burn-in only): the probabilities are raised to it and renormalised
+    (the conditional at temperature ``1 / inv_temp``).
+
+    The probabilities are exact but for the tables' flush (a factor below 1e-300 of its column's maximum
+    counts as 0: it changes a probability by less than 1e-100, ``vcmc.silo.row_kernels``); a profile entry
+    whose exponential underflows is an exact 0, as in every other kernel given probabilities."""
     n_c, n_col = log_prof.shape
     n_var = base_col.size
-    base, delta = _tables(log_pi, log_prof, base_col, ecol, evar)
+    w = _pattern_weights(log_pi, log_prof, base_col, ecol, evar, pexc_start, pexc)
+    tempered = inv_temp != 1.0
     nc = np.zeros(n_c)
     ct = np.zeros((n_c, n_col + n_var))
-    lp = np.empty(n_c)
     cum = np.empty(n_c)
     for u in range(pat_start.size - 1):
-        _pattern_probabilities(u, base, delta, pexc_start, pexc, inv_temp, lp)
+        if tempered:
+            s = 0.0
+            for c in range(n_c):
+                w[u, c] = w[u, c] ** inv_temp
+                s += w[u, c]
+            for c in range(n_c):
+                w[u, c] /= s
         run = 0.0
         for c in range(n_c):
-            p = lp[c]
+            p = w[u, c]
             if keep:
                 summed[u, c] += p
                 summed_sq[u, c] += p * p
@@ -130,8 +143,12 @@ def sweep_patterns(pat_start, row_of, pexc_start, pexc, ecol, evar, base_col, lo
         for j in range(pat_start[u], pat_start[u + 1]):
             i = row_of[j]
             r = uniforms[i] * cum[n_c - 1]
+            # the first component whose running total reaches r: counted without branches (the loop
+            # vectorises; a search's data-dependent exit was mispredicted about once a row)
             c = 0
-            while c < n_c - 1 and cum[c] < r:
+            for k in range(n_c - 1):
+                c += cum[k] < r
+            while w[u, c] == 0.0 and c < n_c - 1:     # r = 0 exactly: never a component of weight 0
                 c += 1
             z[i] = c
             _add_row(nc, ct, c, pexc_start[u], pexc_start[u + 1], pexc, ecol, evar, base_col)
@@ -144,12 +161,10 @@ def accumulate_patterns(pat_start, pexc_start, pexc, ecol, evar, base_col, log_p
     squares to ``summed_sq``) without drawing: the memberships under the silo's own weights
     (``aggregation.round_labels = "silo"``, ``vcmc.silo.rounds.sweep``)."""
     n_c = log_prof.shape[0]
-    base, delta = _tables(log_pi, log_prof, base_col, ecol, evar)
-    lp = np.empty(n_c)
+    w = _pattern_weights(log_pi, log_prof, base_col, ecol, evar, pexc_start, pexc)
     for u in range(pat_start.size - 1):
-        _pattern_probabilities(u, base, delta, pexc_start, pexc, 1.0, lp)
         for c in range(n_c):
-            p = lp[c]
+            p = w[u, c]
             summed[u, c] += p
             summed_sq[u, c] += p * p
 

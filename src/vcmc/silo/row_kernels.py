@@ -35,7 +35,8 @@ from numba import njit
 
 from vcmc.silo.sampler.kernels_sparse import fill_ratio_tables
 
-__all__ = ["DrawTables", "accumulate_memberships", "density_and_occupancy", "draw_weights", "place_and_tally"]
+__all__ = ["DrawTables", "accumulate_memberships", "density_and_occupancy", "draw_weights", "draw_weights_log",
+           "place_and_tally"]
 
 # A row whose total weight (factors in [0, 1]) is below this, or NaN, is recomputed in log space (the
 # sampler's threshold: the flush bound of fill_ratio_tables holds above it).
@@ -86,10 +87,20 @@ def draw_weights(pi, prof, base_col, ecol, evar, pexc_start, pexc, beta, rho, ls
     """Allocation probabilities ``w[u, c]`` (rows sum to 1; NaN for a row impossible under every cluster)
     and log densities ``lp[u] = log sum_c w_uc`` (unnormalised) of every distinct row under one draw
     (``pi`` (C,), ``prof`` (C, P)); the other arguments are scratch (``DrawTables``)."""
-    n_comp, n_col = prof.shape
+    n_comp = prof.shape[0]
     logpi = np.empty(n_comp)
     for c in range(n_comp):
         logpi[c] = math.log(pi[c]) if pi[c] > 0.0 else -np.inf
+    draw_weights_log(logpi, prof, base_col, ecol, evar, pexc_start, pexc, beta, rho, lscale, lbase, nzero, w, lp)
+
+
+@njit(cache=True)
+def draw_weights_log(logpi, prof, base_col, ecol, evar, pexc_start, pexc, beta, rho, lscale, lbase, nzero, w,
+                     lp):  # pragma: no cover - numba
+    """``draw_weights`` given the log weights ``logpi`` (C,): a weight far below float64's range (a sparse
+    Dirichlet draw's empty component, ``exp(-800)``) keeps its value through the table's scaling, as the
+    rounds' server sends it (``vcmc.silo.round_kernels``)."""
+    n_comp, n_col = prof.shape
     # the sampler's own tables (one implementation): B / max B, ratio rows / their maxima and their logs
     lmx = fill_ratio_tables(logpi, prof, base_col, ecol, evar, n_col, beta, rho, lbase, nzero, lscale)
     lw = np.empty(n_comp)
