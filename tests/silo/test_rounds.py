@@ -275,3 +275,28 @@ def test_a_deployment_refuses_an_annealed_sweep(silo_data):
                                       spawn_key=(3, 2, 0), inverse_temperature=2.0))
     assert silo.handle(RoundSweepRequest(round=2, log_pi=log_pi, log_profiles=log_prof, keep=False, seed_entropy=3,
                                          spawn_key=(3, 2, 0))).cluster.shape == (k,)
+
+
+def test_the_sweep_keeps_weights_and_likelihoods_far_below_float64s_range_exact():
+    # a sparse Dirichlet draw gives an empty component a weight like exp(-760), and 100 conditions a likelihood
+    # like exp(-810): neither is a float64, yet they decide the row; the sweep must get it exactly
+    from vcmc.silo.round_kernels import sweep_patterns
+    from vcmc.silo.rounds import RoundState
+    from vcmc.silo.sampler.layout import sparse_layout
+
+    n_var, n = 100, 400
+    codes = np.zeros((n, n_var), dtype=np.int16)
+    codes[0] = 1                                               # one row with every condition, the rest none
+    off = profile_offsets((2,) * n_var)
+    p1 = np.array([np.exp(-8.1), 0.6])                         # P(condition) in components 0 and 1
+    log_prof = np.log(np.tile(np.stack([1 - p1, p1], axis=1), (1, n_var)))    # (2, 2 n_var): [absent, present]
+    log_pi = np.array([0.0, -760.0])                          # exp(-760) is 0 in float64
+    lay = sparse_layout(codes, off)
+    st = RoundState(layout=lay, z=np.zeros(n, dtype=np.int64), n_components=2,
+                    summed=np.zeros((lay.n_patterns, 2)), summed_sq=np.zeros((lay.n_patterns, 2)))
+    sweep_patterns(*st.kernel_layout(), log_pi, log_prof, np.full(n, 0.5), True, st.summed, st.summed_sq, st.z)
+    lw = log_pi + n_var * np.log(p1)                           # the full row's exact log weights
+    want = np.exp(lw - lw.max()) / np.exp(lw - lw.max()).sum()
+    got = st.summed[st.pattern_of_rows()[0]]
+    np.testing.assert_allclose(got, want, rtol=1e-9)
+    assert 0.05 < want[1] < 0.95                               # both components really matter for that row
