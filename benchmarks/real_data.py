@@ -89,7 +89,7 @@ METHODS = {
     "vcmc-rounds-2000-pooled": ["--rounds", "2000", "--set", "aggregation.round-labels=pooled"],
     "vcmc-rounds-500-split-merge": ["--rounds", "500", "--set", "aggregation.round-split-merge=true"],
     "vcmc-rounds-2000-split-merge": ["--rounds", "2000", "--set", "aggregation.round-split-merge=true"],
-    # the rounds' chain with C+ components, the model full-data MCMC samples ({cplus}: --components or 15)
+    # the rounds' chain with C+ components, the model full-data MCMC samples ({cplus}: --components or the library's C+)
     "vcmc-rounds-2000-cplus": ["--rounds", "2000", "--set", "aggregation.round-components={cplus}"],
     "vcmc-rounds-2000-cplus-split-merge": ["--rounds", "2000", "--set", "aggregation.round-components={cplus}",
                                            "--set", "aggregation.round-split-merge=true"],
@@ -214,6 +214,7 @@ def one_cluster_silos(labels, reference, index) -> list[dict]:
 
 
 def main(argv=None) -> None:
+    from vcmc.config import PriorConfig
     from vcmc.metrics import adjusted_rand_index
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -246,7 +247,7 @@ def main(argv=None) -> None:
                      "rows_without_silo": data["no_silo"], "silo_sizes": data["silo_sizes"], "methods": {}}
             labels = {}
             codes, n_mod = pooled_codes(data, Path(tmp) / name)
-            cplus = args.components or 15
+            cplus = args.components or PriorConfig().n_components     # the C+ every run of this dataset uses
             for seed in range(1, args.reference_seeds + 1):
                 fit = Path(tmp) / f"{name}-full-{seed}"
                 secs, k = run_fit(data["files"], fit, seed, args.iterations, 1, ["--method", "full-mcmc"])
@@ -269,7 +270,7 @@ def main(argv=None) -> None:
             for method in args.methods:
                 fit = Path(tmp) / f"{name}-{method}"
                 try:
-                    extra = [a.format(cplus=args.components or 15) for a in METHODS[method]]
+                    extra = [a.format(cplus=cplus) for a in METHODS[method]]
                     secs, k = run_fit(data["files"], fit, 1, args.iterations, args.jobs, extra)
                 except RuntimeError as exc:
                     entry["methods"][method] = {"error": str(exc).splitlines()[-1]}
