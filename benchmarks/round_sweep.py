@@ -4,7 +4,7 @@ memberships under the silo's own weights, milliseconds per round.
 One silo of the application's cohort (``vcmc.research.ehr.simulate_ehr``, 289,821 people in 30 silos: its first
 silo, about 9,650 people, 80 binary conditions), 30 components (the rounds' C+ start), a draw of the server
 shaped like a fitted one (prevalences Beta(0.5, 8), weights Dirichlet(1)). Times, per repetition, ``--rounds``
-calls of ``vcmc.silo.round_kernels.sweep_patterns`` (a burn-in round: no memberships kept) and of
+calls of ``vcmc.silo.sampler.round_kernels.sweep_patterns`` (a burn-in round: no memberships kept) and of
 ``accumulate_patterns`` (what a kept round adds under ``aggregation.round_labels = "silo"``, the default); the
 median of ``--runs`` repetitions is reported (CPU time of the process).
 
@@ -47,7 +47,7 @@ def _silo():
 def time_once(rounds: int, runs: int) -> dict:
     """Median CPU milliseconds of one burn-in sweep and of one kept round's own-weight memberships."""
     from vcmc.model import profile_offsets
-    from vcmc.silo.round_kernels import accumulate_patterns, sweep_patterns
+    from vcmc.silo.sampler.round_kernels import accumulate_patterns, sweep_patterns
     from vcmc.silo.sampler.layout import sparse_layout
 
     codes, n_mod = _silo()

@@ -17,7 +17,7 @@ from vcmc.research.simulate import simulate
 from vcmc.rounds.moves import component_log_marginal
 from vcmc.rounds.stage import _split_merge
 from vcmc.silo.local import LocalSilo
-from vcmc.silo.round_kernels import counts
+from vcmc.silo.sampler.round_kernels import counts
 
 ALPHA, BETA, C = 1.0, 1.0, 4
 N_MOD = [2, 2, 2]

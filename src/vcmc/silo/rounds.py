@@ -8,7 +8,7 @@ allocation probabilities under a draw, so the probabilities are computed once pe
 sparse layout (``vcmc.silo.sampler.layout.sparse_layout``: a row costs its exceptions to the silo's most
 frequent codes, not its number of variables).
 
-The sweep itself is ``vcmc.silo.round_kernels`` (numba, imported when a round is answered).
+The sweep itself is ``vcmc.silo.sampler.round_kernels`` (numba, imported when a round is answered).
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ class RoundState:
                    n_kept=kept, last_round=last, silo_weight_prior=prior)
 
     def kernel_layout(self) -> tuple[np.ndarray, ...]:
-        """The layout's arrays in the kernels' argument order (``vcmc.silo.round_kernels``)."""
+        """The layout's arrays in the kernels' argument order (``vcmc.silo.sampler.round_kernels``)."""
         lay = self.layout
         return lay.pat_start, lay.row_of, lay.pexc_start, lay.pexc, lay.ecol, lay.evar, lay.base_col
 
@@ -110,14 +110,15 @@ def start(silo, request: RoundStartRequest) -> RoundCountsReply:
     if start_map.size and (start_map.min() < 0 or start_map.max() >= c):
         raise ConfigError(f"round start: start must map clusters to components in [0, {c})")
     z = start_map[labels]
-    from vcmc.silo.sampler.layout import sparse_layout
+    from vcmc.silo.sampler.layout import by_exception_count, sparse_layout
 
     offsets = profile_offsets(silo.n_modalities)
-    layout = sparse_layout(np.ascontiguousarray(silo.codes, dtype=np.int16), offsets)
+    # the sampler's order of the patterns (predictable loop trip counts); any order gives the same law
+    layout = by_exception_count(sparse_layout(np.ascontiguousarray(silo.codes, dtype=np.int16), offsets))
     u = layout.n_patterns
     silo.rounds = RoundState(layout=layout, z=z, n_components=c, summed=np.zeros((u, c)), summed_sq=np.zeros((u, c)),
                              silo_weight_prior=float(request.silo_weight_prior))   # checked by the gate
-    from vcmc.silo.round_kernels import counts
+    from vcmc.silo.sampler.round_kernels import counts
 
     nc, ct = counts(*silo.rounds.kernel_layout(), z, int(offsets[-1]), c)
     return RoundCountsReply(cluster=nc, modality=ct)
@@ -131,7 +132,7 @@ def _require(silo) -> RoundState:
 
 def sweep(silo, request: RoundSweepRequest) -> RoundCountsReply:
     """One sweep of the rows' allocations at the server's draw; the counts of the new allocation."""
-    from vcmc.silo.round_kernels import accumulate_patterns, sweep_patterns
+    from vcmc.silo.sampler.round_kernels import accumulate_patterns, sweep_patterns
 
     st = _require(silo)
     offsets = profile_offsets(silo.n_modalities)
@@ -170,7 +171,7 @@ def move(silo, request: RoundMoveRequest) -> RoundMoveReply:
     """The silo's part of a split-merge proposal (``RoundMoveRequest``): the rows' split probabilities
     between a and b, and for a split the counts of the rows drawn to b (the silo keeps nothing of it)."""
     from vcmc.model import one_hot_counts
-    from vcmc.silo.round_kernels import pair_loglik
+    from vcmc.silo.sampler.round_kernels import pair_loglik
 
     st = _require(silo)
     a, b = int(request.a), int(request.b)

@@ -98,8 +98,7 @@ def draw_weights(pi, prof, base_col, ecol, evar, pexc_start, pexc, beta, rho, ls
 def draw_weights_log(logpi, prof, base_col, ecol, evar, pexc_start, pexc, beta, rho, lscale, lbase, nzero, w,
                      lp):  # pragma: no cover - numba
     """``draw_weights`` given the log weights ``logpi`` (C,): a weight far below float64's range (a sparse
-    Dirichlet draw's empty component, ``exp(-800)``) keeps its value through the table's scaling, as the
-    rounds' server sends it (``vcmc.silo.round_kernels``)."""
+    Dirichlet draw's empty component, ``exp(-800)``) keeps its value through the table's scaling."""
     n_comp, n_col = prof.shape
     # the sampler's own tables (one implementation): B / max B, ratio rows / their maxima and their logs
     lmx = fill_ratio_tables(logpi, prof, base_col, ecol, evar, n_col, beta, rho, lbase, nzero, lscale)

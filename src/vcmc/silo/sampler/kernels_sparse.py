@@ -305,6 +305,10 @@ def _sparse_pass(bvec, rho, pexc_start, pexc, poff, pat_start, lbase, nzero, pro
         tot64 = 0.0
         for c in range(n_comp):
             tot64 += lw[c]
+        if not tot64 > 0.0:
+            # no component gives the row a positive probability (NaN weights): never in the sampler, where
+            # a row's own component has it; a draw sent to a silo's rounds could (vcmc.silo.sampler.round_kernels)
+            raise FloatingPointError("a row has probability 0 under every component of the draw")
         if not draw:
             for c in range(n_comp):
                 probs[u, c] = lw[c] / tot64

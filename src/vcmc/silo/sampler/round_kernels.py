@@ -1,0 +1,211 @@
+"""Numba kernels of the silo's half of the global-informed rounds (``vcmc.silo.rounds``), on the sampler's
+sparse layout (``vcmc.silo.sampler.layout.SparseLayout``: per variable a baseline code, every other cell of
+a row an exception, rows with the same exceptions grouped in one pattern).
+
+A round's sweep is the sampler's own allocation step (``vcmc.silo.sampler.kernels_sparse._sparse_pass``,
+one implementation): per component a baseline product and per exception slot a ratio
+(``fill_ratio_tables``, given log weights, so a weight far below float64's range keeps its value), the
+products on 4-lane float64 vectors, the categorical pick without branches, the counts kept per exception
+slot and expanded once (``_expand_sparse``), and every row whose total leaves the tables' range recomputed
+exactly in log space. The same pass without drawing gives the patterns' normalised probabilities (the
+memberships of a kept round, and an annealed sweep's tempered draw). A split-merge proposal's two
+log-likelihoods (``pair_loglik``) are a sum per exception in log space: ``base[c]`` sums the baseline codes'
+log-probabilities and ``delta[e, c]`` replaces one baseline term by the exception's (0 for a missing cell).
+
+Written by hand: no library draws categorical allocations once per pattern of a ragged (CSR) layout while
+summing the counts in the same pass.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from vcmc.silo.sampler.intrinsics import _LANES, _LANES64
+from vcmc.silo.sampler.kernels_sparse import _count_sparse, _expand_sparse, _pre_size, _sparse_pass, fill_ratio_tables
+
+
+@njit(cache=True)
+def _lanes(n_comp):
+    """Components padded to whole vectors (the sampler's lane count; padding lanes have weight 0)."""
+    return ((n_comp + _LANES - 1) // _LANES) * _LANES
+
+
+@njit(cache=True)
+def _to_reply(nc, cnt, ecol, evar, base_col, n_col, n_lane):
+    """Sizes (C,) and component-by-modality counts (C, P) as float64, the missing cells' rows dropped, from
+    the pass's per-slot counts."""
+    n_comp = nc.shape[0]
+    ct = np.zeros((n_col + base_col.size, n_lane), dtype=np.int64)
+    _expand_sparse(nc, cnt, ecol, evar, base_col, ct)
+    out = np.empty((n_comp, n_col))
+    for c in range(n_comp):
+        for j in range(n_col):
+            out[c, j] = ct[j, c]
+    return nc.astype(np.float64), out
+
+
+@njit(cache=True)
+def counts(pat_start, row_of, pexc_start, pexc, ecol, evar, base_col, z, n_col, n_comp):
+    """Component sizes (C,) and component-by-modality counts (C, P) of the allocation ``z`` (the sampler's
+    counting, ``_count_sparse``)."""
+    n_lane = _lanes(n_comp)
+    nc = np.zeros(n_comp, dtype=np.int64)
+    cnt = np.zeros(ecol.size * n_lane, dtype=np.int32)
+    _count_sparse(z, pat_start, row_of, pexc_start, pexc, n_lane, nc, cnt)
+    return _to_reply(nc, cnt, ecol, evar, base_col, n_col, n_lane)
+
+
+@njit(cache=True)
+def _pass(pat_start, row_of, pexc_start, pexc, ecol, evar, base_col, log_pi, log_prof, uniforms, z, draw, probs):
+    """One ``_sparse_pass`` under ``(log_pi, log_prof)``: with ``draw``, every row's component into ``z`` (row
+    ``i`` with ``uniforms[i]``) and the new counts returned; else the patterns' probabilities into
+    ``probs`` (U, C)."""
+    n_comp, n_col = log_prof.shape
+    n_lane = _lanes(n_comp)
+    n_slot = ecol.size
+    n_row = row_of.size
+    prof = np.exp(log_prof)
+    bvec = np.zeros(n_lane)
+    rho = np.zeros((n_slot, n_lane))
+    lbase = np.empty(n_comp)
+    nzero = np.empty(n_comp, dtype=np.int64)
+    fill_ratio_tables(log_pi, prof, base_col, ecol, evar, n_col, bvec, rho, lbase, nzero, np.empty(0))
+    ubuf = np.empty(n_row if draw else 0)
+    zp = np.empty(n_row if draw else 0, dtype=np.int64)
+    for r in range(ubuf.size):
+        ubuf[r] = uniforms[row_of[r]]         # a row's own uniform: the draws do not depend on the order
+    nc = np.zeros(n_comp, dtype=np.int64)
+    cnt = np.zeros(n_slot * n_lane, dtype=np.int32)
+    _sparse_pass(bvec, rho, pexc_start, pexc, pexc * np.uint32(n_lane), pat_start, lbase, nzero, prof, base_col,
+                 ecol, evar, n_col, 0, ubuf, draw, zp, nc, cnt, np.empty(2 * n_lane),
+                 np.empty(2 * _pre_size(n_lane // _LANES64)), np.empty(n_comp), np.empty((n_slot, n_comp)),
+                 np.zeros((n_slot, n_comp), dtype=np.int64), np.full(n_slot, -1, dtype=np.int64), probs)
+    for r in range(zp.size):
+        z[row_of[r]] = zp[r]
+    return nc, cnt, n_lane
+
+
+@njit(cache=True)
+def pattern_probabilities(pat_start, row_of, pexc_start, pexc, ecol, evar, base_col, log_pi, log_prof):
+    """Allocation probabilities (U, C) of every pattern under ``(log_pi, log_prof)``, rows summing to 1."""
+    probs = np.empty((pat_start.size - 1, log_prof.shape[0]))
+    _pass(pat_start, row_of, pexc_start, pexc, ecol, evar, base_col, log_pi, log_prof, np.empty(0),
+          np.empty(0, dtype=np.int64), False, probs)
+    return probs
+
+
+@njit(cache=True)
+def _add_probabilities(w, summed, summed_sq):
+    for u in range(w.shape[0]):
+        for c in range(w.shape[1]):
+            p = w[u, c]
+            summed[u, c] += p
+            summed_sq[u, c] += p * p
+
+
+@njit(cache=True)
+def sweep_patterns(pat_start, row_of, pexc_start, pexc, ecol, evar, base_col, log_pi, log_prof, uniforms, keep,
+                   summed, summed_sq, z, inv_temp=1.0):
+    """Every row's component drawn under ``(log_pi, log_prof)`` (C,), (C, P) with its own uniform
+    (``uniforms[row]``: the draws do not depend on the patterns' order), the patterns' probabilities added to
+    ``summed`` (U, C) (squares to ``summed_sq``) when ``keep``; returns the counts of the new allocation.
+    ``inv_temp`` (burn-in only): the probabilities are raised to it and renormalised (the conditional at
+    temperature ``1 / inv_temp``).
+
+    The probabilities are exact but for the tables' flush (a factor below 1e-300 of its column's maximum
+    counts as 0: it changes a probability by less than 1e-100, ``vcmc.silo.sampler.kernels_sparse``); a
+    profile entry whose exponential underflows is an exact 0, as in every other kernel given probabilities.
+    A row impossible under every component raises FloatingPointError."""
+    n_c, n_col = log_prof.shape
+    if not keep and inv_temp == 1.0:                 # the plain sweep: the sampler's pass draws and counts
+        nc, cnt, n_lane = _pass(pat_start, row_of, pexc_start, pexc, ecol, evar, base_col, log_pi, log_prof,
+                                uniforms, z, True, np.empty((0, n_c)))
+        return _to_reply(nc, cnt, ecol, evar, base_col, n_col, n_lane)
+    w = pattern_probabilities(pat_start, row_of, pexc_start, pexc, ecol, evar, base_col, log_pi, log_prof)
+    if inv_temp != 1.0:
+        for u in range(w.shape[0]):
+            s = 0.0
+            for c in range(n_c):
+                w[u, c] = w[u, c] ** inv_temp
+                s += w[u, c]
+            for c in range(n_c):
+                w[u, c] /= s
+    if keep:
+        _add_probabilities(w, summed, summed_sq)
+    cum = np.empty(n_c)
+    for u in range(pat_start.size - 1):
+        run = 0.0
+        for c in range(n_c):
+            run += w[u, c]
+            cum[c] = run
+        for j in range(pat_start[u], pat_start[u + 1]):
+            i = row_of[j]
+            r = uniforms[i] * cum[n_c - 1]
+            # the first component whose running total reaches r: counted without branches
+            c = 0
+            for k in range(n_c - 1):
+                c += cum[k] < r
+            while w[u, c] == 0.0 and c < n_c - 1:     # r = 0 exactly: never a component of weight 0
+                c += 1
+            z[i] = c
+    return counts(pat_start, row_of, pexc_start, pexc, ecol, evar, base_col, z, n_col, n_c)
+
+
+@njit(cache=True)
+def accumulate_patterns(pat_start, pexc_start, pexc, ecol, evar, base_col, log_pi, log_prof, summed, summed_sq):
+    """Add every pattern's allocation probabilities under ``(log_pi, log_prof)`` to ``summed`` (and their
+    squares to ``summed_sq``) without drawing: the memberships under the silo's own weights
+    (``aggregation.round_labels = "silo"``, ``vcmc.silo.rounds.sweep``)."""
+    w = pattern_probabilities(pat_start, np.empty(0, dtype=np.int64), pexc_start, pexc, ecol, evar, base_col,
+                              log_pi, log_prof)
+    _add_probabilities(w, summed, summed_sq)
+
+
+@njit(cache=True)
+def _tables(log_pi, log_prof, base_col, ecol, evar):
+    """``base`` (C,): log weight plus the baseline codes' log-probabilities of each component; ``delta``
+    (slots, C): what an exception slot changes (0 for a missing cell's own term)."""
+    n_c, n_col = log_prof.shape
+    n_var = base_col.size
+    base = log_pi.copy()
+    for c in range(n_c):
+        for q in range(n_var):
+            base[c] += log_prof[c, base_col[q]]
+    n_slot = ecol.size
+    delta = np.empty((n_slot, n_c))
+    for e in range(n_slot):
+        col = ecol[e]
+        b = base_col[evar[e]]
+        for c in range(n_c):
+            v = log_prof[c, col] if col < n_col else 0.0     # a missing cell: no term
+            delta[e, c] = v - log_prof[c, b]
+    return base, delta
+
+
+@njit(cache=True)
+def _pattern_logp(u, base, delta, pexc_start, pexc, lp):
+    """Unnormalised log allocation probabilities of pattern u into ``lp`` (C,)."""
+    for c in range(lp.size):
+        lp[c] = base[c]
+    for k in range(pexc_start[u], pexc_start[u + 1]):
+        e = pexc[k]
+        for c in range(lp.size):
+            lp[c] += delta[e, c]
+
+
+@njit(cache=True)
+def pair_loglik(pat_start, pexc_start, pexc, ecol, evar, base_col, log_a, log_b):
+    """(U, 2) log-likelihood of every pattern under the two profiles ``log_a`` and ``log_b`` (P,) (a missing
+    cell has no term): the rows' split probabilities of a split-merge proposal (``vcmc.silo.rounds.move``)."""
+    log_prof = np.empty((2, log_a.size))
+    log_prof[0] = log_a
+    log_prof[1] = log_b
+    base, delta = _tables(np.zeros(2), log_prof, base_col, ecol, evar)
+    out = np.empty((pat_start.size - 1, 2))
+    lp = np.empty(2)
+    for u in range(pat_start.size - 1):
+        _pattern_logp(u, base, delta, pexc_start, pexc, lp)
+        out[u, 0] = lp[0]
+        out[u, 1] = lp[1]
+    return out
