@@ -125,3 +125,21 @@ def test_pool_with_fewer_workers_than_silos_gives_the_same_replies(small_sim, ti
                          for n in names})
         assert {n for n, r in out.items() if isinstance(r, SiloFailure)} == shared
     assert not any(_alive(p) for p in pids.values())
+
+
+def test_pool_worker_hosting_several_silos_times_out_every_queued_request(small_sim, tiny_config,
+                                                                          summarize_request):
+    """A worker gets all its silos' requests at once: a timeout fails each of them by name, the one being
+    computed and the ones still queued behind it, and the pool still closes cleanly."""
+    import dataclasses
+
+    long = dataclasses.replace(tiny_config, sampler=dataclasses.replace(tiny_config.sampler, n_iter=200_000,
+                                                                        burn_in=100_000))
+    silos = small_sim.silos[:2]
+    names = [d.name for d in silos]
+    with ProcessPoolTransport(silos, max_workers=1) as pool:
+        (pid,) = set(pool.pids().values())
+        out = pool.call({n: summarize_request(long, i) for i, n in enumerate(names)}, timeout=1.0)
+        assert all(isinstance(out[n], SiloFailure) and out[n].silo == n and "within 1 s" in out[n].reason
+                   for n in names)
+        assert not _alive(pid)
