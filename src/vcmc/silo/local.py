@@ -10,6 +10,7 @@ worker process of the process pool and inside a Flower ClientApp.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import logging
@@ -189,7 +190,7 @@ class LocalSilo:
             raise ConfigError(f"silo {self.name!r} cannot answer a {request.KIND!r} message")
         return self.gate.release(request, answer(self, request))
 
-    @property
+    @functools.cached_property
     def n_columns(self) -> int:
         return int(np.sum(self.n_modalities))
 
@@ -206,8 +207,9 @@ class LocalSilo:
     def codes(self) -> np.ndarray:
         return self.data.codes
 
-    @property
+    @functools.cached_property
     def n_modalities(self) -> tuple[int, ...]:
+        # cached: the gate asks for it on every round's request (a silo's data never change in a run)
         return tuple(int(k) for k in self.data.schema.n_modalities)
 
     def hello(self, request: HelloRequest | None = None) -> HelloReply:
