@@ -306,3 +306,27 @@ def test_dataframe_round_trip_and_inference_either_agrees_or_refuses(frame):
         return
     decoded = inferred.schema.decode(inferred.codes)
     pd.testing.assert_frame_equal(decoded, labels.astype(object).where(labels.notna(), None))
+
+
+@SETTINGS
+@given(st.integers(0, 5).flatmap(lambda n: st.tuples(
+    hnp.arrays(np.int16, st.tuples(st.just(n), st.integers(1, 4)), elements=st.integers(-1, 2)),
+    hnp.arrays(np.int64, st.just(n), elements=st.integers(-1, 2)))))
+def test_one_hot_counts_counts_every_labelled_present_cell_once(args):
+    """The contingency table equals a cell-by-cell count (missing cells and unlabelled rows add nothing),
+    also when the rows span several of its blocks."""
+    import vcmc.model as model
+
+    codes, labels = args
+    n_mod = [3] * codes.shape[1]
+    expected = np.zeros((3, 3 * codes.shape[1]), dtype=np.int64)
+    for i, q in np.ndindex(codes.shape):
+        if labels[i] >= 0 and codes[i, q] >= 0:
+            expected[labels[i], 3 * q + codes[i, q]] += 1
+    np.testing.assert_array_equal(model.one_hot_counts(codes, labels, 3, n_mod), expected)
+    block = model._COUNT_BLOCK
+    try:
+        model._COUNT_BLOCK = 2
+        np.testing.assert_array_equal(model.one_hot_counts(codes, labels, 3, n_mod), expected)
+    finally:
+        model._COUNT_BLOCK = block

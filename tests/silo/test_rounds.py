@@ -199,9 +199,9 @@ def test_round_state_survives_export_and_restore(silo_data):
 def test_the_sparse_sweep_gives_exact_probabilities_and_counts_with_missing_cells_and_many_levels():
     # the sweep works on the sampler's sparse layout (a row costs its exceptions to the silo's most frequent
     # codes); a missing cell has no term, and the counts equal those of the drawn allocation, cell by cell
-    from vcmc.silo.sampler.round_kernels import counts, sweep_patterns
     from vcmc.silo.rounds import RoundState
     from vcmc.silo.sampler.layout import sparse_layout
+    from vcmc.silo.sampler.round_kernels import counts, sweep_patterns
 
     rng = np.random.default_rng(11)
     n_mod = (2, 5, 3, 7)
@@ -236,9 +236,9 @@ def test_the_sparse_sweep_gives_exact_probabilities_and_counts_with_missing_cell
 
 
 def test_an_annealed_sweep_draws_from_the_tempered_conditional_and_a_kept_round_refuses_it(silo_data):
-    from vcmc.silo.sampler.round_kernels import sweep_patterns
     from vcmc.silo.rounds import RoundState
     from vcmc.silo.sampler.layout import sparse_layout
+    from vcmc.silo.sampler.round_kernels import sweep_patterns
 
     n_mod = (2, 3)
     codes = np.zeros((20000, 2), dtype=np.int16)            # one pattern: every row has the same conditional
@@ -280,9 +280,9 @@ def test_a_deployment_refuses_an_annealed_sweep(silo_data):
 def test_the_sweep_keeps_weights_and_likelihoods_far_below_float64s_range_exact():
     # a sparse Dirichlet draw gives an empty component a weight like exp(-760), and 100 conditions a likelihood
     # like exp(-810): neither is a float64, yet they decide the row; the sweep must get it exactly
-    from vcmc.silo.sampler.round_kernels import sweep_patterns
     from vcmc.silo.rounds import RoundState
     from vcmc.silo.sampler.layout import sparse_layout
+    from vcmc.silo.sampler.round_kernels import sweep_patterns
 
     n_var, n = 100, 400
     codes = np.zeros((n, n_var), dtype=np.int16)

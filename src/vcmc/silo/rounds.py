@@ -13,7 +13,7 @@ The sweep itself is ``vcmc.silo.sampler.round_kernels`` (numba, imported when a 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -49,6 +49,7 @@ class RoundState:
     last_round: int = 0
     silo_weight_prior: float = 0.0   # > 0: memberships under the silo's own weights (RoundStartRequest)
     last_split: np.ndarray | None = None   # rows the last split proposal drew to b (in memory only, never sent)
+    _pattern_of_rows: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     FIELDS = ("z", "summed", "summed_sq")
     LAYOUT_FIELDS = ("base_col", "ecol", "evar", "pat_start", "row_of", "pexc_start", "pexc")
@@ -81,11 +82,13 @@ class RoundState:
         return lay.pat_start, lay.row_of, lay.pexc_start, lay.pexc, lay.ecol, lay.evar, lay.base_col
 
     def pattern_of_rows(self) -> np.ndarray:
-        """(n,) the pattern of every row."""
-        lay = self.layout
-        out = np.empty(self.z.size, dtype=np.int64)
-        out[lay.row_of] = np.repeat(np.arange(lay.n_patterns), np.diff(lay.pat_start))
-        return out
+        """(n,) the pattern of every row (computed once: the layout never changes in a run)."""
+        if self._pattern_of_rows is None:
+            lay = self.layout
+            out = np.empty(self.z.size, dtype=np.int64)
+            out[lay.row_of] = np.repeat(np.arange(lay.n_patterns), np.diff(lay.pat_start))
+            self._pattern_of_rows = out
+        return self._pattern_of_rows
 
 
 def key(silo, request: RoundKeyRequest) -> RoundKeyReply:
@@ -183,21 +186,26 @@ def move(silo, request: RoundMoveRequest) -> RoundMoveReply:
     if log_a.shape != (p,) or log_b.shape != (p,):
         raise ConfigError(f"round move: the profiles must have {p} log probabilities")
     lay = st.layout
-    ll = pair_loglik(lay.pat_start, lay.pexc_start, lay.pexc, lay.ecol, lay.evar, lay.base_col, log_a, log_b)
-    ll = ll[st.pattern_of_rows()]
-    la = float(request.log_rho) + ll[:, 0]
-    lb = float(request.log_1m_rho) + ll[:, 1]
-    norm = np.logaddexp(la, lb)
-    log_pa, log_pb = la - norm, lb - norm
+    pattern = st.pattern_of_rows()
+
+    def split_log_probabilities(rows):
+        # only the rows of a (and of b for a merge) enter the proposal: no other row is computed
+        ll = pair_loglik(pattern[rows], lay.pexc_start, lay.pexc, lay.ecol, lay.evar, lay.base_col, log_a, log_b)
+        la = float(request.log_rho) + ll[:, 0]
+        lb = float(request.log_1m_rho) + ll[:, 1]
+        norm = np.logaddexp(la, lb)
+        return la - norm, lb - norm
+
     if request.kind == "merge":
-        in_a, in_b = st.z == a, st.z == b
-        log_q = float(log_pa[in_a].sum() + log_pb[in_b].sum())
+        log_q = float(split_log_probabilities(np.flatnonzero(st.z == a))[0].sum()
+                      + split_log_probabilities(np.flatnonzero(st.z == b))[1].sum())
         return RoundMoveReply(log_q=log_q, cluster_b=0.0, modality_b=np.zeros(p))
     rng = np.random.default_rng(np.random.SeedSequence(int(request.seed_entropy),
                                                        spawn_key=tuple(int(k) for k in request.spawn_key)))
     rows = np.flatnonzero(st.z == a)
-    to_b = rng.random(rows.size) < np.exp(log_pb[rows])
-    log_q = float(log_pb[rows][to_b].sum() + log_pa[rows][~to_b].sum())
+    log_pa, log_pb = split_log_probabilities(rows)
+    to_b = rng.random(rows.size) < np.exp(log_pb)
+    log_q = float(log_pb[to_b].sum() + log_pa[~to_b].sum())
     moved = rows[to_b]
     st.last_split = moved
     modality = one_hot_counts(silo.codes[moved], np.zeros(moved.size, dtype=np.int64), 1, silo.n_modalities)[0]

@@ -195,17 +195,18 @@ def _pattern_logp(u, base, delta, pexc_start, pexc, lp):
 
 
 @njit(cache=True)
-def pair_loglik(pat_start, pexc_start, pexc, ecol, evar, base_col, log_a, log_b):
-    """(U, 2) log-likelihood of every pattern under the two profiles ``log_a`` and ``log_b`` (P,) (a missing
-    cell has no term): the rows' split probabilities of a split-merge proposal (``vcmc.silo.rounds.move``)."""
+def pair_loglik(patterns, pexc_start, pexc, ecol, evar, base_col, log_a, log_b):
+    """(len(patterns), 2) log-likelihood of the given patterns under the two profiles ``log_a`` and ``log_b``
+    (P,) (a missing cell has no term): the rows' split probabilities of a split-merge proposal
+    (``vcmc.silo.rounds.move``; only the patterns of the two components' rows are asked for)."""
     log_prof = np.empty((2, log_a.size))
     log_prof[0] = log_a
     log_prof[1] = log_b
     base, delta = _tables(np.zeros(2), log_prof, base_col, ecol, evar)
-    out = np.empty((pat_start.size - 1, 2))
+    out = np.empty((patterns.size, 2))
     lp = np.empty(2)
-    for u in range(pat_start.size - 1):
-        _pattern_logp(u, base, delta, pexc_start, pexc, lp)
-        out[u, 0] = lp[0]
-        out[u, 1] = lp[1]
+    for i in range(patterns.size):
+        _pattern_logp(patterns[i], base, delta, pexc_start, pexc, lp)
+        out[i, 0] = lp[0]
+        out[i, 1] = lp[1]
     return out
