@@ -285,8 +285,9 @@ def _sparse_pass(bvec, rho, pexc_start, pexc, poff, pat_start, lbase, nzero, pro
         qoff = (u & 1) * n_pre
         if tot >= _FALLBACK_BELOW:  # False for NaN
             if not draw:
+                inv = 1.0 / tot      # one division per pattern, not one per component (within an ulp)
                 for c in range(n_comp):
-                    probs[u, c] = w[woff + c] / tot
+                    probs[u, c] = w[woff + c] * inv
                 continue
             for r in range(pat_start[u], pat_start[u + 1]):
                 # Categorical draw. Lane i of block b ends at pre[b] + (w0 + ... + wi) summed left to right,
