@@ -3,10 +3,11 @@ memberships under the silo's own weights, milliseconds per round.
 
 One silo of the application's cohort (``vcmc.research.ehr.simulate_ehr``, 289,821 people in 30 silos: its first
 silo, about 9,650 people, 80 binary conditions), 30 components (the rounds' C+ start), a draw of the server
-shaped like a fitted one (prevalences Beta(0.5, 8), weights Dirichlet(1)). Times, per repetition, ``--rounds``
-calls of ``vcmc.silo.sampler.round_kernels.sweep_patterns`` (a burn-in round: no memberships kept) and of
-``accumulate_patterns`` (what a kept round adds under ``aggregation.round_labels = "silo"``, the default); the
-median of ``--runs`` repetitions is reported (CPU time of the process).
+shaped like a fitted one (prevalences Beta(0.5, 8), weights Dirichlet(1)), the layout the silo's rounds use.
+Times, per repetition, ``--rounds`` calls of ``vcmc.silo.sampler.round_kernels.sweep_patterns`` (a burn-in
+round: no memberships kept) and of ``accumulate_patterns`` (what a kept round adds under
+``aggregation.round_labels = "silo"``, the default); the median of ``--runs`` repetitions is reported (CPU
+time of the process).
 
 With ``--against DIR`` (another checkout, e.g. ``git worktree add ../base <commit>``) the same is timed
 alternately in a fresh process of this checkout and of DIR, ``--runs`` times each, in an order that swaps every
@@ -47,12 +48,17 @@ def _silo():
 def time_once(rounds: int, runs: int) -> dict:
     """Median CPU milliseconds of one burn-in sweep and of one kept round's own-weight memberships."""
     from vcmc.model import profile_offsets
-    from vcmc.silo.sampler.round_kernels import accumulate_patterns, sweep_patterns
-    from vcmc.silo.sampler.layout import sparse_layout
+    from vcmc.silo.sampler.layout import by_exception_count, sparse_layout
+    try:
+        from vcmc.silo.sampler.round_kernels import accumulate_patterns, sweep_patterns
+        order = by_exception_count          # the layout vcmc.silo.rounds.start builds
+    except ImportError:     # a checkout before 89c900b (--against): the kernels lived in vcmc.silo
+        from vcmc.silo.round_kernels import accumulate_patterns, sweep_patterns
+        order = lambda layout: layout       # noqa: E731 - its rounds used the layout as built
 
     codes, n_mod = _silo()
     off = profile_offsets(n_mod)
-    lay = sparse_layout(codes, off)
+    lay = order(sparse_layout(codes, off))
     c = 30
     rng = np.random.default_rng(0)
     prof = np.empty((c, int(off[-1])))
