@@ -459,13 +459,13 @@ class ProcessPoolTransport(TransportBase):
              timeout: float | None = None) -> dict[str, Message | SiloFailure]:
         self._check_names(requests)
         out: dict[str, Message | SiloFailure] = {}
-        queues: dict[int, list[tuple[str, Message]]] = {}
+        batches: dict[int, list[tuple[str, Message]]] = {}   # worker index -> its requests, in order
         for name, request in requests.items():
             reason = self._reason(name)
             if reason is not None:
                 out[name] = SiloFailure(name, reason)
             else:
-                queues.setdefault(self._of[name].index, []).append((name, request))
+                batches.setdefault(self._of[name].index, []).append((name, request))
         # Every request of a worker is written at once (its reader thread takes them as they come) and the
         # replies come back in the same order: a worker goes from one silo's request to the next without
         # waiting for the server to read a reply and write the next request (a global-informed round is
@@ -476,15 +476,15 @@ class ProcessPoolTransport(TransportBase):
             for n, _ in items:
                 out[n] = SiloFailure(n, w.dead_reason)
 
-        for index, queue_ in queues.items():
+        for index, batch in batches.items():
             w = self._workers[index]
             sent = []
-            for k, (name, request) in enumerate(queue_):
+            for k, (name, request) in enumerate(batch):
                 try:
                     w.conn.send((name, request.to_arrays()))
                 except (BrokenPipeError, OSError):
                     self._retire(w, f"worker process died (exit code {w.process.exitcode})")
-                    fail(w, sent + queue_[k:])
+                    fail(w, sent + batch[k:])
                     sent = []
                     break
                 sent.append((name, request))

@@ -334,8 +334,9 @@ def _sparse_pass(bvec, rho, pexc_start, pexc, poff, pat_start, lbase, nzero, pro
 @njit(cache=True)
 def _allocation_probabilities_sparse(base_col, ecol, evar, pat_start, pexc_start, pexc, n_col, logpi, prof,
                                      out):
-    """Normalised allocation probabilities of every pattern through the sparse code path (tests); returns
-    how many patterns took the exact log-space fallback."""
+    """Normalised allocation probabilities of every pattern through the sparse code path (the tests, and the
+    memberships of the rounds: ``vcmc.silo.sampler.round_kernels``); returns how many patterns took the exact
+    log-space fallback."""
     n_comp = prof.shape[0]
     n_lane = ((n_comp + _LANES - 1) // _LANES) * _LANES
     n_slot = ecol.shape[0]

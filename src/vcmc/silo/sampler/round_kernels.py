@@ -22,7 +22,14 @@ import numpy as np
 from numba import njit
 
 from vcmc.silo.sampler.intrinsics import _LANES, _LANES64
-from vcmc.silo.sampler.kernels_sparse import _count_sparse, _expand_sparse, _pre_size, _sparse_pass, fill_ratio_tables
+from vcmc.silo.sampler.kernels_sparse import (
+    _allocation_probabilities_sparse,
+    _count_sparse,
+    _expand_sparse,
+    _pre_size,
+    _sparse_pass,
+    fill_ratio_tables,
+)
 
 
 @njit(cache=True)
@@ -57,10 +64,9 @@ def counts(pat_start, row_of, pexc_start, pexc, ecol, evar, base_col, z, n_col, 
 
 
 @njit(cache=True)
-def _pass(pat_start, row_of, pexc_start, pexc, ecol, evar, base_col, log_pi, log_prof, uniforms, z, draw, probs):
-    """One ``_sparse_pass`` under ``(log_pi, log_prof)``: with ``draw``, every row's component into ``z`` (row
-    ``i`` with ``uniforms[i]``) and the new counts returned; else the patterns' probabilities into
-    ``probs`` (U, C)."""
+def _draw(pat_start, row_of, pexc_start, pexc, ecol, evar, base_col, log_pi, log_prof, uniforms, z):
+    """One drawing ``_sparse_pass`` under ``(log_pi, log_prof)``: every row's component into ``z`` (row ``i``
+    with ``uniforms[i]``); returns the pass's sizes, per-slot counts and lane count."""
     n_comp, n_col = log_prof.shape
     n_lane = _lanes(n_comp)
     n_slot = ecol.size
@@ -71,27 +77,29 @@ def _pass(pat_start, row_of, pexc_start, pexc, ecol, evar, base_col, log_pi, log
     lbase = np.empty(n_comp)
     nzero = np.empty(n_comp, dtype=np.int64)
     fill_ratio_tables(log_pi, prof, base_col, ecol, evar, n_col, bvec, rho, lbase, nzero, np.empty(0))
-    ubuf = np.empty(n_row if draw else 0)
-    zp = np.empty(n_row if draw else 0, dtype=np.int64)
-    for r in range(ubuf.size):
+    ubuf = np.empty(n_row)
+    zp = np.empty(n_row, dtype=np.int64)
+    for r in range(n_row):
         ubuf[r] = uniforms[row_of[r]]         # a row's own uniform: the draws do not depend on the order
     nc = np.zeros(n_comp, dtype=np.int64)
     cnt = np.zeros(n_slot * n_lane, dtype=np.int32)
     _sparse_pass(bvec, rho, pexc_start, pexc, pexc * np.uint32(n_lane), pat_start, lbase, nzero, prof, base_col,
-                 ecol, evar, n_col, 0, ubuf, draw, zp, nc, cnt, np.empty(2 * n_lane),
+                 ecol, evar, n_col, 0, ubuf, True, zp, nc, cnt, np.empty(2 * n_lane),
                  np.empty(2 * _pre_size(n_lane // _LANES64)), np.empty(n_comp), np.empty((n_slot, n_comp)),
-                 np.zeros((n_slot, n_comp), dtype=np.int64), np.full(n_slot, -1, dtype=np.int64), probs)
-    for r in range(zp.size):
+                 np.zeros((n_slot, n_comp), dtype=np.int64), np.full(n_slot, -1, dtype=np.int64),
+                 np.empty((0, n_comp)))
+    for r in range(n_row):
         z[row_of[r]] = zp[r]
     return nc, cnt, n_lane
 
 
 @njit(cache=True)
-def pattern_probabilities(pat_start, row_of, pexc_start, pexc, ecol, evar, base_col, log_pi, log_prof):
-    """Allocation probabilities (U, C) of every pattern under ``(log_pi, log_prof)``, rows summing to 1."""
+def pattern_probabilities(pat_start, pexc_start, pexc, ecol, evar, base_col, log_pi, log_prof):
+    """Allocation probabilities (U, C) of every pattern under ``(log_pi, log_prof)``, rows summing to 1 (the
+    sampler's own non-drawing pass, ``_allocation_probabilities_sparse``)."""
     probs = np.empty((pat_start.size - 1, log_prof.shape[0]))
-    _pass(pat_start, row_of, pexc_start, pexc, ecol, evar, base_col, log_pi, log_prof, np.empty(0),
-          np.empty(0, dtype=np.int64), False, probs)
+    _allocation_probabilities_sparse(base_col, ecol, evar, pat_start, pexc_start, pexc, log_prof.shape[1], log_pi,
+                                     np.exp(log_prof), probs)
     return probs
 
 
@@ -119,10 +127,10 @@ def sweep_patterns(pat_start, row_of, pexc_start, pexc, ecol, evar, base_col, lo
     A row impossible under every component raises FloatingPointError."""
     n_c, n_col = log_prof.shape
     if not keep and inv_temp == 1.0:                 # the plain sweep: the sampler's pass draws and counts
-        nc, cnt, n_lane = _pass(pat_start, row_of, pexc_start, pexc, ecol, evar, base_col, log_pi, log_prof,
-                                uniforms, z, True, np.empty((0, n_c)))
+        nc, cnt, n_lane = _draw(pat_start, row_of, pexc_start, pexc, ecol, evar, base_col, log_pi, log_prof,
+                                uniforms, z)
         return _to_reply(nc, cnt, ecol, evar, base_col, n_col, n_lane)
-    w = pattern_probabilities(pat_start, row_of, pexc_start, pexc, ecol, evar, base_col, log_pi, log_prof)
+    w = pattern_probabilities(pat_start, pexc_start, pexc, ecol, evar, base_col, log_pi, log_prof)
     if inv_temp != 1.0:
         for u in range(w.shape[0]):
             s = 0.0
@@ -157,8 +165,7 @@ def accumulate_patterns(pat_start, pexc_start, pexc, ecol, evar, base_col, log_p
     """Add every pattern's allocation probabilities under ``(log_pi, log_prof)`` to ``summed`` (and their
     squares to ``summed_sq``) without drawing: the memberships under the silo's own weights
     (``aggregation.round_labels = "silo"``, ``vcmc.silo.rounds.sweep``)."""
-    w = pattern_probabilities(pat_start, np.empty(0, dtype=np.int64), pexc_start, pexc, ecol, evar, base_col,
-                              log_pi, log_prof)
+    w = pattern_probabilities(pat_start, pexc_start, pexc, ecol, evar, base_col, log_pi, log_prof)
     _add_probabilities(w, summed, summed_sq)
 
 
