@@ -56,7 +56,7 @@ def one_hot_counts(codes: np.ndarray, labels: np.ndarray, n_clusters: int, n_mod
     Missing values (``MISSING``) contribute to no column; rows with a negative label are ignored.
     """
     codes = np.asarray(codes)
-    labels = np.asarray(labels, dtype=np.int64)
+    labels = np.asarray(labels)      # not cast: a non-integer label is refused by bincount, never truncated
     offsets = profile_offsets(n_modalities)
     p = int(offsets[-1])
     out = np.zeros(n_clusters * p, dtype=np.int64)
