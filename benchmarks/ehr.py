@@ -97,7 +97,7 @@ def _run_vcmc(args, data_dir: Path) -> dict:
     t0 = time.perf_counter()
     with ProcessPoolTransport(loaders, privacy=config.privacy, max_workers=args.jobs) as pool:
         t_start = time.perf_counter() - t0
-        result = run_vcmc(pool, config, rng=args.seed)
+        result = run_vcmc(pool, config, rng=args.fit_seed)
         labels = pool.local_assignments()
     wall = time.perf_counter() - t0
     server_peak = _peak_rss_mb()       # before the report: writing files is not part of the run
@@ -151,7 +151,7 @@ def _run_full(args, data_dir: Path) -> dict:
     config = _config(args)
     t0 = time.perf_counter()
     res = fit_full_mcmc([s.codes for s in silos], schema.n_modalities, prior=config.prior,
-                        sampler=config.sampler, postprocess=config.postprocess, rng=args.seed,
+                        sampler=config.sampler, postprocess=config.postprocess, rng=args.fit_seed,
                         silo_names=[s.name for s in silos])
     return {"wall_s": time.perf_counter() - t0, "timings_s": dict(res.timings), "peak_rss_mb": _peak_rss_mb(),
             "n_clusters": res.n_clusters,
@@ -164,7 +164,7 @@ def _run_fedmerdel(args, data_dir: Path) -> dict:
 
     silos, schema = _pooled(data_dir)
     t0 = time.perf_counter()
-    res = fit_fedmerdel([s.codes for s in silos], schema.n_modalities, k_init=args.components, rng=args.seed,
+    res = fit_fedmerdel([s.codes for s in silos], schema.n_modalities, k_init=args.components, rng=args.fit_seed,
                         silo_names=[s.name for s in silos])
     return {"wall_s": time.perf_counter() - t0, "peak_rss_mb": _peak_rss_mb(), "n_clusters": res.n_clusters,
             "labels": {s.name: np.asarray(a).tolist() for s, a in zip(silos, res.assignments, strict=True)},
@@ -197,7 +197,7 @@ def _run_profile(args, data_dir: Path) -> dict:
     profiler = cProfile.Profile()
     t0 = time.perf_counter()
     profiler.enable()
-    result = run_vcmc(InProcessTransport(silos), config, rng=args.seed)
+    result = run_vcmc(InProcessTransport(silos), config, rng=args.fit_seed)
     profiler.disable()
     wall = time.perf_counter() - t0
     stats = pstats.Stats(profiler).stats
@@ -453,7 +453,10 @@ def main() -> None:
     ap.add_argument("--summary-draws", type=int, default=1000,
                     help="most draws a silo sends (PostprocessConfig.summary_draws, the library default; 0: all)")
     ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=1, help="seed of the cohort (and of the fits unless --fit-seed)")
+    ap.add_argument("--fit-seed", type=int, default=None,
+                    help="seed of the fits (default --seed): the same cohort fitted again with another seed, for "
+                         "the reference's seed-to-seed agreement")
     ap.add_argument("--rounds", type=int, default=1, help="vcmc fit --rounds (aggregation.rounds; default 1)")
     ap.add_argument("--round-components", type=int, default=0,
                     help="aggregation.round_components (0: the library's default)")
@@ -475,6 +478,8 @@ def main() -> None:
                     help="keep the other methods' runs already in OUT/ehr-<allocation>.json (same cohort and "
                          "protocol): re-run one method without re-running the others")
     args = ap.parse_args()
+    if args.fit_seed is None:
+        args.fit_seed = args.seed
     if args.burn_in is None:
         from vcmc.config.options import AUTO_BURN_IN
 
@@ -513,7 +518,8 @@ def main() -> None:
               "cores": os.cpu_count(), "n": args.n, "allocation": args.allocation, "n_silos": data.n_silos,
               "protocol": {"iterations": args.iterations, "burn_in": args.burn_in, "thin": args.thin, "stop": args.stop,
                            "components": args.components, "summary_draws": args.summary_draws, "jobs": args.jobs,
-                           "seed": args.seed, **({"rounds": args.rounds, "round_components": args.round_components,
+                           "seed": args.seed, **({"fit_seed": args.fit_seed} if args.fit_seed != args.seed else {}),
+                           **({"rounds": args.rounds, "round_components": args.round_components,
                                                   "round_anneal": args.round_anneal,
                                                   "round_split_merge": args.round_split_merge == "true"}
                                                  if args.rounds > 1 else {})},
@@ -534,7 +540,7 @@ def main() -> None:
         cmd = [sys.executable, __file__, "--worker", method, "--data", str(data_dir),
                *[f"--{k.replace('_', '-')}={v}" for k, v in vars(args).items()
                  if k in ("iterations", "burn_in", "thin", "stop", "components", "summary_draws", "jobs", "seed",
-                          "rounds", "round_components", "round_anneal", "round_split_merge")],
+                          "fit_seed", "rounds", "round_components", "round_anneal", "round_split_merge")],
                *(["--report-dir", str(out_dir / f"report-{tag}")] if method == "vcmc" else [])]
         t0 = time.perf_counter()
         proc = subprocess.run(cmd, text=True)
@@ -564,7 +570,8 @@ def main() -> None:
     if args.profile:
         cmd = [sys.executable, __file__, "--worker", "profile", "--data", str(data_dir),
                *[f"--{k.replace('_', '-')}={v}" for k, v in vars(args).items()
-                 if k in ("iterations", "burn_in", "thin", "stop", "components", "summary_draws", "jobs", "seed")]]
+                 if k in ("iterations", "burn_in", "thin", "stop", "components", "summary_draws", "jobs", "seed",
+                          "fit_seed")]]
         if subprocess.run(cmd, text=True).returncode == 0:
             prof = json.loads((data_dir / "run-profile.json").read_text())
             prof.update({k: report[k] for k in ("command", "commit", "cores", "n", "allocation", "n_silos",
