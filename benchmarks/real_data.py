@@ -72,7 +72,7 @@ DATASETS: dict[str, dict] = {
 
 METHODS = {
     # label: extra arguments of vcmc fit
-    "vcmc": [],
+    "vcmc": [],                       # the default: the paper's one-shot pass
     "vcmc-ball": ["--matching", "ball"],
     "vcmc-hungarian": ["--matching", "hungarian"],
     "vcmc-min-divergence": ["--matching", "min-divergence"],
@@ -99,6 +99,8 @@ METHODS = {
     "vcmc-rounds-10000-split-merge": ["--rounds", "10000", "--set", "aggregation.round-split-merge=true"],
     "vcmc-rounds-10000-cplus-split-merge": ["--rounds", "10000", "--set", "aggregation.round-components={cplus}",
                                             "--set", "aggregation.round-split-merge=true"],
+    # vcmc.rounds.plan: at 10,000 iterations the same run as the one above, chosen by the library
+    "vcmc-rounds-auto": ["--rounds", "auto"],
 }
 
 COMMON: list[str] = []      # vcmc fit arguments of every run (--components)

@@ -119,7 +119,8 @@ def fit(silos, *, config: FitConfig | None = None, method: str = "vcmc", rng: Rn
         with progress_bar(total, "Gibbs sampling in the silos", enabled=show_progress) as bar, \
                 make_transport(data, config, jobs=jobs, kind=transport, progress=bar.update,
                                state_dir=state_dir) as tr:
-            return run_vcmc(tr, config, rng=rng, method=method, policy=policy, save_dir=save_dir)
+            return run_vcmc(tr, config, rng=rng, method=method, policy=policy, save_dir=save_dir,
+                            show_progress=show_progress)
     if spec.pooled_sampler:
         total = config.sampler.n_iter * config.sampler.n_chains
         with progress_bar(total, "Gibbs sampling (pooled data)", enabled=show_progress) as bar:

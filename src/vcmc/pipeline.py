@@ -63,6 +63,14 @@ def server_generator(rng: RngLike) -> np.random.Generator:
                                                                                   _SERVER_KEY)))
 
 
+def plan_rounds(config: FitConfig, transport, method: str = "vcmc") -> tuple[FitConfig, dict]:
+    """``config`` with ``aggregation.rounds = 0`` (auto) decided for this transport's silos
+    (``vcmc.rounds.plan``), and the record of the decision."""
+    from vcmc.rounds.plan import resolve_rounds
+
+    return resolve_rounds(config, own_session=bool(getattr(transport, "own_session", False)), method=method)
+
+
 def summarize_silos(transport, config: FitConfig, *, rng: RngLike = None,
                     policy: FaultPolicy | None = None) -> tuple[list[SiloSummary], list[SiloFailure]]:
     """Round 1: every silo runs its apply step and returns a ``SiloSummary`` (in transport order).
@@ -73,6 +81,7 @@ def summarize_silos(transport, config: FitConfig, *, rng: RngLike = None,
     policy = policy or FaultPolicy()
     root = _root(rng)
     names = tuple(transport.silos)
+    config, _ = plan_rounds(config, transport)   # the silos are told the rounds the run will make
     silo_config = SiloConfig.from_fit_config(config)
     requests = {
         name: SummarizeRequest(config=silo_config, n_silos=len(names), seed_entropy=int(root.entropy),
@@ -196,8 +205,8 @@ def assessment_stage(transport, names, matched, agg, config: FitConfig, rng: Rng
 
 def server_steps(summaries: list[SiloSummary], transport, config: FitConfig, *, rng: RngLike = None,
                  method: str = "vcmc", policy: FaultPolicy | None = None,
-                 timings: dict[str, float] | None = None, failures: list[SiloFailure] | None = None
-                 ) -> GlobalResult:
+                 timings: dict[str, float] | None = None, failures: list[SiloFailure] | None = None,
+                 rounds_plan: dict | None = None, show_progress: bool | None = None) -> GlobalResult:
     """Matching, aggregation, the global partition and the assessment on the silos' summaries.
 
     Parameters
@@ -206,7 +215,14 @@ def server_steps(summaries: list[SiloSummary], transport, config: FitConfig, *, 
         One per silo still taking part, in the order of ``transport.silos``.
     method : {"vcmc", "consensus"}
         Variational aggregation, or Scott et al.'s consensus weights on the same matched draws.
+    rounds_plan : dict, optional
+        The record of ``plan_rounds`` made before the summaries (``run_vcmc``); without it the rounds of
+        ``config`` are decided here.
+    show_progress : bool, optional
+        A bar for the global-informed rounds (default: on a terminal, not in CI; ``vcmc.progress``).
     """
+    if rounds_plan is None or config.aggregation.rounds == 0:
+        config, rounds_plan = plan_rounds(config, transport, method)
     policy = policy or FaultPolicy()
     timings = dict(timings or {})
     srv = server_generator(rng)
@@ -247,19 +263,22 @@ def server_steps(summaries: list[SiloSummary], transport, config: FitConfig, *, 
     if method == "vcmc" and config.aggregation.rounds > 1:
         from vcmc.rounds import refine
 
-        result = refine(result, transport, config, rng=rng, policy=policy)
+        result = refine(result, transport, config, rng=rng, policy=policy, show_progress=show_progress)
+    result.diagnostics["rounds_plan"] = rounds_plan
     return result
 
 
 def run_vcmc(transport, config: FitConfig | None = None, *, rng: RngLike = None, method: str = "vcmc",
-             policy: FaultPolicy | None = None, save_dir=None) -> GlobalResult:
-    """The whole VCMC run through ``transport``: summaries, matching, aggregation, global partition.
+             policy: FaultPolicy | None = None, save_dir=None, show_progress: bool | None = None) -> GlobalResult:
+    """The whole VCMC run through ``transport``: summaries, matching, aggregation, global partition, and the
+    global-informed rounds its ``aggregation.rounds`` decides (``vcmc.rounds.plan``; a bar for them with
+    ``show_progress``, by default on a terminal).
 
     With ``save_dir`` the silo summaries are saved as soon as they arrive, so the server steps can be
     re-run without re-running the samplers: ``server_steps(list(load_summaries(save_dir).values()),
     transport, config)`` (``vcmc.federation.faults.load_summaries``).
     """
-    config = config or FitConfig()
+    config, plan = plan_rounds(config or FitConfig(), transport, method)
     policy = policy or FaultPolicy()
     if config.aggregation.rounds > 1 and config.aggregation.round_secure_sum:
         from vcmc.rounds.secure_sum import require_available
@@ -273,4 +292,4 @@ def run_vcmc(transport, config: FitConfig | None = None, *, rng: RngLike = None,
 
         save_summaries(summaries, save_dir)
     return server_steps(summaries, transport, config, rng=rng, method=method, policy=policy,
-                        timings=timings, failures=failures)
+                        timings=timings, failures=failures, rounds_plan=plan, show_progress=show_progress)

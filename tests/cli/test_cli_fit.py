@@ -163,3 +163,21 @@ def test_iterations_auto_stops_at_the_targets_with_a_short_burn_in_capped_by_max
         main(["fit", "a.csv", "--out", "o", "--iterations", "lots"])
     assert exited.value.code == 2
     assert "expected a whole number of iterations or 'auto', got 'lots'" in capsys.readouterr().err
+
+
+def test_rounds_take_auto_or_a_number_of_at_least_one(capsys):
+    from vcmc.cli import build_parser, main
+    from vcmc.cli.fit import config_from_args
+
+    def config(*extra):
+        return config_from_args(build_parser().parse_args(["fit", "a.csv", "--out", "o", *extra]))
+
+    assert config().aggregation.rounds == 1                      # the paper's one-shot pass
+    assert config("--rounds", "Auto").aggregation.rounds == 0     # auto (vcmc.rounds.plan)
+    assert config("--rounds", "2000").aggregation.rounds == 2000
+    assert config("--set", "aggregation.rounds=500").aggregation.rounds == 500
+    for bad in ("0", "many"):
+        with pytest.raises(SystemExit) as exited:
+            main(["fit", "a.csv", "--out", "o", "--rounds", bad])
+        assert exited.value.code == 2
+        assert f"expected a whole number of rounds >= 1 or 'auto', got '{bad}'" in capsys.readouterr().err

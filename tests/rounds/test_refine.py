@@ -70,6 +70,24 @@ def test_rounds_are_recorded_in_the_result(refined):
     for m in refined.memberships:
         np.testing.assert_allclose(m.sum(axis=1), 1.0)
     np.testing.assert_allclose(refined.pi_draws.sum(axis=1), 1.0)
+    # the posterior of K is the pooled chain's over the kept rounds, not the one-shot matching's point mass
+    k_post = refined.diagnostics["n_clusters_posterior"]
+    assert k_post["definition"] == "occupied components of the pooled chain"
+    kept_k = [r["k"] for r in per if r["kept"]]
+    assert k_post["global"]["values"] == sorted(set(kept_k))
+    np.testing.assert_allclose(sum(k_post["global"]["probabilities"]), 1.0)
+    assert k_post["local"]                     # the silos' own posteriors of their K, from the one-shot pass
+
+
+def test_the_report_shows_the_rounds_posterior_of_k(refined, small_silo_design, tmp_path):
+    from vcmc.report import write_outputs, write_report
+
+    write_outputs(refined, tmp_path / "out", schema=small_silo_design.schema)
+    page = write_report(tmp_path / "out").html.read_text(encoding="utf-8")
+    start = page.index('id="k-posterior"')
+    section = page[start:page.index("</section>", start)]
+    assert "is fixed by the matching" not in section
+    assert "the pooled sampler's number of occupied components over its kept draws" in section
 
 
 def test_same_seed_same_result_whatever_the_number_of_processes(small_silo_design):

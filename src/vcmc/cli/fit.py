@@ -26,8 +26,9 @@ DESCRIPTION = (
 # The flags that set one FitConfig option each come from the option table (vcmc.config.schema: the flag,
 # type, choices, default and help of each option are written once, on its dataclass field). Their defaults
 # are the library's (shown by --help); a flag overrides the config file and --set only when it is typed.
-# --iterations takes "auto" besides a number and --max-iterations caps it: they are written out below.
-_WRITTEN_OUT = ("sampler.n-iter",)
+# --iterations takes "auto" besides a number and --max-iterations caps it, and --rounds takes "auto"
+# (aggregation.rounds = 0): they are written out below.
+_WRITTEN_OUT = ("sampler.n-iter", "aggregation.rounds")
 
 
 def _option_flags():
@@ -79,6 +80,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "400 (sampler.target-rhat, sampler.target-ess), at most --max-iterations")
     p.add_argument("--max-iterations", type=int, default=argparse.SUPPRESS, metavar="N",
                    help=f"with --iterations auto: the most iterations a chain may run (default {n_iter.default})")
+    p.add_argument("--rounds", type=_rounds, default=argparse.SUPPRESS, metavar="R|auto",
+                   dest="aggregation.rounds",
+                   help="rounds of the run (default 1: the paper's one-shot pass); R > 1: R - 1 global-informed "
+                        "rounds of the pooled model's Gibbs sampler after it (docs/design.md §16); auto: in this "
+                        "session min(iterations, 10000) rounds from C+ components with split-merge moves, which "
+                        "agree with full-data MCMC on real data split by a natural variable (the one-shot pass in "
+                        "a Flower deployment)")
     for opt in _option_flags():
         if opt.negate:
             p.add_argument(opt.flag, action="store_true", default=argparse.SUPPRESS, dest=opt.key,
@@ -146,6 +154,19 @@ def _iterations(text: str):
             from None
 
 
+def _rounds(text: str) -> int:
+    """``--rounds``: a number of rounds >= 1, or ``auto`` (``aggregation.rounds = 0``: ``vcmc.rounds.plan``)."""
+    if text.strip().lower() == "auto":
+        return 0
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of rounds >= 1 or 'auto', got {text!r}")
+    return value
+
+
 def _parse_setting(text: str) -> tuple[str, object]:
     """``key=value`` of ``--set``; the value is read as TOML when it parses (numbers, booleans, quoted
     strings), else kept as text, and coerced to the option's type by ``config_from_mapping``."""
@@ -177,6 +198,8 @@ def config_mapping_from_args(args) -> dict[str, object]:
             raise ConfigError("--max-iterations caps --iterations auto; with a fixed number of iterations give "
                               "--iterations N alone")
         out["sampler.n-iter"] = args.max_iterations
+    if "aggregation.rounds" in vars(args):
+        out["aggregation.rounds"] = vars(args)["aggregation.rounds"]
     for opt in _option_flags():
         if opt.key in vars(args):
             out[opt.key] = False if opt.negate else vars(args)[opt.key]

@@ -38,6 +38,9 @@ ChainStop = Literal["fixed", "converged"]
 # Burn-in of `vcmc fit --iterations auto` when none is given: the log posterior of the paper's designs, the
 # generalisation suite and the EHR cohort is stationary well before it (docs/design.md §4.1.1).
 AUTO_BURN_IN = 5_000
+# `aggregation.rounds` of `vcmc fit --rounds auto`: the run's rounds are chosen for it (vcmc.rounds.plan: the
+# global-informed rounds in the analyst's own session, the one-shot pass in a deployment).
+AUTO_ROUNDS = 0
 AssignMode = Literal["posterior", "local"]
 RoundLabels = Literal["pooled", "silo"]
 
@@ -430,10 +433,17 @@ class AggregationConfig:
         Rounds of the run (default 1: the paper's one-shot pass). R > 1: after the one-shot pass, R - 1
         global-informed rounds of the pooled model's blocked Gibbs sampler across the silos, started from the
         one-shot answer (docs/design.md §16); their second half gives the global posterior and memberships.
+        0 (``--rounds auto``, ``vcmc.rounds.plan``): where every silo is in the analyst's own session
+        (``vcmc fit``, the API), ``min(sampler.n_iter, 10000)`` rounds from a start of ``prior.n_components``
+        components (unless ``round_components`` says otherwise) with the split-merge moves (unless
+        ``round_secure_sum``): the configuration measured to agree with full-data MCMC on real data split by a
+        natural variable (docs/results/real/rounds/); in a deployment the one-shot pass, as the rounds need
+        each operator's consent (``allow-strategies``, docs/federation.md): set R there explicitly.
     round_components : int
         Most components of the rounds' over-complete start (one per silo and one-shot cluster with rows):
         beyond it the silos holding a cluster share components (default 0: four times
-        ``prior.n_components``). The start changes how many rounds the chain needs, not what it converges
+        ``prior.n_components``; the auto rounds, ``rounds = 0``, start from ``prior.n_components``). The
+        start changes how many rounds the chain needs, not what it converges
         to; a round costs time in proportion to its components.
     round_anneal : float
         Inverse temperature of the rows' draws in the first half of the rounds' burn-in (default 1: plain
@@ -448,9 +458,10 @@ class AggregationConfig:
         heterogeneous designs, docs/results/real/rounds/). "pooled": the pooled model's weights, i.e. each
         row's allocation probabilities averaged over the kept rounds (full-data MCMC's labels).
     round_split_merge : bool
-        A split-merge Metropolis-Hastings proposal after every round's sweep (default False): two copies of
-        one cluster merge in one accepted step instead of by drift; the chain still samples the pooled
-        posterior (docs/design.md §16). Answered by a silo only in the analyst's own session.
+        A split-merge Metropolis-Hastings proposal after every round's sweep (default False; the auto rounds,
+        ``rounds = 0``, make them): two copies of one cluster merge in one accepted step instead of by drift;
+        the chain still samples the pooled posterior (docs/design.md §16). Answered by a silo only in the
+        analyst's own session.
     round_secure_sum : bool
         Secure aggregation of the rounds' count tables (default False): each silo masks its table with
         pairwise masks that cancel only in the sum over the silos, so the server sees each round's sum and no
@@ -494,8 +505,8 @@ class AggregationConfig:
         _check(_finite(self.step_size) and self.step_size > 0, "AggregationConfig", "step_size",
                "a finite float > 0", self.step_size)
         _check(self.assign_draws >= 1, "AggregationConfig", "assign_draws", "an int >= 1", self.assign_draws)
-        _check(isinstance(self.rounds, int) and not isinstance(self.rounds, bool) and self.rounds >= 1,
-               "AggregationConfig", "rounds", "an int >= 1", self.rounds)
+        _check(isinstance(self.rounds, int) and not isinstance(self.rounds, bool) and self.rounds >= 0,
+               "AggregationConfig", "rounds", "an int >= 0 (0: auto)", self.rounds)
         _check(isinstance(self.round_components, int) and not isinstance(self.round_components, bool)
                and self.round_components >= 0, "AggregationConfig", "round_components", "an int >= 0 (0: four "
                "times prior.n_components)", self.round_components)

@@ -51,6 +51,10 @@ class Transport(Protocol):
     ----------
     silos : tuple of str
         Names of the silos, in the order the server uses for seeds and results.
+    own_session : bool
+        Whether every silo is in the analyst's own session (``SiloPolicy.own_data``); it decides the
+        auto rounds (``aggregation.rounds = 0``, ``vcmc.rounds.plan``). A transport without it counts as a
+        deployment's.
     """
 
     silos: tuple[str, ...]
@@ -71,6 +75,9 @@ class Transport(Protocol):
 
 class TransportBase:
     silos: tuple[str, ...] = ()
+    # Whether every silo is in the analyst's own session (SiloPolicy.own_data: every row is the analyst's),
+    # which decides the auto rounds (vcmc.rounds.plan). A deployment's transport says no.
+    own_session: bool = False
 
     def __enter__(self):
         return self
@@ -112,6 +119,7 @@ class InProcessTransport(TransportBase):
         self._silos = {s.name: s for s in silos}
         self.silos = tuple(names)
         self.roundtrip = roundtrip
+        self.own_session = all(bool(getattr(s, "own_session", False)) for s in silos)
 
     def silo(self, name: str):
         """The in-process silo object (tests and the in-process API read ``assignments`` from it)."""
@@ -375,6 +383,7 @@ class ProcessPoolTransport(TransportBase):
             # process (not a fork of this one), so no lock or thread state is inherited from here.
             ctx.set_forkserver_preload(_PRELOAD)
         self.silos = tuple(names)
+        self.own_session = True          # the workers build every silo with the analyst's own policy
         self.progress = progress
         self.hello: dict[str, HelloReply] = {}
         self._workers: list[_Worker] = []

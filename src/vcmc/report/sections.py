@@ -89,6 +89,9 @@ def fixed_by_matching(fit: FitOutputs, global_k: dict) -> bool:
     construction. A pooled sampler's occupied components (full MCMC) are a real posterior, whatever they show."""
     if str(fit.result.get("method", "")) not in ("vcmc", "consensus"):
         return False
+    if _mapping(fit.diagnostics.get("n_clusters_posterior")).get("definition") == \
+            "occupied components of the pooled chain":       # after the global-informed rounds (vcmc.rounds)
+        return False
     probs = [float(p) for p in global_k.get("probabilities", [])]
     return len(probs) == 1 and probs[0] >= 1.0 - 1e-12
 

@@ -19,6 +19,7 @@ from vcmc._rng import as_seed_sequence
 from vcmc.federation.faults import FaultPolicy, gather
 from vcmc.federation.transport import local_rows
 from vcmc.model import beta_per_column, profile_offsets
+from vcmc.progress import progress_bar
 from vcmc.protocol.rounds import (
     RoundFinishRequest,
     RoundKeyRequest,
@@ -49,7 +50,8 @@ def _sum(replies, n_components: int, *, secure: bool, stage: str) -> tuple[np.nd
     return cluster, modality, sent
 
 
-def refine(one_shot: GlobalResult, transport, config, *, rng, policy: FaultPolicy | None = None) -> GlobalResult:
+def refine(one_shot: GlobalResult, transport, config, *, rng, policy: FaultPolicy | None = None,
+           show_progress: bool | None = None) -> GlobalResult:
     """``config.aggregation.rounds - 1`` rounds from ``one_shot``; the refined ``GlobalResult``.
 
     Every silo of the one-shot result is required in every round (a silo lost mid-rounds would change the
@@ -98,49 +100,51 @@ def refine(one_shot: GlobalResult, transport, config, *, rng, policy: FaultPolic
     moves = bool(config.aggregation.round_split_merge)
     offsets = profile_offsets(one_shot.n_modalities)
     n_moves = {"merge": [0, 0], "split": [0, 0]}      # proposed, accepted
-    for r in range(2, n_rounds + 1):
-        log_pi, log_prof = draw_parameters(cluster, modality, alpha=alpha, beta_cols=beta_cols,
-                                           n_modalities=one_shot.n_modalities, rng=srv)
-        perm = np.arange(n_comp) if reference is None else align_to(log_prof, reference)
-        log_pi, log_prof = log_pi[perm], log_prof[perm]
-        keep = r - 1 > burn
-        inv_temp = anneal if r - 1 <= burn // 2 else 1.0
-        reqs = {n: RoundSweepRequest(round=r, log_pi=log_pi, log_profiles=log_prof, keep=keep,
-                                     seed_entropy=int(root.entropy), spawn_key=(*root.spawn_key, ROUNDS_KEY, r, s),
-                                     inverse_temperature=inv_temp)
-                for s, n in enumerate(names)}
-        replies, _ = gather(transport, reqs, every, stage=f"round {r}")
-        before = cluster[perm]             # the last counts under this round's labels
-        cluster, modality, sent = _sum(replies, n_comp, secure=secure, stage=f"round {r}")
-        move, accepted = None, False
-        if moves and r < n_rounds:
-            move, accepted, cluster, modality, move_sent = _split_merge(
-                transport, names, every, cluster, modality, r, root, srv, alpha=alpha, beta_cols=beta_cols,
-                offsets=offsets)
-            sent += move_sent
-            if move is not None:
-                n_moves[move][0] += 1
-                n_moves[move][1] += int(accepted)
-        prof = np.exp(log_prof)
-        if keep:
-            # the reference of the next alignment: the mean of the kept draws (this draw during burn-in)
-            kept_sum = prof if kept_sum is None else kept_sum + prof
-            size_sum += cluster
-            if n_kept in stored:
-                kept_pi.append(log_pi)
-                kept_prof.append(log_prof)
-            n_kept += 1
-            reference = kept_sum / n_kept
-        else:
-            reference = prof
-        trace.append({"round": r, "k": int(np.count_nonzero(cluster)),
-                      "log_joint": log_joint(cluster, modality, alpha=alpha, beta_cols=beta_cols,
-                                             n_modalities=one_shot.n_modalities),
-                      "born": int(np.count_nonzero((cluster > 0) & (before == 0))),
-                      "emptied": int(np.count_nonzero((cluster == 0) & (before > 0))),
-                      "rows_moved_at_least": int(np.abs(cluster - before).sum() // 2), "bytes_sent": sent,
-                      "kept": bool(keep), "inverse_temperature": inv_temp,
-                      **({"move": move, "move_accepted": accepted} if moves else {})})
+    with progress_bar(n_rounds - 1, "Global-informed rounds", enabled=show_progress, unit="round") as bar:
+        for r in range(2, n_rounds + 1):
+            log_pi, log_prof = draw_parameters(cluster, modality, alpha=alpha, beta_cols=beta_cols,
+                                               n_modalities=one_shot.n_modalities, rng=srv)
+            perm = np.arange(n_comp) if reference is None else align_to(log_prof, reference)
+            log_pi, log_prof = log_pi[perm], log_prof[perm]
+            keep = r - 1 > burn
+            inv_temp = anneal if r - 1 <= burn // 2 else 1.0
+            reqs = {n: RoundSweepRequest(round=r, log_pi=log_pi, log_profiles=log_prof, keep=keep,
+                                         seed_entropy=int(root.entropy), spawn_key=(*root.spawn_key, ROUNDS_KEY, r, s),
+                                         inverse_temperature=inv_temp)
+                    for s, n in enumerate(names)}
+            replies, _ = gather(transport, reqs, every, stage=f"round {r}")
+            before = cluster[perm]             # the last counts under this round's labels
+            cluster, modality, sent = _sum(replies, n_comp, secure=secure, stage=f"round {r}")
+            move, accepted = None, False
+            if moves and r < n_rounds:
+                move, accepted, cluster, modality, move_sent = _split_merge(
+                    transport, names, every, cluster, modality, r, root, srv, alpha=alpha, beta_cols=beta_cols,
+                    offsets=offsets)
+                sent += move_sent
+                if move is not None:
+                    n_moves[move][0] += 1
+                    n_moves[move][1] += int(accepted)
+            prof = np.exp(log_prof)
+            if keep:
+                # the reference of the next alignment: the mean of the kept draws (this draw during burn-in)
+                kept_sum = prof if kept_sum is None else kept_sum + prof
+                size_sum += cluster
+                if n_kept in stored:
+                    kept_pi.append(log_pi)
+                    kept_prof.append(log_prof)
+                n_kept += 1
+                reference = kept_sum / n_kept
+            else:
+                reference = prof
+            trace.append({"round": r, "k": int(np.count_nonzero(cluster)),
+                          "log_joint": log_joint(cluster, modality, alpha=alpha, beta_cols=beta_cols,
+                                                 n_modalities=one_shot.n_modalities),
+                          "born": int(np.count_nonzero((cluster > 0) & (before == 0))),
+                          "emptied": int(np.count_nonzero((cluster == 0) & (before > 0))),
+                          "rows_moved_at_least": int(np.abs(cluster - before).sum() // 2), "bytes_sent": sent,
+                          "kept": bool(keep), "inverse_temperature": inv_temp,
+                          **({"move": move, "move_accepted": accepted} if moves else {})})
+            bar.update(1)
     min_size = max(1, int(config.privacy.min_cluster_size))
     result = _result(one_shot, transport, names, trace, np.asarray(kept_pi), np.asarray(kept_prof),
                      size_sum / max(n_kept, 1), min_size, every, time.perf_counter() - t0,
@@ -150,6 +154,8 @@ def refine(one_shot: GlobalResult, transport, config, *, rng, policy: FaultPolic
             kind: {"proposed": p, "accepted": a} for kind, (p, a) in n_moves.items()}
     return result
 
+
+POOLED_K_DEFINITION = "occupied components of the pooled chain"   # as vcmc.research.baselines.full_mcmc's
 
 MOVE_KEY = 1   # the silos' streams of a split proposal: (..., ROUNDS_KEY, round, silo, MOVE_KEY)
 
@@ -276,6 +282,13 @@ def _result(one_shot: GlobalResult, transport, names, trace, log_pi, log_prof, m
         "labels": labels, "secure_sum": secure,
         "seconds": seconds, "per_round": trace}
     diagnostics["classification"] = classification_quality([replies[n] for n in names], names)
+    # the pooled chain's posterior of K (its occupied components over the kept rounds), as full-data MCMC's;
+    # the silos' own posteriors of their local K stay as the one-shot pass recorded them
+    ks, n_k = np.unique([t["k"] for t in kept_rounds] or [int(np.count_nonzero(mean_size))], return_counts=True)
+    local_k = (one_shot.diagnostics.get("n_clusters_posterior") or {}).get("local", {})
+    diagnostics["n_clusters_posterior"] = {
+        "global": {"values": ks.tolist(), "probabilities": (n_k / n_k.sum()).tolist()}, "local": local_k,
+        "global_per_silo": None, "definition": POOLED_K_DEFINITION}
     stability = stability_of(kept_rounds)
     diagnostics["rounds"]["stability"] = stability
     for key in ("ppc", "waic", "prior_dominated", "matching_checks"):

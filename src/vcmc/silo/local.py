@@ -177,6 +177,11 @@ class LocalSilo:
         # class analysis, docs/design.md §15): a row-aligned DataFrame that never leaves the silo
         self.auxiliary = auxiliary
 
+    @property
+    def own_session(self) -> bool:
+        """Whether this silo is the analyst's own (``SiloPolicy.own_data``), not a deployment's."""
+        return self.gate.policy == SiloPolicy.own_data()
+
     # -- the one entry point ---------------------------------------------------------------------------
 
     def handle(self, request: Message) -> Message:
