@@ -86,3 +86,8 @@ def round_move(message: Message, context: Context) -> Message:
 @app.query("round_key")
 def round_key(message: Message, context: Context) -> Message:
     return client_handle(message, context)
+
+
+@app.query("round_assess")
+def round_assess(message: Message, context: Context) -> Message:
+    return client_handle(message, context)

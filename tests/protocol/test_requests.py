@@ -110,7 +110,8 @@ def _lca_rounds(call, names, silos):
 
 def _global_rounds(call, names, silos):
     """Every message of the global-informed rounds (docs/design.md §16): start from the labels of the assign
-    request above (one cluster), two sweeps (the second kept), a merge and a split proposal, finish."""
+    request above (one cluster), two sweeps (the second kept), a merge and a split proposal, finish, the
+    assessment at the kept draw."""
     from vcmc.protocol.rounds import RoundFinishRequest, RoundMoveRequest, RoundStartRequest, RoundSweepRequest
 
     c = len(names)
@@ -128,6 +129,12 @@ def _global_rounds(call, names, silos):
                                   log_rho=np.log(0.3), log_1m_rho=np.log(0.7), seed_entropy=5, spawn_key=(3, 4, s, 1))
               for s, n in enumerate(names)})
     call({n: RoundFinishRequest(keep=np.arange(c)) for n in names})
+    # the assessment after the rounds, at the kept round's draw
+    from vcmc.protocol.rounds import RoundAssessRequest
+
+    call({n: RoundAssessRequest(log_profiles=log_prof[None], keep=np.arange(c), pi=np.full((1, c), 1.0 / c),
+                                pairs=np.zeros((0, 2), int), seed_entropy=5, spawn_key=(3, 0, s, 2))
+          for s, n in enumerate(names)})
     # the same under secure aggregation: keys, a masked start (from the labels the finish left) and a masked sweep
     from vcmc.protocol.rounds import RoundKeyRequest
 

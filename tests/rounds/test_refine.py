@@ -79,6 +79,22 @@ def test_rounds_are_recorded_in_the_result(refined):
     assert k_post["local"]                     # the silos' own posteriors of their K, from the one-shot pass
 
 
+def test_the_rounds_answer_is_assessed_and_predicts_the_small_silo_better(small_silo_design, one_shot, refined):
+    """The predictive checks and WAIC after the rounds are the rounds' own (at kept rounds' draws), not the
+    one-shot pass's: the small silo's rows, which the one-shot pass puts in one cluster, are predicted better."""
+    diag, before = refined.diagnostics, one_shot.diagnostics
+    assert diag["rounds"]["assessment"] == {"n_replicates": 100, "weights": "pooled"}
+    small = small_silo_design.silos[3].name
+    assert diag["waic"]["n_rows"] == before["waic"]["n_rows"] == 924
+    assert diag["waic"]["per_silo"][small]["elpd_waic"] > before["waic"]["per_silo"][small]["elpd_waic"] + 20
+    assert diag["waic"]["elpd_waic"] > before["waic"]["elpd_waic"]
+    for check in ("prevalence", "pairs"):
+        assert diag["ppc"][check]["p_value"] > 0.05          # the pooled model passes its own checks
+    assert set(diag["n_clusters_posterior"]["global_per_silo"]) == set(refined.silos)
+    assert not any("model assessment" in w for w in diag["warnings"])
+    assert any(w.startswith("the matching checks describe the one-shot pass") for w in diag["warnings"])
+
+
 def test_the_report_shows_the_rounds_posterior_of_k(refined, small_silo_design, tmp_path):
     from vcmc.report import write_outputs, write_report
 

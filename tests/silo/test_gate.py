@@ -146,6 +146,10 @@ def test_handle_releases_every_reply_through_the_gate(silo_data, monkeypatch):
                                  log_profile_b=np.log(prof_c[0]), log_rho=np.log(0.5), log_1m_rho=np.log(0.5),
                                  seed_entropy=1, spawn_key=(3, 2, 0, 1)))
     silo.handle(RoundFinishRequest(keep=np.arange(k)))
+    from vcmc.protocol.rounds import RoundAssessRequest
+
+    silo.handle(RoundAssessRequest(log_profiles=np.log(prof_c)[None], keep=np.arange(k), pi=np.full((1, k), 1.0 / k),
+                                   pairs=np.zeros((0, 2), int), seed_entropy=1, spawn_key=(3, 0, 0, 2)))
     from vcmc.protocol.rounds import RoundKeyRequest, RoundMaskedCountsReply
 
     silo.handle(RoundKeyRequest(n_silos=2))

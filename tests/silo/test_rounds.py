@@ -300,3 +300,45 @@ def test_the_sweep_keeps_weights_and_likelihoods_far_below_float64s_range_exact(
     got = st.summed[st.pattern_of_rows()[0]]
     np.testing.assert_allclose(got, want, rtol=1e-9)
     assert 0.05 < want[1] < 0.95                               # both components really matter for that row
+
+
+def _assess_after(log_prof, keep, pi):
+    from vcmc.protocol.rounds import RoundAssessRequest
+
+    return RoundAssessRequest(log_profiles=log_prof[None], keep=keep, pi=pi[None], pairs=np.array([[0, 3]]),
+                              seed_entropy=5, spawn_key=(3, 0, 0, 2))
+
+
+def test_a_deployment_refuses_the_assessment_after_the_rounds(silo_data):
+    # its weights are the server's: the analyst's own session only (a deployment's rounds report none)
+    silo, k = _ready(silo_data, SiloPolicy(allowed_strategies=("contingency", "rounds"), require_announcement=False))
+    c = k + 1
+    silo.handle(RoundStartRequest(start=np.arange(k), n_components=c))
+    log_pi, log_prof = _draw(silo, c)
+    _sweep(silo, log_pi, log_prof)
+    with pytest.raises(DisclosureError, match="own session"):
+        silo.handle(_assess_after(log_prof, np.arange(k), np.full(k, 1.0 / k)))
+
+
+def test_the_assessment_after_the_rounds_is_at_a_kept_rounds_draws_and_equals_an_assess_request(silo_data):
+    from vcmc.protocol import AssessRequest
+
+    silo, k = _ready(silo_data)
+    c = k + 1
+    silo.handle(RoundStartRequest(start=np.arange(k), n_components=c))
+    kept_pi, kept = _draw(silo, c, seed=1)
+    _sweep(silo, kept_pi, kept, r=2, keep=True)
+    burn_pi, burn = _draw(silo, c, seed=2)
+    _sweep(silo, burn_pi, burn, r=3, keep=False)
+    keep, pi = np.array([1, 0]), np.array([0.3, 0.7])
+    with pytest.raises(DisclosureError, match="no kept round"):
+        silo.handle(_assess_after(burn, keep, pi))          # a burn-in draw: not a draw of the answer
+    reply = silo.handle(_assess_after(kept, keep, pi))
+    # the same as an assess request at those profiles, restricted to the kept components, on the same rows
+    other, _ = _ready(silo_data)
+    prof = np.exp(kept[keep])
+    direct = other.handle(AssessRequest(pi=pi[None], profiles=prof[None], pairs=np.array([[0, 3]]), seed_entropy=5,
+                                        spawn_key=(3, 0, 0, 2)))
+    for name in ("lppd", "p_waic", "n_rows"):
+        assert getattr(reply, name) == pytest.approx(getattr(direct, name), rel=1e-12)
+    np.testing.assert_array_equal(reply.replicated, direct.replicated)

@@ -24,6 +24,7 @@ ACTION = {
     "round_finish_request": "round_finish",
     "round_move_request": "round_move",
     "round_key_request": "round_key",
+    "round_assess_request": "round_assess",
 }
 """Flower message type ``query.<action>`` of each request kind (the ClientApp registers one handler each)."""
 

@@ -21,6 +21,7 @@ from vcmc.protocol.lca import LCA_MESSAGE_TYPES, LCA_REPLY_TYPE
 from vcmc.protocol.message import Message
 from vcmc.protocol.rounds import (
     ROUND_MESSAGE_TYPES,
+    RoundAssessRequest,
     RoundCountsReply,
     RoundFinishRequest,
     RoundKeyReply,
@@ -342,6 +343,7 @@ REPLY_TYPE: dict[type[Message], type[Message] | tuple[type[Message], ...]] = {
     RoundFinishRequest: AssignReply,
     RoundMoveRequest: RoundMoveReply,
     RoundKeyRequest: RoundKeyReply,
+    RoundAssessRequest: AssessReply,
 }
 """The reply type each request expects, or the tuple of the types it may be (any request may also be answered
 by an ``ErrorReply``)."""

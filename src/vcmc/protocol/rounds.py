@@ -13,6 +13,8 @@ table a one-shot summary also holds; nothing has a dimension equal to the silo's
   the weights and profiles; the counts of the new allocation.
 - ``RoundFinishRequest`` -> ``AssignReply``: the rows' memberships (allocation probabilities averaged over
   the kept rounds) restricted to the components the server keeps; labels and memberships stay in the silo.
+- ``RoundAssessRequest`` -> ``AssessReply``: the model assessment (predictive checks, WAIC, occupancy) at
+  kept rounds' draws, in the analyst's own session only.
 
 Under secure aggregation (``aggregation.round_secure_sum``, docs/design.md §16, "Secure aggregation"), a
 ``RoundKeyRequest`` -> ``RoundKeyReply`` first collects each silo's public key, the start request hands every
@@ -195,6 +197,27 @@ class RoundMoveReply(Message):
     modality_b: np.ndarray
 
 
+@dataclass(frozen=True)
+class RoundAssessRequest(Message):
+    """The model assessment after the rounds (docs/design.md §14 and §16): an ``AssessRequest`` at R of the
+    kept rounds' draws. ``log_profiles`` (R, C, P) are those rounds' profile draws exactly as their sweep
+    requests sent them (the silo checks each against the kept rounds it answered), ``keep`` (K,) the
+    components that are the result's global clusters, in its order, ``pi`` (R, K) this silo's weights of
+    them at each draw; ``pairs``, ``seed_entropy`` and ``spawn_key`` as in an ``AssessRequest``. Answered by
+    an ``AssessReply``, in the analyst's own session only."""
+
+    KIND = "round_assess_request"
+    VERSION = 1
+
+    log_profiles: np.ndarray           # (R, C, P)
+    keep: np.ndarray                   # (K,) int
+    pi: np.ndarray                     # (R, K)
+    pairs: np.ndarray                  # (E, 2) int
+    seed_entropy: int
+    spawn_key: tuple[int, ...]
+
+
 ROUND_MESSAGE_TYPES: tuple[type[Message], ...] = (RoundStartRequest, RoundSweepRequest, RoundCountsReply,
                                                  RoundFinishRequest, RoundMoveRequest, RoundMoveReply,
-                                                 RoundKeyRequest, RoundKeyReply, RoundMaskedCountsReply)
+                                                 RoundKeyRequest, RoundKeyReply, RoundMaskedCountsReply,
+                                                 RoundAssessRequest)

@@ -149,6 +149,7 @@ def refine(one_shot: GlobalResult, transport, config, *, rng, policy: FaultPolic
     result = _result(one_shot, transport, names, trace, np.asarray(kept_pi), np.asarray(kept_prof),
                      size_sum / max(n_kept, 1), min_size, every, time.perf_counter() - t0,
                      labels=str(config.aggregation.round_labels), secure=secure)
+    _assess(result, transport, names, np.asarray(kept_pi), np.asarray(kept_prof), config, root, policy)
     if moves:
         result.diagnostics["rounds"]["split_merge"] = {
             kind: {"proposed": p, "accepted": a} for kind, (p, a) in n_moves.items()}
@@ -158,6 +159,55 @@ def refine(one_shot: GlobalResult, transport, config, *, rng, policy: FaultPolic
 POOLED_K_DEFINITION = "occupied components of the pooled chain"   # as vcmc.research.baselines.full_mcmc's
 
 MOVE_KEY = 1   # the silos' streams of a split proposal: (..., ROUNDS_KEY, round, silo, MOVE_KEY)
+ASSESS_KEY = 2  # the silos' streams of the assessment after the rounds: (..., ROUNDS_KEY, 0, silo, ASSESS_KEY)
+ONE_SHOT_ASSESSMENT = ("the model assessment (predictive checks, WAIC) and the matching checks describe the one-shot "
+                       "pass; they were not recomputed after the rounds")
+
+
+def _assess(result: GlobalResult, transport, names, log_pi, log_prof, config, root, policy) -> None:
+    """The model assessment (docs/design.md §14) of the rounds' answer, in place: each silo checks its rows
+    at R of the kept rounds' draws (``RoundAssessRequest``: the profiles as their sweeps sent them, the
+    result's clusters and the pooled weights of those draws). The pooled weights whatever the labels: the
+    model the rounds sample is the pooled one (a silo's own weights, ``round_labels = "silo"``, are a way of
+    labelling its rows, and the server knows them only through disclosure-protected counts, which withhold a
+    small silo's clusters). Answered only in the analyst's own session, so a deployment's rounds keep the
+    one-shot pass's warning instead."""
+    if not config.assessment.enabled or not getattr(transport, "own_session", False) or log_prof.shape[0] == 0:
+        return
+    from vcmc.assessment import choose_pairs, combine_assessment, even_draws
+    from vcmc.protocol import AssessRequest
+    from vcmc.protocol.rounds import RoundAssessRequest
+
+    diag = result.diagnostics
+    keep = np.asarray(diag["rounds"]["kept_components"], dtype=np.int64)
+    idx = even_draws(log_prof.shape[0], int(config.assessment.n_replicates))
+    sent = np.ascontiguousarray(log_prof[idx])
+    prof = np.exp(sent[:, keep, :])
+    prof /= np.repeat(np.add.reduceat(prof, profile_offsets(result.n_modalities)[:-1], axis=2),
+                      result.n_modalities, axis=2)
+    pooled_pi = np.exp(log_pi[idx][:, keep])
+    pooled_pi /= pooled_pi.sum(axis=1, keepdims=True)
+    pairs = choose_pairs(pooled_pi.mean(axis=0), prof.mean(axis=0), result.n_modalities,
+                         int(config.assessment.max_pairs))
+    reqs, as_checked = {}, {}
+    for s, name in enumerate(names):
+        key = (*root.spawn_key, ROUNDS_KEY, 0, s, ASSESS_KEY)
+        reqs[name] = RoundAssessRequest(log_profiles=sent, keep=keep, pi=pooled_pi, pairs=pairs,
+                                        seed_entropy=int(root.entropy), spawn_key=key)
+        as_checked[name] = AssessRequest(pi=pooled_pi, profiles=prof, pairs=pairs, seed_entropy=int(root.entropy),
+                                         spawn_key=key)
+    replies, failures = gather(transport, reqs, FaultPolicy(timeout=(policy or FaultPolicy()).timeout),
+                               stage="round assessment", optional=True)
+    notes = [f"silo {f.silo!r} left out of the model assessment: {f.reason}" for f in failures]
+    if not replies:
+        diag["warnings"] = [*diag["warnings"], *notes]
+        return
+    assessment = combine_assessment(replies, as_checked, result.n_modalities)
+    diag["ppc"], diag["waic"] = assessment["ppc"], assessment["waic"]
+    diag["n_clusters_posterior"]["global_per_silo"] = assessment["k_global_per_silo"]
+    diag["rounds"]["assessment"] = {"n_replicates": int(idx.size), "weights": "pooled"}
+    diag["warnings"] = [("the matching checks describe the one-shot pass; they were not recomputed after the "
+                         "rounds") if w == ONE_SHOT_ASSESSMENT else w for w in diag["warnings"]] + notes
 
 
 def _split_merge(transport, names, every, cluster, modality, r, root, srv, *, alpha, beta_cols, offsets):
@@ -295,8 +345,7 @@ def _result(one_shot: GlobalResult, transport, names, trace, log_pi, log_prof, m
         diagnostics.pop(key, None)
     one_shot_words = [w for w in diagnostics.get("warnings", []) if "labelled rows" not in w]
     diagnostics["warnings"] = one_shot_words + one_cluster_silo_warnings(partition_counts, names) + [
-        "the model assessment (predictive checks, WAIC) and the matching checks describe the one-shot pass; "
-        "they were not recomputed after the rounds"] + ([] if stability["stable"] else [stability["said"]])
+        ONE_SHOT_ASSESSMENT] + ([] if stability["stable"] else [stability["said"]])
     timings = dict(one_shot.timings)
     timings["rounds"] = seconds
     timings["total"] = timings.get("total", 0.0) + seconds

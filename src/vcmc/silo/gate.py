@@ -58,6 +58,7 @@ from vcmc.protocol.lca import (
     LcaStructuralRequest,
 )
 from vcmc.protocol.rounds import (
+    RoundAssessRequest,
     RoundCountsReply,
     RoundFinishRequest,
     RoundKeyReply,
@@ -78,7 +79,7 @@ REQUEST_NAME: dict[type[Message], str] = {
     CountsRequest: "counts", AnnounceRequest: "announce", AssignRequest: "assign", AssessRequest: "assess",
     LcaEStepRequest: "lca_estep", LcaClassifyRequest: "lca_classify", LcaStructuralRequest: "lca_structural",
     RoundStartRequest: "round_start", RoundSweepRequest: "round_sweep", RoundFinishRequest: "round_finish",
-    RoundMoveRequest: "round_move", RoundKeyRequest: "round_key",
+    RoundMoveRequest: "round_move", RoundKeyRequest: "round_key", RoundAssessRequest: "round_assess",
 }
 """The operator's name of each request type (allow-list, budgets, node config keys)."""
 
@@ -92,7 +93,8 @@ the silos' tables, not this silo's); "rounds" allows them with or without it."""
 
 DEFAULT_BUDGET = {"hello": None, "summarize": 4, "divergence": 5000, "announce": 4, "assign": 2, "assess": 1,
                   "counts": 5000, "lca_estep": 20000, "lca_classify": 200, "lca_structural": 20000,
-                  "round_start": 1, "round_sweep": 20000, "round_finish": 1, "round_move": 20000, "round_key": 1}
+                  "round_start": 1, "round_sweep": 20000, "round_finish": 1, "round_move": 20000, "round_key": 1,
+                  "round_assess": 1}
 """Requests of each type a run may make (None: no limit). A summarize request is retried after a failure;
 the honest server sends one assign and one assess per run."""
 
@@ -243,6 +245,9 @@ class _RunState:
     secure_index: int = -1
     secure_round: int = 0
     secure_digest: str = ""
+    kept_round_profiles: list[str] = dataclasses.field(default_factory=list)
+    """Digests of the profile draws of the kept rounds this silo answered (the analyst's own session only:
+    a round assess request must use some of them, ``_admit_round_assess``)."""
 
 
 class Gate:
@@ -618,6 +623,7 @@ def _admit_round(gate: Gate, request):
                                   "aggregation ('secure-rounds'); this round start has no keys")
         else:       # plain rounds from here on (a later secure start needs a new key request)
             gate.state.secure_secrets = []
+        gate.state.kept_round_profiles = []
         return request
     if isinstance(request, RoundFinishRequest):
         return request
@@ -645,6 +651,8 @@ def _admit_round(gate: Gate, request):
                               "the profile floor (docs/federation.md)")
     rc.profiles("round sweep profiles", np.exp(log_prof), (log_pi.shape[0], gate.silo.n_columns),
                 gate.silo.n_modalities, floor=0.0)
+    if request.keep and gate.policy.whole_round_counts:
+        gate.state.kept_round_profiles.append(_digest_rows(log_prof.reshape(1, -1))[0])
     # the profile floor in log space (an honest draw's entries are far above it and pass unchanged)
     floor = np.log(gate.policy.profile_floor) if gate.policy.profile_floor > 0 else -np.inf
     if np.any(log_prof < floor):
@@ -728,11 +736,48 @@ def _admit_round_move(gate: Gate, request: RoundMoveRequest) -> RoundMoveRequest
     return request
 
 
+def _admit_round_assess(gate: Gate, request: RoundAssessRequest) -> AssessRequest:
+    """The model assessment after the rounds: answered only in the analyst's own session (the profile draws
+    must be kept rounds' draws this silo answered, but the weights are the server's); the request it becomes
+    is an ``AssessRequest`` at those draws restricted to the kept components, admitted by the same rules."""
+    if not gate.policy.whole_round_counts:
+        raise DisclosureError(f"silo {gate.silo.name!r}: the assessment after the rounds is answered only in the "
+                              "analyst's own session (docs/federation.md)")
+    if gate.privacy.dp_epsilon is not None:
+        raise DisclosureError(f"silo {gate.silo.name!r} does not take part in model assessment under "
+                              "differential privacy (its whole-silo sums are not noised)")
+    if len(request.spawn_key) > 16:
+        raise ConfigError("round assess: the spawn key must be at most 16 numbers")
+    log_prof = np.asarray(request.log_profiles, dtype=np.float64)
+    keep = np.asarray(request.keep)
+    pi = np.asarray(request.pi, dtype=np.float64)
+    if log_prof.ndim != 3 or log_prof.shape[2] != gate.silo.n_columns or keep.ndim != 1 or keep.size < 1 \
+            or keep.dtype.kind not in "iu" or keep.min() < 0 or keep.max() >= log_prof.shape[1] \
+            or np.unique(keep).size != keep.size or pi.shape != (log_prof.shape[0], keep.size):
+        raise ConfigError(f"round assess: log_profiles must be (R, C, {gate.silo.n_columns}) draws, keep distinct "
+                          "components among the C, and pi (R, len(keep)) weights")
+    rc.cap("round assess", draws=log_prof.shape[0], max_draws=gate.policy.max_draws)
+    if not set(_digest_rows(log_prof.reshape(log_prof.shape[0], -1))) <= set(gate.state.kept_round_profiles):
+        raise DisclosureError(f"silo {gate.silo.name!r}: the round assess request uses profile draws that no kept "
+                              "round of this run sent")
+    prof = np.exp(log_prof[:, keep, :])
+    sums = np.add.reduceat(prof, np.cumsum([0, *gate.silo.n_modalities[:-1]]), axis=2)
+    prof = prof / np.repeat(sums, gate.silo.n_modalities, axis=2)   # each variable's block sums to one
+    pi = rc.probabilities("round assess pi", pi, ndim=2, floor=0.0, sums_to_one=True)
+    pairs = np.asarray(request.pairs)
+    if pairs.size and (pairs.dtype.kind not in "iu" or pairs.reshape(-1, 2).shape[0] > gate.policy.max_pairs):
+        raise ConfigError(f"round assess: pairs must be at most {gate.policy.max_pairs} pairs of integer columns")
+    floored = rc.profiles("round assess profiles", prof, (pi.shape[0], pi.shape[1], gate.silo.n_columns),
+                          gate.silo.n_modalities, floor=gate.policy.profile_floor)
+    return AssessRequest(pi=pi, profiles=floored, pairs=pairs, seed_entropy=int(request.seed_entropy),
+                         spawn_key=tuple(int(k) for k in request.spawn_key))
+
+
 ADMIT_RULES: dict[type[Message], Callable] = {
     HelloRequest: _admit_hello, SummarizeRequest: _admit_summarize, DivergenceRequest: _admit_divergence,
     CountsRequest: _admit_counts, AnnounceRequest: _admit_announce, AssignRequest: _admit_assign,
     AssessRequest: _admit_assess, LcaEStepRequest: _admit_lca, LcaClassifyRequest: _admit_lca,
-    LcaStructuralRequest: _admit_lca,
+    LcaStructuralRequest: _admit_lca, RoundAssessRequest: _admit_round_assess,
     **dict.fromkeys((RoundStartRequest, RoundSweepRequest, RoundFinishRequest, RoundMoveRequest, RoundKeyRequest),
                     _admit_round),
 }
@@ -1008,5 +1053,5 @@ _REPLY_OF = {HelloRequest: HelloReply, SummarizeRequest: SiloSummary, Divergence
              AssessRequest: AssessReply, LcaEStepRequest: LcaEStepReply, LcaClassifyRequest: LcaClassifyReply,
              LcaStructuralRequest: LcaStructuralReply, RoundStartRequest: RoundCountsReply,
              RoundSweepRequest: RoundCountsReply, RoundFinishRequest: AssignReply, RoundMoveRequest: RoundMoveReply,
-             RoundKeyRequest: RoundKeyReply}
+             RoundKeyRequest: RoundKeyReply, RoundAssessRequest: AssessReply}
 

@@ -41,6 +41,7 @@ from vcmc.protocol import (
 )
 from vcmc.protocol.lca import LCA_REPLY_TYPE
 from vcmc.protocol.rounds import (
+    RoundAssessRequest,
     RoundFinishRequest,
     RoundKeyRequest,
     RoundMoveRequest,
@@ -509,7 +510,9 @@ class LocalSilo:
                  DivergenceRequest: _answer_divergence, CountsRequest: _answer_counts,
                  AnnounceRequest: _answer_announce, AssignRequest: _answer_assign, AssessRequest: _answer_assess,
                  **dict.fromkeys((RoundStartRequest, RoundSweepRequest, RoundFinishRequest, RoundMoveRequest,
-                                  RoundKeyRequest), _answer_round)}
+                                  RoundKeyRequest), _answer_round),
+                 # the gate admits it as the AssessRequest it stands for (vcmc.silo.gate._admit_round_assess)
+                 RoundAssessRequest: _answer_assess}
 
     # -- state that must survive between messages (Flower starts a fresh process per message) -------------
 
