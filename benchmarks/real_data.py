@@ -72,7 +72,8 @@ DATASETS: dict[str, dict] = {
 
 METHODS = {
     # label: extra arguments of vcmc fit
-    "vcmc": [],                       # the default: the paper's one-shot pass
+    "vcmc": [],                       # the default (--rounds auto since 2026-12-04; the one-shot pass before)
+    "vcmc-one-shot": ["--rounds", "1"],   # the paper's one-shot pass
     "vcmc-ball": ["--matching", "ball"],
     "vcmc-hungarian": ["--matching", "hungarian"],
     "vcmc-min-divergence": ["--matching", "min-divergence"],

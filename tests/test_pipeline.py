@@ -74,7 +74,8 @@ def test_rows_are_labelled_by_the_global_posterior_and_the_classification_is_rep
     base = FitConfig(sampler=SamplerConfig(n_iter=2000, burn_in=1000, thin=5))
     results = {}
     for mode in ("posterior", "local"):
-        cfg = dataclasses.replace(base, aggregation=AggregationConfig(assign=mode))
+        # the one-shot pass's labelling (the default rounds label the rows by the pooled chain instead)
+        cfg = dataclasses.replace(base, aggregation=AggregationConfig(assign=mode, rounds=1))
         with make_transport(data.silos, cfg, kind="inprocess") as tr:
             results[mode] = run_vcmc(tr, cfg, rng=2)
     small = {m: adjusted_rand_index(data.labels[0], r.assignments[0]) for m, r in results.items()}
@@ -112,8 +113,9 @@ def test_result_diagnostics_hold_the_assessment_contract(nested_result):
     k = d["n_clusters_posterior"]
     assert set(k) >= {"global", "local"} and set(k["local"]) == set(nested_result.silos)
     assert sum(k["global"]["probabilities"]) == pytest.approx(1.0)
-    # the six clusters are well separated: every draw occupies all six
-    assert k["global"]["values"] == [6]
+    # the six clusters are well separated: K = 6 is the posterior mode (the default rounds' pooled chain, like
+    # full-data MCMC's, occupies a stray seventh or eighth component with a row or two in some rounds)
+    assert k["global"]["values"][int(np.argmax(k["global"]["probabilities"]))] == 6
     for s in nested_result.silos:
         assert sum(k["local"][s]["probabilities"]) == pytest.approx(1.0)
     ppc = d["ppc"]
@@ -141,7 +143,9 @@ def test_chains_are_kept_and_arviz_reads_them(nested_easy, short_config, tmp_pat
 
     from vcmc.report import write_outputs
 
-    cfg = dataclasses.replace(short_config, sampler=dataclasses.replace(short_config.sampler, n_chains=2))
+    # the one-shot pass keeps the chains (the rounds are one pooled chain: their result has one)
+    cfg = dataclasses.replace(short_config, sampler=dataclasses.replace(short_config.sampler, n_chains=2),
+                              aggregation=dataclasses.replace(short_config.aggregation, rounds=1))
     res = fit(nested_easy, config=cfg, rng=3)
     assert res.n_chains == 2
     tree = az.from_netcdf(write_outputs(res, tmp_path)["posterior"])

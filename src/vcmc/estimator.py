@@ -72,11 +72,11 @@ class FederatedLatentClassModel(ClusterMixin, BaseEstimator):
     n_chains : int, default 1
     matching : {"calibrated", "ball", "hungarian", "min-divergence"}, default "calibrated"
     strategy : {"contingency", "federated-gradient", "design"}, default "contingency"
-    rounds : int, default 1
-        1: the paper's one-shot pass; R > 1: R - 1 global-informed rounds of the pooled model's Gibbs sampler
-        after it (docs/design.md §16); 0 (auto): in the analyst's own session ``min(n_iter, 10000)`` rounds from
-        ``n_components`` components with split-merge moves (``vcmc.rounds.plan``), the configuration that
-        agrees with full-data MCMC on real data where the one-shot pass does not.
+    rounds : int, default 0
+        0 (auto): in the analyst's own session ``min(n_iter, 10000)`` rounds from ``n_components`` components
+        with split-merge moves (``vcmc.rounds.plan``), the configuration that agrees with full-data MCMC on
+        real data where the one-shot pass does not; 1: the paper's one-shot pass; R > 1: R - 1 global-informed
+        rounds of the pooled model's Gibbs sampler after it (docs/design.md §16).
     method : {"vcmc", "consensus", "full-mcmc", "fedmerdel", "discgs"}, default "vcmc"
     config : FitConfig or None, default None
         Every other option of the pipeline; the parameters above override its fields.

@@ -172,8 +172,9 @@ def test_rounds_take_auto_or_a_number_of_at_least_one(capsys):
     def config(*extra):
         return config_from_args(build_parser().parse_args(["fit", "a.csv", "--out", "o", *extra]))
 
-    assert config().aggregation.rounds == 1                      # the paper's one-shot pass
-    assert config("--rounds", "Auto").aggregation.rounds == 0     # auto (vcmc.rounds.plan)
+    assert config().aggregation.rounds == 0                      # auto, the default (vcmc.rounds.plan)
+    assert config("--rounds", "Auto").aggregation.rounds == 0
+    assert config("--rounds", "1").aggregation.rounds == 1         # the paper's one-shot pass
     assert config("--rounds", "2000").aggregation.rounds == 2000
     assert config("--set", "aggregation.rounds=500").aggregation.rounds == 500
     for bad in ("0", "many"):

@@ -57,8 +57,10 @@ def test_the_flags_reach_result_json_and_the_cli(tmp_path, capsys):
     data.write(tmp_path / "data")
     files = sorted(str(p) for p in (tmp_path / "data").glob("silo_*.csv"))
     out = tmp_path / "fit"
+    # --rounds 1: the matching's checks are the one-shot pass's (after the rounds they are kept under
+    # diagnostics.one_shot, the rounds' clusters not being a matching)
     assert main(["fit", *files, "--out", str(out), "--iterations", "1200", "--seed", "1", "--matching",
-                 "ball"]) == 0
+                 "ball", "--rounds", "1"]) == 0
     err = capsys.readouterr().err
     result = json.loads((out / "result.json").read_text())
     checks = result["diagnostics"]["matching_checks"]

@@ -23,13 +23,11 @@ def _config(n_iter=2000, **aggregation):
                      aggregation=AggregationConfig(**{"rounds": 0, **aggregation}))
 
 
-def test_the_default_is_the_one_shot_pass_and_says_so():
-    """Not yet auto: the model assessment is not recomputed after the rounds (docs/design.md §16)."""
-    assert FitConfig().aggregation.rounds == 1
-    assert vcmc.FederatedLatentClassModel().rounds == 1
-    config, plan = resolve_rounds(FitConfig(), own_session=True)
-    assert config == FitConfig() and plan == {"requested": 1, "rounds": 1, "round_components": None,
-                                              "split_merge": False, "secure_sum": False}
+def test_the_default_is_auto():
+    assert FitConfig().aggregation.rounds == 0
+    assert vcmc.FederatedLatentClassModel().rounds == 0
+    assert resolve_rounds(FitConfig(), own_session=True)[0].aggregation.rounds == AUTO_MAX_ROUNDS
+    assert resolve_rounds(FitConfig(), own_session=False)[0].aggregation.rounds == 1
 
 
 def test_auto_in_the_analysts_session_is_the_measured_configuration():

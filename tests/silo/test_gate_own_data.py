@@ -23,8 +23,11 @@ def _fit(silos, config):
 
 @pytest.fixture(scope="module")
 def config(short_config):
+    # the one-shot pass: the rounds' draws can hold an empty component's profile entry under the gate's floor
+    # (1e-12), which the gate raises in every session, so with them the bypassed run differs in the last bits
     cfg = dataclasses.replace(short_config, sampler=dataclasses.replace(short_config.sampler, n_iter=600,
-                                                                        burn_in=300))
+                                                                        burn_in=300),
+                              aggregation=dataclasses.replace(short_config.aggregation, rounds=1))
     assert cfg.privacy == dataclasses.replace(PrivacyConfig(), dp_epsilon=None, suppress_cells_below=0, round_to=1)
     return cfg
 

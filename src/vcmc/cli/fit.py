@@ -26,8 +26,8 @@ DESCRIPTION = (
 # The flags that set one FitConfig option each come from the option table (vcmc.config.schema: the flag,
 # type, choices, default and help of each option are written once, on its dataclass field). Their defaults
 # are the library's (shown by --help); a flag overrides the config file and --set only when it is typed.
-# --iterations takes "auto" besides a number and --max-iterations caps it, and --rounds takes "auto"
-# (aggregation.rounds = 0): they are written out below.
+# --iterations takes "auto" besides a number and --max-iterations caps it, and --rounds takes "auto" (the
+# default, aggregation.rounds = 0): they are written out below.
 _WRITTEN_OUT = ("sampler.n-iter", "aggregation.rounds")
 
 
@@ -82,11 +82,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"with --iterations auto: the most iterations a chain may run (default {n_iter.default})")
     p.add_argument("--rounds", type=_rounds, default=argparse.SUPPRESS, metavar="R|auto",
                    dest="aggregation.rounds",
-                   help="rounds of the run (default 1: the paper's one-shot pass); R > 1: R - 1 global-informed "
-                        "rounds of the pooled model's Gibbs sampler after it (docs/design.md §16); auto: in this "
-                        "session min(iterations, 10000) rounds from C+ components with split-merge moves, which "
-                        "agree with full-data MCMC on real data split by a natural variable (the one-shot pass in "
-                        "a Flower deployment)")
+                   help="rounds of the run (default auto: in this session min(iterations, 10000) global-informed "
+                        "rounds from C+ components with split-merge moves, which agree with full-data MCMC on real "
+                        "data split by a natural variable; the one-shot pass in a Flower deployment); 1: the "
+                        "paper's one-shot pass; R > 1: R - 1 rounds after it (docs/design.md §16)")
     for opt in _option_flags():
         if opt.negate:
             p.add_argument(opt.flag, action="store_true", default=argparse.SUPPRESS, dest=opt.key,

@@ -38,8 +38,8 @@ ChainStop = Literal["fixed", "converged"]
 # Burn-in of `vcmc fit --iterations auto` when none is given: the log posterior of the paper's designs, the
 # generalisation suite and the EHR cohort is stationary well before it (docs/design.md §4.1.1).
 AUTO_BURN_IN = 5_000
-# `aggregation.rounds` of `vcmc fit --rounds auto`: the run's rounds are chosen for it (vcmc.rounds.plan: the
-# global-informed rounds in the analyst's own session, the one-shot pass in a deployment).
+# `aggregation.rounds` of the default, `vcmc fit --rounds auto`: the run's rounds are chosen for it
+# (vcmc.rounds.plan: the global-informed rounds in the analyst's own session, the one-shot pass in a deployment).
 AUTO_ROUNDS = 0
 AssignMode = Literal["posterior", "local"]
 RoundLabels = Literal["pooled", "silo"]
@@ -430,10 +430,11 @@ class AggregationConfig:
     assign_draws : int
         Posterior draws sent to each silo for its memberships (default 100, evenly spaced).
     rounds : int
-        Rounds of the run (default 1: the paper's one-shot pass). R > 1: after the one-shot pass, R - 1
-        global-informed rounds of the pooled model's blocked Gibbs sampler across the silos, started from the
-        one-shot answer (docs/design.md §16); their second half gives the global posterior and memberships.
-        0 (``--rounds auto``, ``vcmc.rounds.plan``): where every silo is in the analyst's own session
+        Rounds of the run (default 0, ``--rounds auto``: the global-informed rounds in the analyst's own
+        session, the one-shot pass in a deployment). 1: the paper's one-shot pass. R > 1: after the one-shot
+        pass, R - 1 global-informed rounds of the pooled model's blocked Gibbs sampler across the silos,
+        started from the one-shot answer (docs/design.md §16); their second half gives the global posterior
+        and memberships. 0 (auto, ``vcmc.rounds.plan``): where every silo is in the analyst's own session
         (``vcmc fit``, the API), ``min(sampler.n_iter, 10000)`` rounds from a start of ``prior.n_components``
         components (unless ``round_components`` says otherwise) with the split-merge moves (unless
         ``round_secure_sum``): the configuration measured to agree with full-data MCMC on real data split by a
@@ -486,7 +487,7 @@ class AggregationConfig:
     step_size: float = 0.02
     assign: AssignMode = "posterior"
     assign_draws: int = 100
-    rounds: int = option(1, flag="--rounds")
+    rounds: int = option(AUTO_ROUNDS, flag="--rounds")
     round_components: int = 0
     round_anneal: float = 1.0
     round_labels: RoundLabels = "silo"

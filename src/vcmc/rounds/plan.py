@@ -1,5 +1,5 @@
 """The rounds a run makes when the analyst leaves them to the library (``aggregation.rounds = 0``, ``vcmc fit
---rounds auto``).
+--rounds auto``: the default).
 
 The one-shot pass (the paper's) disagrees with full-data MCMC wherever a silo's own posterior under-resolves
 its clusters, and that is most real data split by a natural variable (docs/results/real/rounds/README.md: no
@@ -19,7 +19,6 @@ analyst's already, ``SiloPolicy.own_data``). A deployment's silos answer the rou
 allow them (``allow-strategies``) and never the moves, so there the default is the one-shot pass and the
 rounds are asked for explicitly (``--rounds R``): a plan that every default silo refuses would fail the run.
 ``resolve_rounds`` is the one place this is decided; every result records it (``diagnostics.rounds_plan``).
-Not yet the library's default (``rounds = 1``): docs/design.md §16, "Auto rounds and the default".
 """
 
 from __future__ import annotations

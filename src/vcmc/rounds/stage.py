@@ -18,7 +18,7 @@ import numpy as np
 from vcmc._rng import as_seed_sequence
 from vcmc.federation.faults import FaultPolicy, gather
 from vcmc.federation.transport import local_rows
-from vcmc.model import beta_per_column, profile_offsets
+from vcmc.model import beta_per_column, kept_component_profiles, profile_offsets
 from vcmc.progress import progress_bar
 from vcmc.protocol.rounds import (
     RoundFinishRequest,
@@ -182,9 +182,7 @@ def _assess(result: GlobalResult, transport, names, log_pi, log_prof, config, ro
     keep = np.asarray(diag["rounds"]["kept_components"], dtype=np.int64)
     idx = even_draws(log_prof.shape[0], int(config.assessment.n_replicates))
     sent = np.ascontiguousarray(log_prof[idx])
-    prof = np.exp(sent[:, keep, :])
-    prof /= np.repeat(np.add.reduceat(prof, profile_offsets(result.n_modalities)[:-1], axis=2),
-                      result.n_modalities, axis=2)
+    prof = kept_component_profiles(sent, keep, result.n_modalities)
     pooled_pi = np.exp(log_pi[idx][:, keep])
     pooled_pi /= pooled_pi.sum(axis=1, keepdims=True)
     pairs = choose_pairs(pooled_pi.mean(axis=0), prof.mean(axis=0), result.n_modalities,
@@ -323,7 +321,8 @@ def _result(one_shot: GlobalResult, transport, names, trace, log_pi, log_prof, m
 
     diagnostics = dict(one_shot.diagnostics)
     diagnostics["one_shot"] = {"n_clusters": int(one_shot.n_clusters),
-                               "partition_counts": one_shot.partition_counts.tolist()}
+                               "partition_counts": one_shot.partition_counts.tolist(),
+                               "matching_checks": one_shot.diagnostics.get("matching_checks")}
     diagnostics["rounds"] = {
         "design": "blocked Gibbs of the pooled model across silos, over-complete start from the one-shot answer "
                   "(docs/design.md §16)",

@@ -736,10 +736,11 @@ def _admit_round_move(gate: Gate, request: RoundMoveRequest) -> RoundMoveRequest
     return request
 
 
-def _admit_round_assess(gate: Gate, request: RoundAssessRequest) -> AssessRequest:
+def _admit_round_assess(gate: Gate, request: RoundAssessRequest) -> RoundAssessRequest:
     """The model assessment after the rounds: answered only in the analyst's own session (the profile draws
-    must be kept rounds' draws this silo answered, but the weights are the server's); the request it becomes
-    is an ``AssessRequest`` at those draws restricted to the kept components, admitted by the same rules."""
+    must be kept rounds' draws this silo answered, but the weights are the server's); then the rules of an
+    assess request (refused under DP; caps on draws and pairs; weights probabilities; the profiles floored
+    where they are used, ``requests_check.kept_profiles``)."""
     if not gate.policy.whole_round_counts:
         raise DisclosureError(f"silo {gate.silo.name!r}: the assessment after the rounds is answered only in the "
                               "analyst's own session (docs/federation.md)")
@@ -760,17 +761,11 @@ def _admit_round_assess(gate: Gate, request: RoundAssessRequest) -> AssessReques
     if not set(_digest_rows(log_prof.reshape(log_prof.shape[0], -1))) <= set(gate.state.kept_round_profiles):
         raise DisclosureError(f"silo {gate.silo.name!r}: the round assess request uses profile draws that no kept "
                               "round of this run sent")
-    prof = np.exp(log_prof[:, keep, :])
-    sums = np.add.reduceat(prof, np.cumsum([0, *gate.silo.n_modalities[:-1]]), axis=2)
-    prof = prof / np.repeat(sums, gate.silo.n_modalities, axis=2)   # each variable's block sums to one
-    pi = rc.probabilities("round assess pi", pi, ndim=2, floor=0.0, sums_to_one=True)
+    rc.probabilities("round assess pi", pi, ndim=2, floor=0.0, sums_to_one=True)
     pairs = np.asarray(request.pairs)
     if pairs.size and (pairs.dtype.kind not in "iu" or pairs.reshape(-1, 2).shape[0] > gate.policy.max_pairs):
         raise ConfigError(f"round assess: pairs must be at most {gate.policy.max_pairs} pairs of integer columns")
-    floored = rc.profiles("round assess profiles", prof, (pi.shape[0], pi.shape[1], gate.silo.n_columns),
-                          gate.silo.n_modalities, floor=gate.policy.profile_floor)
-    return AssessRequest(pi=pi, profiles=floored, pairs=pairs, seed_entropy=int(request.seed_entropy),
-                         spawn_key=tuple(int(k) for k in request.spawn_key))
+    return request
 
 
 ADMIT_RULES: dict[type[Message], Callable] = {
@@ -934,6 +929,11 @@ def _release_announce(gate: Gate, request, reply: AnnounceReply) -> AnnounceRepl
 
 
 def _release_assign(gate: Gate, request, reply: AssignReply) -> AssignReply:
+    if isinstance(request, RoundFinishRequest) and gate.policy.whole_round_counts:
+        # the rounds' labels in the analyst's own session: whole, as the rounds' counts are there (a silo's
+        # few rows of a pooled cluster would otherwise be withheld from result.json while assignments.csv,
+        # written in the same session, lists them)
+        return reply
     privacy = gate.privacy
     counts = np.asarray(reply.counts, dtype=np.int64)
     if privacy.dp_epsilon is not None:
@@ -981,7 +981,10 @@ def _release_assess(gate: Gate, request, reply: AssessReply) -> AssessReply:
     occupied = np.asarray(reply.occupied)
     if occupied.size and not np.isin(occupied, (0, 1)).all():
         raise DisclosureError(f"silo {gate.silo.name!r}: an assess reply's occupancy must be 0/1 indicators")
-    grid = waic_grid(gate.silo.n_modalities, request.pi, request.profiles, gate.privacy.round_to)
+    profiles = rc.kept_profiles(request.log_profiles, request.keep, gate.silo.n_modalities,
+                                floor=gate.policy.profile_floor) if isinstance(request, RoundAssessRequest) \
+        else request.profiles
+    grid = waic_grid(gate.silo.n_modalities, request.pi, profiles, gate.privacy.round_to)
     if grid > 0:
         # the WAIC sums: the review read an exact cell count from two lppd values; rounded like a count
         # (``waic_grid``), and elpd from the rounded parts so that the message stays consistent

@@ -465,6 +465,17 @@ class LocalSilo:
         self.memberships = memberships
         return AssignReply(**membership_summary(memberships, self.assignments, monte_carlo))
 
+    def _answer_round_assess(self, request: RoundAssessRequest) -> AssessReply:
+        """The assessment after the rounds: an assess request at the kept rounds' profile draws restricted to
+        the result's clusters (``requests_check.kept_profiles``) with the request's weights."""
+        from vcmc.silo import requests_check as rc
+
+        prof = rc.kept_profiles(request.log_profiles, request.keep, self.n_modalities,
+                                floor=self.gate.policy.profile_floor)
+        return self._answer_assess(AssessRequest(pi=np.asarray(request.pi, dtype=np.float64), profiles=prof,
+                                                 pairs=request.pairs, seed_entropy=request.seed_entropy,
+                                                 spawn_key=request.spawn_key))
+
     def _answer_assess(self, request: AssessRequest) -> AssessReply:
         """Predictive checks, WAIC sums and sampled occupancy under the global draws (docs/design.md §14).
 
@@ -511,8 +522,7 @@ class LocalSilo:
                  AnnounceRequest: _answer_announce, AssignRequest: _answer_assign, AssessRequest: _answer_assess,
                  **dict.fromkeys((RoundStartRequest, RoundSweepRequest, RoundFinishRequest, RoundMoveRequest,
                                   RoundKeyRequest), _answer_round),
-                 # the gate admits it as the AssessRequest it stands for (vcmc.silo.gate._admit_round_assess)
-                 RoundAssessRequest: _answer_assess}
+                 RoundAssessRequest: _answer_round_assess}
 
     # -- state that must survive between messages (Flower starts a fresh process per message) -------------
 

@@ -62,6 +62,16 @@ def profiles(what: str, value, shape: tuple, n_modalities, *, floor: float) -> n
     return a
 
 
+def kept_profiles(log_profiles, keep, n_modalities, *, floor: float) -> np.ndarray:
+    """The profiles of components ``keep`` of the rounds' draws ``log_profiles`` (R, C, P), each variable's
+    block renormalised (exp of a log draw sums to 1 within rounding), raised to at least ``floor``: what a
+    ``RoundAssessRequest`` is assessed at and released by (``vcmc.silo.gate``, ``LocalSilo``)."""
+    from vcmc.model import kept_component_profiles
+
+    prof = kept_component_profiles(log_profiles, keep, n_modalities)
+    return profiles("round assess profiles", prof, (None, None, prof.shape[2]), n_modalities, floor=floor)
+
+
 def assignment(what: str, value, n_local: int, n_global: int) -> np.ndarray:
     a = np.asarray(value)
     if a.dtype.kind not in "iu" or a.shape != (int(n_local),) or (a.size and (a.min() < 0 or a.max() >= n_global)):
