@@ -100,8 +100,6 @@ METHODS = {
     "vcmc-rounds-10000-split-merge": ["--rounds", "10000", "--set", "aggregation.round-split-merge=true"],
     "vcmc-rounds-10000-cplus-split-merge": ["--rounds", "10000", "--set", "aggregation.round-components={cplus}",
                                             "--set", "aggregation.round-split-merge=true"],
-    # vcmc.rounds.plan: at 10,000 iterations the same run as the one above, chosen by the library
-    "vcmc-rounds-auto": ["--rounds", "auto"],
 }
 
 COMMON: list[str] = []      # vcmc fit arguments of every run (--components)
