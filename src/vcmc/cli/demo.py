@@ -12,7 +12,7 @@ from vcmc.config.schema import option
 _N_ITER = option("sampler.n-iter").default
 
 NAME = "demo"
-HELP = "run the whole pipeline on a built-in simulated example (about two minutes)"
+HELP = "run the whole pipeline on a built-in simulated example (under a minute)"
 DESCRIPTION = (
     "Simulates the paper's heterogeneous nested design (4 silos of 1,000 people, 6 true clusters, silo 4 "
     "holds only clusters 1 and 2), fits it with VCMC and the default options (the paper's protocol: "
