@@ -178,6 +178,7 @@ def _assess(result: GlobalResult, transport, names, log_pi, log_prof, config, ro
     from vcmc.protocol import AssessRequest
     from vcmc.protocol.rounds import RoundAssessRequest
 
+    t0 = time.perf_counter()
     diag = result.diagnostics
     keep = np.asarray(diag["rounds"]["kept_components"], dtype=np.int64)
     idx = even_draws(log_prof.shape[0], int(config.assessment.n_replicates))
@@ -203,7 +204,10 @@ def _assess(result: GlobalResult, transport, names, log_pi, log_prof, config, ro
     assessment = combine_assessment(replies, as_checked, result.n_modalities)
     diag["ppc"], diag["waic"] = assessment["ppc"], assessment["waic"]
     diag["n_clusters_posterior"]["global_per_silo"] = assessment["k_global_per_silo"]
-    diag["rounds"]["assessment"] = {"n_replicates": int(idx.size), "weights": "pooled"}
+    seconds = time.perf_counter() - t0
+    diag["rounds"]["assessment"] = {"n_replicates": int(idx.size), "weights": "pooled", "seconds": seconds}
+    result.timings["rounds_assessment"] = seconds
+    result.timings["total"] = result.timings.get("total", 0.0) + seconds
     diag["warnings"] = [("the matching checks describe the one-shot pass; they were not recomputed after the "
                          "rounds") if w == ONE_SHOT_ASSESSMENT else w for w in diag["warnings"]] + notes
 
