@@ -149,7 +149,7 @@ def refine(one_shot: GlobalResult, transport, config, *, rng, policy: FaultPolic
     result = _result(one_shot, transport, names, trace, np.asarray(kept_pi), np.asarray(kept_prof),
                      size_sum / max(n_kept, 1), min_size, every, time.perf_counter() - t0,
                      labels=str(config.aggregation.round_labels), secure=secure)
-    _assess(result, transport, names, np.asarray(kept_pi), np.asarray(kept_prof), config, root, policy)
+    _assess(result, transport, names, np.asarray(kept_prof), config, root, policy)
     if moves:
         result.diagnostics["rounds"]["split_merge"] = {
             kind: {"proposed": p, "accepted": a} for kind, (p, a) in n_moves.items()}
@@ -164,7 +164,7 @@ ONE_SHOT_ASSESSMENT = ("the model assessment (predictive checks, WAIC) and the m
                        "pass; they were not recomputed after the rounds")
 
 
-def _assess(result: GlobalResult, transport, names, log_pi, log_prof, config, root, policy) -> None:
+def _assess(result: GlobalResult, transport, names, log_prof, config, root, policy) -> None:
     """The model assessment (docs/design.md §14) of the rounds' answer, in place: each silo checks its rows
     at R of the kept rounds' draws (``RoundAssessRequest``: the profiles as their sweeps sent them, the
     result's clusters and the pooled weights of those draws). The pooled weights whatever the labels: the
@@ -184,8 +184,7 @@ def _assess(result: GlobalResult, transport, names, log_pi, log_prof, config, ro
     idx = even_draws(log_prof.shape[0], int(config.assessment.n_replicates))
     sent = np.ascontiguousarray(log_prof[idx])
     prof = kept_component_profiles(sent, keep, result.n_modalities)
-    pooled_pi = np.exp(log_pi[idx][:, keep])
-    pooled_pi /= pooled_pi.sum(axis=1, keepdims=True)
+    pooled_pi = np.asarray(result.pi_draws)[idx]            # the kept draws' weights of the result's clusters
     pairs = choose_pairs(pooled_pi.mean(axis=0), prof.mean(axis=0), result.n_modalities,
                          int(config.assessment.max_pairs))
     reqs, as_checked = {}, {}

@@ -554,10 +554,26 @@ def _admit_assign(gate: Gate, request: AssignRequest) -> AssignRequest:
     return dataclasses.replace(request, pi=pi, profiles=prof)
 
 
-def _admit_assess(gate: Gate, request: AssessRequest) -> AssessRequest:
+def _refuse_assessment_under_dp(gate: Gate) -> None:
     if gate.privacy.dp_epsilon is not None:
         raise DisclosureError(f"silo {gate.silo.name!r} does not take part in model assessment under "
                               "differential privacy (its whole-silo sums are not noised)")
+
+
+def _assessment_terms(gate: Gate, what: str, pi, pairs, spawn_key) -> np.ndarray:
+    """The checks an assess and a round assess request share: weights probabilities, at most
+    ``max_pairs`` integer pairs, a short spawn key. Returns the weights."""
+    pi = rc.probabilities(f"{what} pi", pi, ndim=2, floor=0.0, sums_to_one=True)
+    pairs = np.asarray(pairs)
+    if pairs.size and (pairs.dtype.kind not in "iu" or pairs.reshape(-1, 2).shape[0] > gate.policy.max_pairs):
+        raise ConfigError(f"{what}: pairs must be at most {gate.policy.max_pairs} pairs of integer columns")
+    if len(spawn_key) > 16:
+        raise ConfigError(f"{what}: the spawn key must be at most 16 numbers")
+    return pi
+
+
+def _admit_assess(gate: Gate, request: AssessRequest) -> AssessRequest:
+    _refuse_assessment_under_dp(gate)
     announced = _require_announced(gate, "assess")
     pi = np.asarray(request.pi, dtype=np.float64)
     profiles = np.asarray(request.profiles, dtype=np.float64)
@@ -567,12 +583,7 @@ def _admit_assess(gate: Gate, request: AssessRequest) -> AssessRequest:
     rc.cap("assess", draws=pi.shape[0], max_draws=gate.policy.max_draws)
     if announced:
         _check_announced_draws(gate, "assess", pi, profiles)
-    pi = rc.probabilities("assess pi", pi, ndim=2, floor=0.0, sums_to_one=True)
-    pairs = np.asarray(request.pairs)
-    if pairs.size and (pairs.dtype.kind not in "iu" or pairs.reshape(-1, 2).shape[0] > gate.policy.max_pairs):
-        raise ConfigError(f"assess: pairs must be at most {gate.policy.max_pairs} pairs of integer columns")
-    if len(request.spawn_key) > 16:
-        raise ConfigError("assess: the spawn key must be at most 16 numbers")
+    pi = _assessment_terms(gate, "assess", pi, request.pairs, request.spawn_key)
     prof = rc.profiles("assess profiles", profiles, (pi.shape[0], pi.shape[1], gate.silo.n_columns),
                        gate.silo.n_modalities, floor=gate.policy.profile_floor)
     return dataclasses.replace(request, profiles=prof)
@@ -744,11 +755,7 @@ def _admit_round_assess(gate: Gate, request: RoundAssessRequest) -> RoundAssessR
     if not gate.policy.whole_round_counts:
         raise DisclosureError(f"silo {gate.silo.name!r}: the assessment after the rounds is answered only in the "
                               "analyst's own session (docs/federation.md)")
-    if gate.privacy.dp_epsilon is not None:
-        raise DisclosureError(f"silo {gate.silo.name!r} does not take part in model assessment under "
-                              "differential privacy (its whole-silo sums are not noised)")
-    if len(request.spawn_key) > 16:
-        raise ConfigError("round assess: the spawn key must be at most 16 numbers")
+    _refuse_assessment_under_dp(gate)
     log_prof = np.asarray(request.log_profiles, dtype=np.float64)
     keep = np.asarray(request.keep)
     pi = np.asarray(request.pi, dtype=np.float64)
@@ -761,10 +768,7 @@ def _admit_round_assess(gate: Gate, request: RoundAssessRequest) -> RoundAssessR
     if not set(_digest_rows(log_prof.reshape(log_prof.shape[0], -1))) <= set(gate.state.kept_round_profiles):
         raise DisclosureError(f"silo {gate.silo.name!r}: the round assess request uses profile draws that no kept "
                               "round of this run sent")
-    rc.probabilities("round assess pi", pi, ndim=2, floor=0.0, sums_to_one=True)
-    pairs = np.asarray(request.pairs)
-    if pairs.size and (pairs.dtype.kind not in "iu" or pairs.reshape(-1, 2).shape[0] > gate.policy.max_pairs):
-        raise ConfigError(f"round assess: pairs must be at most {gate.policy.max_pairs} pairs of integer columns")
+    _assessment_terms(gate, "round assess", pi, request.pairs, request.spawn_key)
     return request
 
 
@@ -981,10 +985,12 @@ def _release_assess(gate: Gate, request, reply: AssessReply) -> AssessReply:
     occupied = np.asarray(reply.occupied)
     if occupied.size and not np.isin(occupied, (0, 1)).all():
         raise DisclosureError(f"silo {gate.silo.name!r}: an assess reply's occupancy must be 0/1 indicators")
-    profiles = rc.kept_profiles(request.log_profiles, request.keep, gate.silo.n_modalities,
-                                floor=gate.policy.profile_floor) if isinstance(request, RoundAssessRequest) \
-        else request.profiles
-    grid = waic_grid(gate.silo.n_modalities, request.pi, profiles, gate.privacy.round_to)
+    grid = 0.0
+    if gate.privacy.round_to > 1:   # the grid needs the profiles (a round assess request holds their logs)
+        profiles = rc.kept_profiles(request.log_profiles, request.keep, gate.silo.n_modalities,
+                                    floor=gate.policy.profile_floor) if isinstance(request, RoundAssessRequest) \
+            else request.profiles
+        grid = waic_grid(gate.silo.n_modalities, request.pi, profiles, gate.privacy.round_to)
     if grid > 0:
         # the WAIC sums: the review read an exact cell count from two lppd values; rounded like a count
         # (``waic_grid``), and elpd from the rounded parts so that the message stays consistent
