@@ -91,3 +91,8 @@ def round_key(message: Message, context: Context) -> Message:
 @app.query("round_assess")
 def round_assess(message: Message, context: Context) -> Message:
     return client_handle(message, context)
+
+
+@app.query("round_birth")
+def round_birth(message: Message, context: Context) -> Message:
+    return client_handle(message, context)

@@ -67,10 +67,10 @@ def exchanged(small_sim, tiny_config, summarize_request):
         local = tr.silo(n).local
         own = (local.cluster_sizes[:, None] * local.profile_draws.mean(axis=0)).sum(axis=0) / local.cluster_sizes.sum()
         pi = local.pi_draws.sum(axis=1, keepdims=True)
-        announce[n] = AnnounceRequest(assignment=assignment[n], n_global=1, pi=pi, profiles=own[None, None, :])
+        announce[n] = AnnounceRequest(assignment=assignment[n], n_global=1, pi=pi, profiles=np.tile(own, (2, 1, 1)))
     call(announce)
     _lca_rounds(call, names, silos)
-    _global_rounds(call, names, silos)
+    _global_rounds(call, names, silos, announce)
     # an error reply, as a silo sends it
     log.append(ErrorReply(error_type="NotFittedError", reason="no summarize yet"))
     return log, silos
@@ -108,14 +108,27 @@ def _lca_rounds(call, names, silos):
                                   log_error=log_e, params=np.zeros(1 + 2 + 4)) for n in names})
 
 
-def _global_rounds(call, names, silos):
-    """Every message of the global-informed rounds (docs/design.md §16): start from the labels of the assign
-    request above (one cluster), two sweeps (the second kept), a merge and a split proposal, finish, the
-    assessment at the kept draw."""
-    from vcmc.protocol.rounds import RoundFinishRequest, RoundMoveRequest, RoundStartRequest, RoundSweepRequest
+def _global_rounds(call, names, silos, announce):
+    """Every message of the global-informed rounds (docs/design.md §16): the rows labelled with the announced
+    draws (one cluster), the births (each silo's worst-explained rows by their least probable value), a start
+    from those labels with one birth component, two sweeps (the second kept), a merge and a split proposal,
+    finish, the assessment at the kept draw."""
+    from vcmc.protocol.rounds import (
+        RoundBirthRequest,
+        RoundFinishRequest,
+        RoundMoveRequest,
+        RoundStartRequest,
+        RoundSweepRequest,
+    )
 
-    c = len(names)
-    starts = call({n: RoundStartRequest(start=np.array([s]), n_components=c) for s, n in enumerate(names)})
+    call({n: AssignRequest(assignment=announce[n].assignment, n_global=1, pi=announce[n].pi[:2],
+                           profiles=announce[n].profiles) for n in names})
+    births = call({n: RoundBirthRequest(share=0.05) for n in names})
+    column = int(np.argmax(sum(np.asarray(b.counts) for b in births.values())))
+    c = len(names) + 1
+    starts = call({n: RoundStartRequest(start=np.array([s]), n_components=c, birth_share=0.05,
+                                        birth_columns=np.array([column]), birth_components=np.array([c - 1]))
+                   for s, n in enumerate(names)})
     rng = np.random.default_rng(4)
     for r in (2, 3):
         cluster = sum(np.asarray(x.cluster) for x in starts.values())

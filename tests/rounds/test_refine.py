@@ -151,3 +151,50 @@ def test_memberships_agree_with_prediction_from_the_result_draws(small_silo_desi
         # equal up to the renormalisation over the kept components (the dropped ones hold almost no mass)
         np.testing.assert_allclose(predicted, refined.memberships[s], atol=0.02)
         assert np.mean(np.argmax(predicted, axis=1) == refined.assignments[s]) >= 0.99
+
+
+def _hidden_group_design(seed: int):
+    """Four silos of 1,000 people, 20 binary conditions: a large cluster (79.4%), a second (20%) and 6 people
+    per silo (24 in all) with a condition the others have at 0.5% and four more at 60%. Under the minimum
+    cluster size (10) in every silo, no silo can report them; pooled, they are a cluster of 24."""
+    from vcmc.data import Schema, SiloData
+
+    rng = np.random.default_rng(seed)
+    q, n, n_hidden = 20, 1000, 6
+    p = np.full((3, q), 0.05)
+    p[1, :8] = 0.5
+    p[2, q - 5:q - 1] = 0.6
+    p[:, q - 1] = 0.005
+    p[2, q - 1] = 0.95
+    schema = Schema.from_n_modalities([2] * q)
+    silos, labels = [], []
+    for s in range(4):
+        lab = np.r_[np.zeros(n - 200 - n_hidden, int), np.ones(200, int), np.full(n_hidden, 2)]
+        silos.append(SiloData(f"silo_{s + 1}", (rng.random((n, q)) < p[lab]).astype(np.int64), schema))
+        labels.append(lab)
+    return silos, labels
+
+
+def test_births_give_a_cluster_no_silo_can_report_its_component():
+    """The births (docs/design.md §16): the hidden group's hallmark condition is the least probable value of the
+    silos' worst-explained rows, starts its own component, and that component is the global cluster holding the
+    group in the rounds' answer. The start has no silo pieces (``round_components`` = the one-shot K), so the
+    component the group ends in is the birth's (at the application's scale, where it matters, the pieces never
+    take such a group: docs/results/ehr/README.md)."""
+    from vcmc.metrics import best_f1
+
+    silos, labels = _hidden_group_design(3)
+    cfg = FitConfig(sampler=SamplerConfig(n_iter=N_ITER), aggregation=AggregationConfig(rounds=1000,
+                                                                                        round_components=2))
+    res = vcmc.fit(silos, config=cfg, rng=3)
+    assert res.diagnostics["one_shot"]["n_clusters"] == 2
+    births = res.diagnostics["rounds"]["births"]
+    hallmark = 2 * 19 + 1                                   # the profile column of condition 20's "yes"
+    assert births["columns"][0] == hallmark and births["rows"][0] >= 10
+    cluster = births["clusters"][0]
+    assert cluster is not None                              # the birth is a global cluster of the answer
+    truth, est = np.concatenate(labels), np.concatenate(res.assignments)
+    f1 = best_f1(est, truth, n_estimated=int(est.max()) + 1, n_true=3)
+    assert f1[2] >= 0.75
+    hidden = truth == 2
+    assert np.mean(est[hidden] == cluster - 1) >= 0.65          # its rows: two thirds at least

@@ -133,8 +133,9 @@ def test_handle_releases_every_reply_through_the_gate(silo_data, monkeypatch):
     with pytest.raises(Exception):  # noqa: B017
         silo.handle(LcaStructuralRequest(model="covariate", spec_json="{}", pi=pi[0], profiles=prof[0],
                                          log_error=np.zeros((k, k)), params=np.zeros(1)))
-    from vcmc.protocol.rounds import RoundFinishRequest, RoundStartRequest, RoundSweepRequest
+    from vcmc.protocol.rounds import RoundBirthRequest, RoundFinishRequest, RoundStartRequest, RoundSweepRequest
 
+    silo.handle(RoundBirthRequest(share=0.01))
     c = 2 * k
     silo.handle(RoundStartRequest(start=np.arange(k) + k, n_components=c))
     prof_c = np.concatenate([prof[0], prof[0]])

@@ -346,3 +346,92 @@ def test_the_assessment_after_the_rounds_is_at_a_kept_rounds_draws_and_equals_an
     for name in ("lppd", "p_waic", "n_rows"):
         assert getattr(reply, name) == pytest.approx(getattr(direct, name), rel=1e-12)
     np.testing.assert_array_equal(reply.replicated, direct.replicated)
+
+
+# -- births (docs/design.md §16, "Births") ---------------------------------------------------------------------
+
+def _ready_with_draws(silo_data, policy=None):
+    """A silo whose rows were labelled with global draws (the pipeline's default assign): here its own
+    clusters' draws, as if every global cluster were one of its local clusters."""
+    silo = LocalSilo(silo_data, policy=policy, run_key="run-1")
+    summary = silo.handle(SummarizeRequest(config=SiloConfig.from_fit_config(CFG), n_silos=4, seed_entropy=9,
+                                           spawn_key=(0, 1)))
+    k = summary.n_clusters
+    pi = np.asarray(silo.local.pi_draws[:5], dtype=np.float64)
+    pi = pi / pi.sum(axis=1, keepdims=True)
+    silo.handle(AssignRequest(assignment=np.arange(k), n_global=k, pi=pi,
+                              profiles=np.asarray(silo.local.profile_draws[:5], dtype=np.float64)))
+    return silo, k
+
+
+def test_births_put_the_silos_worst_explained_rows_in_their_components(silo_data):
+    from vcmc.protocol.rounds import RoundBirthRequest
+    from vcmc.silo.births import misfits
+
+    silo, k = _ready_with_draws(silo_data)
+    np.testing.assert_allclose(silo.label_profiles, np.asarray(silo.local.profile_draws[:5]).mean(axis=0))
+    share = 0.05
+    counts = np.asarray(silo.handle(RoundBirthRequest(share=share)).counts)
+    rows, worst = misfits(silo.codes, silo.n_modalities, silo.assignments, silo.label_profiles, share)
+    np.testing.assert_array_equal(counts, np.bincount(worst, minlength=silo.n_columns))   # whole: own session
+    assert counts.sum() == np.ceil(share * silo_data.n_rows)
+    columns = np.argsort(-counts, kind="stable")[:2]
+    reply = silo.handle(RoundStartRequest(start=np.arange(k), n_components=k + 2, birth_share=share,
+                                          birth_columns=columns, birth_components=np.array([k, k + 1])))
+    cluster = np.asarray(reply.cluster)
+    for col, comp in zip(columns, (k, k + 1), strict=True):
+        assert cluster[comp] == counts[col] > 0
+        np.testing.assert_array_equal(np.flatnonzero(silo.rounds.z == comp), np.sort(rows[worst == col]))
+    others = np.setdiff1d(np.arange(silo_data.n_rows), rows[np.isin(worst, columns)])
+    np.testing.assert_array_equal(silo.rounds.z[others], silo.assignments[others])
+    state = silo.export_state()
+    fresh = LocalSilo(silo_data, run_key="run-1")
+    fresh.restore_state(state)
+    np.testing.assert_array_equal(fresh.label_profiles, silo.label_profiles)
+
+
+def test_births_need_labels_made_with_the_global_draws(silo_data):
+    from vcmc.protocol.rounds import RoundBirthRequest
+
+    silo, k = _ready(silo_data)            # labels from the matching alone: no profiles to score the rows under
+    with pytest.raises(NotFittedError, match="births need"):
+        silo.handle(RoundBirthRequest(share=0.01))
+    with pytest.raises(NotFittedError, match="births need"):
+        silo.handle(RoundStartRequest(start=np.arange(k), n_components=k + 1, birth_share=0.01,
+                                      birth_columns=np.array([0]), birth_components=np.array([k])))
+
+
+@pytest.mark.parametrize("fields", [
+    {"birth_share": 0.01, "birth_columns": np.array([0, 0]), "birth_components": np.array([1, 2])},   # repeated
+    {"birth_share": 0.01, "birth_columns": np.array([10_000]), "birth_components": np.array([1])},   # no column
+    {"birth_share": 0.01, "birth_columns": np.array([0]), "birth_components": np.array([99])},       # no component
+    {"birth_share": 0.01, "birth_columns": np.array([0, 1]), "birth_components": np.array([1])},     # lengths
+    {"birth_share": 0.0, "birth_columns": np.array([0]), "birth_components": np.array([1])},         # no share
+    {"birth_share": 0.5, "birth_columns": np.array([0]), "birth_components": np.array([1])},         # too large
+])
+def test_a_round_start_with_bad_births_is_refused(silo_data, fields):
+    silo, k = _ready_with_draws(silo_data)
+    with pytest.raises(ConfigError, match="birth|share"):
+        silo.handle(RoundStartRequest(start=np.arange(k), n_components=k + 3, **fields))
+
+
+def test_a_deployment_withholds_birth_counts_under_the_minimum_size(silo_data):
+    from vcmc.protocol.rounds import RoundBirthRequest
+
+    silo, _ = _ready_with_draws(silo_data, SiloPolicy(allowed_strategies=("contingency", "rounds"),
+                                                      require_announcement=False))
+    from vcmc.silo.births import birth_counts
+
+    whole = birth_counts(silo.codes, silo.n_modalities, silo.assignments, silo.label_profiles, 0.1)
+    assert np.any((whole > 0) & (whole < 10)), "the test needs a column under the minimum"
+    counts = np.asarray(silo.handle(RoundBirthRequest(share=0.1)).counts)
+    np.testing.assert_array_equal(counts, np.where(whole >= 10, whole, 0))
+
+
+def test_a_deployment_refuses_births_unless_its_operator_allows_the_rounds(silo_data):
+    from vcmc.protocol.rounds import RoundBirthRequest
+
+    silo, _ = _ready_with_draws(silo_data, SiloPolicy(allowed_strategies=("contingency",),
+                                                      require_announcement=False))
+    with pytest.raises(DisclosureError, match="rounds"):
+        silo.handle(RoundBirthRequest(share=0.01))

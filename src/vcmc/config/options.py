@@ -41,6 +41,9 @@ AUTO_BURN_IN = 5_000
 # `aggregation.rounds` of the default, `vcmc fit --rounds auto`: the run's rounds are chosen for it
 # (vcmc.rounds.plan: the global-informed rounds in the analyst's own session, the one-shot pass in a deployment).
 AUTO_ROUNDS = 0
+# Largest `aggregation.round_births`: the share of a silo's rows a birth request may ask for (vcmc.silo.births;
+# the silo's gate holds the same limit).
+MAX_BIRTH_SHARE = 0.1
 AssignMode = Literal["posterior", "local"]
 RoundLabels = Literal["pooled", "silo"]
 
@@ -463,6 +466,16 @@ class AggregationConfig:
         ``rounds = 0``, make them): two copies of one cluster merge in one accepted step instead of by drift;
         the chain still samples the pooled posterior (docs/design.md §16). Answered by a silo only in the
         analyst's own session.
+    round_births : float
+        Births of the rounds' start (default 0.01; 0: none): each silo takes this share of its rows, those its
+        one-shot cluster explains worst, and groups them by their least probable value; the most common such
+        values, each held by at least ``privacy.min_cluster_size`` of these rows over the silos, start new
+        components (at most half of the components the one-shot clusters leave free in
+        ``prior.n_components``, the rest going to the silos' own versions of the clusters). A cluster too small
+        or too thin for any silo to resolve (66 people spread over 13 regions) is then a component from the
+        first round instead of rows no sweep moves out of a larger cluster. Any start leaves the chain's law
+        unchanged (docs/design.md §16, "Births"). At most ``MAX_BIRTH_SHARE``; needs the one-shot labels made
+        with the global draws (``assign = "posterior"``) and plain (not secure-sum) rounds.
     round_secure_sum : bool
         Secure aggregation of the rounds' count tables (default False): each silo masks its table with
         pairwise masks that cancel only in the sum over the silos, so the server sees each round's sum and no
@@ -492,6 +505,7 @@ class AggregationConfig:
     round_anneal: float = 1.0
     round_labels: RoundLabels = "silo"
     round_split_merge: bool = False
+    round_births: float = 0.01
     round_secure_sum: bool = False
 
     def __post_init__(self):
@@ -513,6 +527,8 @@ class AggregationConfig:
                "times prior.n_components)", self.round_components)
         _check(_finite(self.round_anneal) and self.round_anneal >= 1, "AggregationConfig", "round_anneal",
                "a finite float >= 1", self.round_anneal)
+        _check(_finite(self.round_births) and 0 <= self.round_births <= MAX_BIRTH_SHARE, "AggregationConfig",
+               "round_births", f"a float in [0, {MAX_BIRTH_SHARE:g}]", self.round_births)
         _check(not (self.round_secure_sum and self.round_split_merge), "AggregationConfig", "round_secure_sum",
                "false when round_split_merge is true (a split-merge reply is a sum of log probabilities, which "
                "the masks of the secure sum cannot carry)", self.round_secure_sum)

@@ -25,6 +25,7 @@ ACTION = {
     "round_move_request": "round_move",
     "round_key_request": "round_key",
     "round_assess_request": "round_assess",
+    "round_birth_request": "round_birth",
 }
 """Flower message type ``query.<action>`` of each request kind (the ClientApp registers one handler each)."""
 

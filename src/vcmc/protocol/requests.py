@@ -22,6 +22,8 @@ from vcmc.protocol.message import Message
 from vcmc.protocol.rounds import (
     ROUND_MESSAGE_TYPES,
     RoundAssessRequest,
+    RoundBirthReply,
+    RoundBirthRequest,
     RoundCountsReply,
     RoundFinishRequest,
     RoundKeyReply,
@@ -343,6 +345,7 @@ REPLY_TYPE: dict[type[Message], type[Message] | tuple[type[Message], ...]] = {
     RoundFinishRequest: AssignReply,
     RoundMoveRequest: RoundMoveReply,
     RoundKeyRequest: RoundKeyReply,
+    RoundBirthRequest: RoundBirthReply,
     RoundAssessRequest: AssessReply,
 }
 """The reply type each request expects, or the tuple of the types it may be (any request may also be answered

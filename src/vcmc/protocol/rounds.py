@@ -6,9 +6,11 @@ are drawn inside the silo; the weights and profiles given the allocations are dr
 summed counts. Every reply is a table of whole-silo sums (per component, per component and modality), the
 table a one-shot summary also holds; nothing has a dimension equal to the silo's row count.
 
+- ``RoundBirthRequest`` -> ``RoundBirthReply``: how many of the silo's rows worst explained by their one-shot
+  cluster have each profile column as their least probable value (the candidates of new components).
 - ``RoundStartRequest`` -> ``RoundCountsReply``: the silo starts its rows' allocations from its one-shot
   labels, mapped to components by the server (``start[label]``: each global cluster of each silo its own
-  component), and returns their counts.
+  component), its worst-explained rows in the birth components the server chose, and returns their counts.
 - ``RoundSweepRequest`` -> ``RoundCountsReply``: one sweep of the rows' allocations at the server's draw of
   the weights and profiles; the counts of the new allocation.
 - ``RoundFinishRequest`` -> ``AssignReply``: the rows' memberships (allocation probabilities averaged over
@@ -57,6 +59,29 @@ class RoundKeyReply(Message):
 
 
 @dataclass(frozen=True)
+class RoundBirthRequest(Message):
+    """Births of the rounds' start (docs/design.md §16, "Births"): the silo scores every row by how surprising
+    it is for its one-shot cluster (under the mean of the global profile draws it labelled its rows with) and
+    counts, among the ``share`` of its rows scored worst, the rows whose least probable value is each profile
+    column (``vcmc.silo.births``). Nothing the server chooses enters the scores."""
+
+    KIND = "round_birth_request"
+    VERSION = 1
+
+    share: float
+
+
+@dataclass(frozen=True)
+class RoundBirthReply(Message):
+    """``counts`` (P,): per profile column, the silo's worst-explained rows whose least probable value it is."""
+
+    KIND = "round_birth_reply"
+    VERSION = 1
+
+    counts: np.ndarray
+
+
+@dataclass(frozen=True)
 class RoundStartRequest(Message):
     """Start the rounds: the allocation of a row with one-shot label k is component ``start[k]`` (``start``
     has one entry per global cluster of the one-shot result), of ``n_components``. ``silo_weight_prior``
@@ -66,16 +91,21 @@ class RoundStartRequest(Message):
     ``a`` (``aggregation.round_labels = "silo"``, docs/design.md §16). The draws are the same either way.
     ``peer_keys`` (version 3; (S, 32) uint8, or None without secure aggregation): every silo's public key
     (``RoundKeyReply``) in the run's silo order, ``peer_index`` this silo's row of it; every counts reply of
-    the rounds is then masked (``RoundMaskedCountsReply``)."""
+    the rounds is then masked (``RoundMaskedCountsReply``). Births (version 4; docs/design.md §16): with
+    ``birth_share`` above 0, the silo's misfits as a ``RoundBirthRequest`` of that share finds them whose
+    least probable value is ``birth_columns[i]`` start in component ``birth_components[i]`` instead."""
 
     KIND = "round_start_request"
-    VERSION = 3
+    VERSION = 4
 
     start: np.ndarray
     n_components: int
     silo_weight_prior: float = 0.0
     peer_keys: np.ndarray | None = None
     peer_index: int = -1
+    birth_share: float = 0.0
+    birth_columns: np.ndarray | None = None
+    birth_components: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -217,7 +247,8 @@ class RoundAssessRequest(Message):
     spawn_key: tuple[int, ...]
 
 
-ROUND_MESSAGE_TYPES: tuple[type[Message], ...] = (RoundStartRequest, RoundSweepRequest, RoundCountsReply,
+ROUND_MESSAGE_TYPES: tuple[type[Message], ...] = (RoundBirthRequest, RoundBirthReply, RoundStartRequest,
+                                                 RoundSweepRequest, RoundCountsReply,
                                                  RoundFinishRequest, RoundMoveRequest, RoundMoveReply,
                                                  RoundKeyRequest, RoundKeyReply, RoundMaskedCountsReply,
                                                  RoundAssessRequest)

@@ -21,6 +21,7 @@ from vcmc.federation.transport import local_rows
 from vcmc.model import beta_per_column, kept_component_profiles, profile_offsets
 from vcmc.progress import progress_bar
 from vcmc.protocol.rounds import (
+    RoundBirthRequest,
     RoundFinishRequest,
     RoundKeyRequest,
     RoundMoveRequest,
@@ -64,8 +65,12 @@ def refine(one_shot: GlobalResult, transport, config, *, rng, policy: FaultPolic
     n_rounds = int(config.aggregation.rounds)
     names = tuple(one_shot.silos)
     cap = int(config.aggregation.round_components) or START_CAP_PER_PRIOR * int(config.prior.n_components)
-    starts, used = start_components(one_shot.partition_counts, max_components=max(cap, one_shot.n_clusters))
-    n_comp = max(int(config.prior.n_components), used)
+    births = _births(one_shot, transport, names, every, config)
+    n_birth = len(births["columns"])
+    starts, used = start_components(one_shot.partition_counts,
+                                    max_components=max(cap - n_birth, one_shot.n_clusters))
+    births["components"] = list(range(used, used + n_birth))
+    n_comp = max(int(config.prior.n_components), used + n_birth)
     alpha = float(config.prior.alpha)
     beta_cols = beta_per_column(config.prior.beta, one_shot.n_modalities)
     root = as_seed_sequence(rng)
@@ -82,8 +87,11 @@ def refine(one_shot: GlobalResult, transport, config, *, rng, policy: FaultPolic
                                 stage="round keys")
         keys = public_keys(key_replies, names)
         key_sent = int(keys.nbytes)
+    birth_fields = ({"birth_share": births["share"], "birth_columns": np.asarray(births["columns"], dtype=np.int64),
+                     "birth_components": np.asarray(births["components"], dtype=np.int64)} if n_birth else {})
     replies, _ = gather(transport, {n: RoundStartRequest(start=starts[s], n_components=n_comp, silo_weight_prior=own,
-                                                         peer_keys=keys, peer_index=s if secure else -1)
+                                                         peer_keys=keys, peer_index=s if secure else -1,
+                                                         **birth_fields)
                                     for s, n in enumerate(names)}, every, stage="round start")
     cluster, modality, sent = _sum(replies, n_comp, secure=secure, stage="round start")
     sent += key_sent
@@ -100,12 +108,14 @@ def refine(one_shot: GlobalResult, transport, config, *, rng, policy: FaultPolic
     moves = bool(config.aggregation.round_split_merge)
     offsets = profile_offsets(one_shot.n_modalities)
     n_moves = {"merge": [0, 0], "split": [0, 0]}      # proposed, accepted
+    origin = np.arange(n_comp)                         # the start component of each label (alignment permutes)
     with progress_bar(n_rounds - 1, "Global-informed rounds", enabled=show_progress, unit="round") as bar:
         for r in range(2, n_rounds + 1):
             log_pi, log_prof = draw_parameters(cluster, modality, alpha=alpha, beta_cols=beta_cols,
                                                n_modalities=one_shot.n_modalities, rng=srv)
             perm = np.arange(n_comp) if reference is None else align_to(log_prof, reference)
             log_pi, log_prof = log_pi[perm], log_prof[perm]
+            origin = origin[perm]
             keep = r - 1 > burn
             inv_temp = anneal if r - 1 <= burn // 2 else 1.0
             reqs = {n: RoundSweepRequest(round=r, log_pi=log_pi, log_profiles=log_prof, keep=keep,
@@ -150,6 +160,11 @@ def refine(one_shot: GlobalResult, transport, config, *, rng, policy: FaultPolic
                      size_sum / max(n_kept, 1), min_size, every, time.perf_counter() - t0,
                      labels=str(config.aggregation.round_labels), secure=secure)
     _assess(result, transport, names, np.asarray(kept_prof), config, root, policy)
+    # which births are global clusters of the result (its 1-based number; None: emptied or under the minimum)
+    kept = result.diagnostics["rounds"]["kept_components"]
+    labels = [int(np.flatnonzero(origin == c)[0]) for c in births["components"]]
+    births["clusters"] = [kept.index(lab) + 1 if lab in kept else None for lab in labels]
+    result.diagnostics["rounds"]["births"] = births
     if moves:
         result.diagnostics["rounds"]["split_merge"] = {
             kind: {"proposed": p, "accepted": a} for kind, (p, a) in n_moves.items()}
@@ -209,6 +224,39 @@ def _assess(result: GlobalResult, transport, names, log_prof, config, root, poli
     result.timings["total"] = result.timings.get("total", 0.0) + seconds
     diag["warnings"] = [("the matching checks describe the one-shot pass; they were not recomputed after the "
                          "rounds") if w == ONE_SHOT_ASSESSMENT else w for w in diag["warnings"]] + notes
+
+
+def _births(one_shot: GlobalResult, transport, names, every: FaultPolicy, config) -> dict:
+    """The births of the start (docs/design.md §16, "Births"): each silo counts, per profile column, its
+    worst-explained rows whose least probable value it is (``RoundBirthRequest``); the columns held by at least
+    the minimum cluster size of those rows over the silos, most first, each start a new component, at most
+    half of the components the one-shot clusters leave free in ``prior.n_components`` (the other half stays
+    for the silos' own versions of the clusters, which the real data need). Returns the record of
+    ``diagnostics.rounds.births`` (``columns`` empty when there are none, with the reason)."""
+    agg = config.aggregation
+    share = float(agg.round_births)
+    free = int(config.prior.n_components) - int(one_shot.n_clusters)
+    budget = (max(free, 0) + 1) // 2
+    record = {"share": share, "budget": budget, "columns": [], "rows": [], "components": [], "clusters": []}
+    reason = (None if share > 0 and budget > 0 and agg.assign == "posterior" and not agg.round_secure_sum else
+              "aggregation.round_births is 0" if share <= 0 else
+              "the one-shot clusters fill prior.n_components" if budget <= 0 else
+              "the one-shot labels were made from the matching alone (assign = local), without the global "
+              "profiles the misfits are scored under" if agg.assign != "posterior" else
+              "secure-sum rounds (a silo's birth counts would reach the server unmasked)")
+    if reason is not None:
+        record["none_because"] = reason
+        return record
+    replies, _ = gather(transport, {n: RoundBirthRequest(share=share) for n in names}, every, stage="round births")
+    counts = np.sum([np.asarray(r.counts, dtype=np.float64) for r in replies.values()], axis=0)
+    min_size = max(1, int(config.privacy.min_cluster_size))
+    order = np.argsort(-counts, kind="stable")
+    chosen = [int(j) for j in order[:budget] if counts[j] >= min_size]
+    record.update(columns=chosen, rows=[int(counts[j]) for j in chosen])
+    if not chosen:
+        record["none_because"] = (f"no value is the least probable of {min_size} (the minimum cluster size) of the "
+                                  "silos' worst-explained rows")
+    return record
 
 
 def _split_merge(transport, names, every, cluster, modality, r, root, srv, *, alpha, beta_cols, offsets):

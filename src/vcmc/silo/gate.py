@@ -59,6 +59,8 @@ from vcmc.protocol.lca import (
 )
 from vcmc.protocol.rounds import (
     RoundAssessRequest,
+    RoundBirthReply,
+    RoundBirthRequest,
     RoundCountsReply,
     RoundFinishRequest,
     RoundKeyReply,
@@ -80,6 +82,7 @@ REQUEST_NAME: dict[type[Message], str] = {
     LcaEStepRequest: "lca_estep", LcaClassifyRequest: "lca_classify", LcaStructuralRequest: "lca_structural",
     RoundStartRequest: "round_start", RoundSweepRequest: "round_sweep", RoundFinishRequest: "round_finish",
     RoundMoveRequest: "round_move", RoundKeyRequest: "round_key", RoundAssessRequest: "round_assess",
+    RoundBirthRequest: "round_birth",
 }
 """The operator's name of each request type (allow-list, budgets, node config keys)."""
 
@@ -94,7 +97,7 @@ the silos' tables, not this silo's); "rounds" allows them with or without it."""
 DEFAULT_BUDGET = {"hello": None, "summarize": 4, "divergence": 5000, "announce": 4, "assign": 2, "assess": 1,
                   "counts": 5000, "lca_estep": 20000, "lca_classify": 200, "lca_structural": 20000,
                   "round_start": 1, "round_sweep": 20000, "round_finish": 1, "round_move": 20000, "round_key": 1,
-                  "round_assess": 1}
+                  "round_assess": 1, "round_birth": 1}
 """Requests of each type a run may make (None: no limit). A summarize request is retried after a failure;
 the honest server sends one assign and one assess per run."""
 
@@ -620,9 +623,13 @@ def _admit_round(gate: Gate, request):
                               "aggregation ('secure-rounds'), and this run's rounds were not started so")
     if isinstance(request, RoundKeyRequest):
         return _admit_round_key(gate, request)
+    if isinstance(request, RoundBirthRequest):
+        _birth_share("round birth", request.share, required=True)
+        return request
     if isinstance(request, RoundStartRequest):
         rc.cap("round start", clusters=int(request.n_components), max_clusters=gate.policy.max_clusters)
         rc.cap("round start", clusters=np.asarray(request.start).size, max_clusters=gate.policy.max_clusters)
+        _admit_births(gate, request)
         prior = float(request.silo_weight_prior)
         if not (np.isfinite(prior) and prior >= 0):
             raise ConfigError(f"round start: silo_weight_prior must be a finite float >= 0; got {prior!r}")
@@ -669,6 +676,30 @@ def _admit_round(gate: Gate, request):
     if np.any(log_prof < floor):
         return dataclasses.replace(request, log_profiles=np.maximum(log_prof, floor))
     return request
+
+
+def _birth_share(what: str, share, *, required: bool) -> None:
+    from vcmc.silo.births import MAX_SHARE
+
+    share = float(share)
+    if not (np.isfinite(share) and (0.0 < share <= MAX_SHARE or (share == 0.0 and not required))):
+        raise ConfigError(f"{what}: the share of worst-explained rows must be a float in (0, {MAX_SHARE:g}]; "
+                          f"got {share!r}")
+
+
+def _admit_births(gate: Gate, request: RoundStartRequest) -> None:
+    """The births of a round start: distinct profile columns, each to a component of the start, a share in
+    range (the misfits are the silo's own computation from its labels and the profiles it labelled with)."""
+    cols = np.asarray(request.birth_columns if request.birth_columns is not None else [], dtype=np.float64).ravel()
+    comps = np.asarray(request.birth_components if request.birth_components is not None else [],
+                       dtype=np.float64).ravel()
+    _birth_share("round start", request.birth_share, required=cols.size > 0)
+    n_comp = int(request.n_components)
+    if (cols.size != comps.size or np.unique(cols).size != cols.size or np.any(cols != np.round(cols))
+            or np.any(comps != np.round(comps)) or (cols.size and (cols.min() < 0 or cols.max() >= gate.silo.n_columns
+                                                                   or comps.min() < 0 or comps.max() >= n_comp))):
+        raise ConfigError(f"round start: birth_columns must be distinct profile columns in [0, "
+                          f"{gate.silo.n_columns}) and birth_components as many components in [0, {n_comp})")
 
 
 def _admit_round_key(gate: Gate, request: RoundKeyRequest) -> RoundKeyRequest:
@@ -777,8 +808,8 @@ ADMIT_RULES: dict[type[Message], Callable] = {
     CountsRequest: _admit_counts, AnnounceRequest: _admit_announce, AssignRequest: _admit_assign,
     AssessRequest: _admit_assess, LcaEStepRequest: _admit_lca, LcaClassifyRequest: _admit_lca,
     LcaStructuralRequest: _admit_lca, RoundAssessRequest: _admit_round_assess,
-    **dict.fromkeys((RoundStartRequest, RoundSweepRequest, RoundFinishRequest, RoundMoveRequest, RoundKeyRequest),
-                    _admit_round),
+    **dict.fromkeys((RoundStartRequest, RoundSweepRequest, RoundFinishRequest, RoundMoveRequest, RoundKeyRequest,
+                     RoundBirthRequest), _admit_round),
 }
 
 
@@ -904,6 +935,23 @@ def _release_round_counts(gate: Gate, request, reply: RoundCountsReply) -> Round
     st = gate.state
     return RoundMaskedCountsReply(masked=mask(pack_counts(reply.cluster, reply.modality), st.secure_secrets,
                                               st.secure_index, bytes.fromhex(st.secure_digest)))
+
+
+def _release_round_birth(gate: Gate, request, reply: RoundBirthReply) -> RoundBirthReply:
+    """Per profile column, the silo's worst-explained rows whose least probable value it is: a vector of
+    counts, released with the limits of every count outside the analyst's own session (DP noise, the minimum
+    cluster size, suppression, rounding) and whole in it, as the rounds' tables are."""
+    privacy = gate.privacy
+    if (gate.policy.whole_round_counts and privacy.suppress_cells_below <= 1 and privacy.round_to <= 1
+            and privacy.dp_epsilon is None):
+        return reply
+    counts = np.asarray(reply.counts, dtype=np.int64)
+    if privacy.dp_epsilon is not None:
+        counts = np.maximum(protect_counts(counts[None], dataclasses.replace(privacy, suppress_cells_below=0,
+                                                                            round_to=1), gate.noise_rng(),
+                                           secure=gate.silo.secure_noise)[0][0], 0)
+    counts = _withhold(_protect_vector(gate, _withhold(counts, gate.min_size)), gate.min_size)
+    return dataclasses.replace(reply, counts=counts.astype(np.float64))
 
 
 def _release_round_key(gate: Gate, request, reply: RoundKeyReply) -> RoundKeyReply:
@@ -1053,6 +1101,7 @@ RELEASE_RULES: dict[type[Message], Callable] = {
     AssessReply: _release_assess, ErrorReply: _release_error, LcaEStepReply: _release_lca,
     LcaClassifyReply: _release_lca, LcaStructuralReply: _release_lca, RoundCountsReply: _release_round_counts,
     RoundMoveReply: _release_round_move, RoundKeyReply: _release_round_key, RoundMaskedCountsReply: _release_masked,
+    RoundBirthReply: _release_round_birth,
 }
 """The disclosure rule of every reply type (tests/silo/test_gate.py checks every reply of
 ``vcmc.protocol.MESSAGE_TYPES`` has one)."""
@@ -1062,5 +1111,5 @@ _REPLY_OF = {HelloRequest: HelloReply, SummarizeRequest: SiloSummary, Divergence
              AssessRequest: AssessReply, LcaEStepRequest: LcaEStepReply, LcaClassifyRequest: LcaClassifyReply,
              LcaStructuralRequest: LcaStructuralReply, RoundStartRequest: RoundCountsReply,
              RoundSweepRequest: RoundCountsReply, RoundFinishRequest: AssignReply, RoundMoveRequest: RoundMoveReply,
-             RoundKeyRequest: RoundKeyReply, RoundAssessRequest: AssessReply}
+             RoundKeyRequest: RoundKeyReply, RoundAssessRequest: AssessReply, RoundBirthRequest: RoundBirthReply}
 

@@ -42,6 +42,7 @@ from vcmc.protocol import (
 from vcmc.protocol.lca import LCA_REPLY_TYPE
 from vcmc.protocol.rounds import (
     RoundAssessRequest,
+    RoundBirthRequest,
     RoundFinishRequest,
     RoundKeyRequest,
     RoundMoveRequest,
@@ -167,6 +168,9 @@ class LocalSilo:
         self.assignments: np.ndarray | None = None
         self.memberships: np.ndarray | None = None
         self.rounds = None          # vcmc.silo.rounds.RoundState of the global-informed rounds (row-level)
+        # (K, P) mean of the global profile draws the rows were labelled with (the assign request's; None
+        # when the labels came from the matching alone or from the rounds): the births' reference
+        self.label_profiles: np.ndarray | None = None
         # the operator's limits tightened by the server's privacy section of the last summarize request
         self.privacy_in_force: PrivacyConfig = privacy
         policy = SiloPolicy.own_data() if policy is None else policy
@@ -316,7 +320,7 @@ class LocalSilo:
         except Exception:  # noqa: BLE001 - an older layout is recomputed, never trusted
             silo_log.warning("silo %r: the saved state %s has another layout; sampling again", self.name, path)
             return None
-        self.assignments = self.memberships = None
+        self.assignments = self.memberships = self.label_profiles = None
         self.rounds = None
         self.privacy_in_force = effective_privacy(self.privacy, request.config.privacy)
         return summary
@@ -367,7 +371,7 @@ class LocalSilo:
         # other kept draws are dropped, so a process serving many silos holds 1,000 draws of each
         self.local = local.thinned(config.postprocess.summary_draws)
         self.privacy_in_force = privacy
-        self.assignments = self.memberships = None
+        self.assignments = self.memberships = self.label_profiles = None
         self.rounds = None
         diagnostics = {**summary.diagnostics, "process_peak_rss_mb": _peak_rss_mb()}
         return summary.with_changes(counts=counts, n_withheld=int(n_merged), counts_suppressed=n_suppressed,
@@ -449,7 +453,9 @@ class LocalSilo:
                                   f"modality columns; got shapes {pi.shape} and {profiles.shape}")
             memberships, monte_carlo = memberships_to_target(self.codes, self.n_modalities, pi, profiles)
             labels = np.argmax(memberships, axis=1)
+            self.label_profiles = profiles.mean(axis=0)
         else:
+            self.label_profiles = None
             a = self._check_assignment(request.assignment, n_global, "assign")
             onehot = np.zeros((a.size, n_global))
             onehot[np.arange(a.size), a] = 1.0
@@ -509,7 +515,8 @@ class LocalSilo:
         from vcmc.silo import rounds
 
         return {RoundStartRequest: rounds.start, RoundSweepRequest: rounds.sweep, RoundFinishRequest: rounds.finish,
-                RoundMoveRequest: rounds.move, RoundKeyRequest: rounds.key}[type(request)](self, request)
+                RoundMoveRequest: rounds.move, RoundKeyRequest: rounds.key,
+                RoundBirthRequest: rounds.birth}[type(request)](self, request)
 
     def _answer_lca(self, request):
         from vcmc.silo.lca import answer
@@ -521,7 +528,7 @@ class LocalSilo:
                  DivergenceRequest: _answer_divergence, CountsRequest: _answer_counts,
                  AnnounceRequest: _answer_announce, AssignRequest: _answer_assign, AssessRequest: _answer_assess,
                  **dict.fromkeys((RoundStartRequest, RoundSweepRequest, RoundFinishRequest, RoundMoveRequest,
-                                  RoundKeyRequest), _answer_round),
+                                  RoundKeyRequest, RoundBirthRequest), _answer_round),
                  RoundAssessRequest: _answer_round_assess}
 
     # -- state that must survive between messages (Flower starts a fresh process per message) -------------
@@ -542,6 +549,8 @@ class LocalSilo:
             out["assignments"] = self.assignments
         if self.memberships is not None:
             out["memberships"] = self.memberships
+        if self.label_profiles is not None:
+            out["label_profiles"] = self.label_profiles
         if self.rounds is not None:
             out.update(self.rounds.export())
         out["privacy_in_force"] = np.asarray([json.dumps(dataclasses.asdict(self.privacy_in_force))])
@@ -563,6 +572,7 @@ class LocalSilo:
             self.local = None
         self.assignments = np.asarray(state["assignments"]) if "assignments" in state else None
         self.memberships = np.asarray(state["memberships"]) if "memberships" in state else None
+        self.label_profiles = np.asarray(state["label_profiles"]) if "label_profiles" in state else None
         from vcmc.silo.rounds import RoundState
 
         self.rounds = RoundState.restore(state)

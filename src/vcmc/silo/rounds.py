@@ -22,6 +22,8 @@ from vcmc.exceptions import ConfigError, NotFittedError
 from vcmc.model import profile_offsets
 from vcmc.protocol.requests import AssignReply
 from vcmc.protocol.rounds import (
+    RoundBirthReply,
+    RoundBirthRequest,
     RoundCountsReply,
     RoundFinishRequest,
     RoundKeyReply,
@@ -99,8 +101,26 @@ def key(silo, request: RoundKeyRequest) -> RoundKeyReply:
     return RoundKeyReply(public_key=public_key(silo.gate.state.secure_key))
 
 
+def _misfits(silo, share: float) -> tuple[np.ndarray, np.ndarray]:
+    """The silo's worst-explained rows and their worst columns (``vcmc.silo.births``), from its one-shot labels
+    and the global profiles it labelled them with."""
+    from vcmc.silo.births import misfits
+
+    if silo.assignments is None or silo.label_profiles is None:
+        raise NotFittedError(f"silo {silo.name!r}: births need the one-shot labels made with the global profile "
+                             "draws (an assign request with draws came first)")
+    return misfits(silo.codes, silo.n_modalities, silo.assignments, silo.label_profiles, share)
+
+
+def birth(silo, request: RoundBirthRequest) -> RoundBirthReply:
+    """How many of the silo's worst-explained rows have each profile column as their least probable value."""
+    _, worst = _misfits(silo, float(request.share))
+    return RoundBirthReply(counts=np.bincount(worst, minlength=silo.n_columns).astype(np.float64))
+
+
 def start(silo, request: RoundStartRequest) -> RoundCountsReply:
-    """Allocations from the silo's one-shot labels (``start[label]``) and their counts."""
+    """Allocations from the silo's one-shot labels (``start[label]``), its misfits in the birth components,
+    and their counts."""
     if silo.assignments is None:
         raise NotFittedError(f"silo {silo.name!r}: the rounds start from the one-shot labels; no assign request "
                              "came first")
@@ -113,6 +133,12 @@ def start(silo, request: RoundStartRequest) -> RoundCountsReply:
     if start_map.size and (start_map.min() < 0 or start_map.max() >= c):
         raise ConfigError(f"round start: start must map clusters to components in [0, {c})")
     z = start_map[labels]
+    if request.birth_columns is not None and np.asarray(request.birth_columns).size:
+        # checked by the gate: distinct columns, components in range, a share in (0, MAX_BIRTH_SHARE]
+        rows, worst = _misfits(silo, float(request.birth_share))
+        for col, comp in zip(np.asarray(request.birth_columns, dtype=np.int64),
+                             np.asarray(request.birth_components, dtype=np.int64), strict=True):
+            z[rows[worst == col]] = comp
     from vcmc.silo.sampler.layout import by_exception_count, sparse_layout
 
     offsets = profile_offsets(silo.n_modalities)
@@ -232,6 +258,7 @@ def finish(silo, request: RoundFinishRequest) -> AssignReply:
     memberships = pattern_m[st.pattern_of_rows()]
     labels = np.argmax(memberships, axis=1).astype(np.int64)
     silo.memberships, silo.assignments = memberships, labels
+    silo.label_profiles = None          # the labels are the rounds' now, not the one-shot profiles'
     error = float(np.max(sd / np.where(total > 0, total, 1.0)) / np.sqrt(st.n_kept)) if sd.size else 0.0
     monte_carlo = MonteCarlo(n_draws=st.n_kept, n_available=st.n_kept, error=error, target=0.0)
     return AssignReply(**membership_summary(memberships, labels, monte_carlo))
