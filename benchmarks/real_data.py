@@ -74,6 +74,7 @@ METHODS = {
     # label: extra arguments of vcmc fit
     "vcmc": [],                       # the default (--rounds auto since 2026-12-04; the one-shot pass before)
     "vcmc-one-shot": ["--rounds", "1"],   # the paper's one-shot pass
+    "vcmc-no-births": ["--set", "aggregation.round-births=0"],   # the default rounds without the start's births
     "vcmc-ball": ["--matching", "ball"],
     "vcmc-hungarian": ["--matching", "hungarian"],
     "vcmc-min-divergence": ["--matching", "min-divergence"],
