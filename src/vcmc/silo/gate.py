@@ -679,11 +679,11 @@ def _admit_round(gate: Gate, request):
 
 
 def _birth_share(what: str, share, *, required: bool) -> None:
-    from vcmc.silo.births import MAX_SHARE
+    from vcmc.config.options import MAX_BIRTH_SHARE
 
     share = float(share)
-    if not (np.isfinite(share) and (0.0 < share <= MAX_SHARE or (share == 0.0 and not required))):
-        raise ConfigError(f"{what}: the share of worst-explained rows must be a float in (0, {MAX_SHARE:g}]; "
+    if not (np.isfinite(share) and (0.0 < share <= MAX_BIRTH_SHARE or (share == 0.0 and not required))):
+        raise ConfigError(f"{what}: the share of worst-explained rows must be a float in (0, {MAX_BIRTH_SHARE:g}]; "
                           f"got {share!r}")
 
 
