@@ -57,7 +57,8 @@ def _config(args):
                      postprocess=PostprocessConfig(summary_draws=args.summary_draws),
                      aggregation=AggregationConfig(rounds=args.rounds, round_components=args.round_components,
                                                    round_anneal=args.round_anneal,
-                                                   round_split_merge=args.round_split_merge == "true"))
+                                                   round_split_merge=args.round_split_merge == "true",
+                                                   round_births=args.round_births))
 
 
 def _write_report(result, schema, data_dir: Path, report_dir: Path) -> None:
@@ -441,6 +442,8 @@ def markdown(report: dict) -> str:
 
 # --------------------------------------------------------------------------------------------------- main
 def main() -> None:
+    from vcmc.config import AggregationConfig
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=289_821)
     ap.add_argument("--allocation", default="uniform", choices=("uniform", "region"))
@@ -466,6 +469,8 @@ def main() -> None:
     ap.add_argument("--round-anneal", type=float, default=1.0, help="aggregation.round_anneal (default 1)")
     ap.add_argument("--round-split-merge", choices=["true", "false"], default="false",
                     help="aggregation.round_split_merge (default false)")
+    ap.add_argument("--round-births", type=float, default=AggregationConfig().round_births,
+                    help="aggregation.round_births (default: the library's)")
     ap.add_argument("--methods", default="vcmc,full-mcmc,fedmerdel")
     ap.add_argument("--out", default="docs/results/ehr")
     ap.add_argument("--data", default=None, help="folder for the silo files (default: a temporary folder)")
@@ -524,7 +529,8 @@ def main() -> None:
                            "seed": args.seed, **({"fit_seed": args.fit_seed} if args.fit_seed != args.seed else {}),
                            **({"rounds": args.rounds, "round_components": args.round_components,
                                                   "round_anneal": args.round_anneal,
-                                                  "round_split_merge": args.round_split_merge == "true"}
+                                                  "round_split_merge": args.round_split_merge == "true",
+                                                  "round_births": args.round_births}
                                                  if args.rounds != 1 else {})},
               "data_s": {"simulate": t_sim, "write_csv": t_write, "read_and_encode": t_read},
               "truth": {"sizes": truth["sizes"]}, "runs": {}}
@@ -543,7 +549,8 @@ def main() -> None:
         cmd = [sys.executable, __file__, "--worker", method, "--data", str(data_dir),
                *[f"--{k.replace('_', '-')}={v}" for k, v in vars(args).items()
                  if k in ("iterations", "burn_in", "thin", "stop", "components", "summary_draws", "jobs", "seed",
-                          "fit_seed", "rounds", "round_components", "round_anneal", "round_split_merge")],
+                          "fit_seed", "rounds", "round_components", "round_anneal", "round_split_merge",
+                          "round_births")],
                *(["--report-dir", str(out_dir / f"report-{tag}")] if method == "vcmc" else [])]
         t0 = time.perf_counter()
         proc = subprocess.run(cmd, text=True)
