@@ -67,27 +67,26 @@ class Message:
             raise InconsistentSiloSummaries(
                 f"{cls.KIND!r} message has version {version!r}; this vcmc understands version "
                 f"{cls.VERSION}. Upgrade the silo and the server to the same vcmc release.")
-        hints = _type_hints(cls)
         if cls.CLOSED:
-            _refuse_unknown_keys(cls, arrays, hints)
+            _refuse_unknown_keys(cls, arrays, _type_hints(cls))
         kwargs: dict[str, object] = {}
-        for f in dataclasses.fields(cls):
-            hint = hints[f.name]
-            prefix = f"{f.name}{_DICT_SEP}"
-            if _is_message(hint):
+        for name, kind, hint in _field_kinds(cls):
+            if kind == "message":
+                prefix = f"{name}{_DICT_SEP}"
                 nested = {k[len(prefix):]: v for k, v in arrays.items() if isinstance(k, str) and k.startswith(prefix)}
                 if nested:
-                    kwargs[f.name] = hint.from_arrays(nested)
-            elif _is_dict(hint):
-                kwargs[f.name] = {k[len(prefix):]: float(v) for k, v in arrays.items()
-                                  if isinstance(k, str) and k.startswith(prefix)}
-            elif f.name in arrays:
-                value = arrays[f.name]
-                if _is_tuple(hint):
+                    kwargs[name] = hint.from_arrays(nested)
+            elif kind == "dict":
+                prefix = f"{name}{_DICT_SEP}"
+                kwargs[name] = {k[len(prefix):]: float(v) for k, v in arrays.items()
+                                if isinstance(k, str) and k.startswith(prefix)}
+            elif name in arrays:
+                value = arrays[name]
+                if kind == "tuple":
                     value = tuple(np.asarray(value).tolist())
-                elif isinstance(value, np.ndarray) and value.ndim == 0 and not _is_array(hint):
+                elif kind != "array" and isinstance(value, np.ndarray) and value.ndim == 0:
                     value = value.item()
-                kwargs[f.name] = value
+                kwargs[name] = value
         return cls(**kwargs)
 
 
@@ -113,6 +112,20 @@ def _type_hints(cls) -> dict:
     """``typing.get_type_hints`` of a message class, once per class (it dominated the decoding of the small
     messages of the latent class analysis' EM rounds)."""
     return typing.get_type_hints(cls)
+
+
+@functools.cache
+def _field_kinds(cls) -> tuple[tuple[str, str, object], ...]:
+    """``(name, kind, hint)`` of every field of a message class, once per class: kind is "message", "dict",
+    "tuple", "array" or "scalar" (decoding a round's small messages spent most of its time re-reading hints)."""
+    hints = _type_hints(cls)
+    out = []
+    for f in dataclasses.fields(cls):
+        hint = hints[f.name]
+        kind = ("message" if _is_message(hint) else "dict" if _is_dict(hint) else "tuple" if _is_tuple(hint)
+                else "array" if _is_array(hint) else "scalar")
+        out.append((f.name, kind, hint))
+    return tuple(out)
 
 
 def _args(hint) -> tuple:
