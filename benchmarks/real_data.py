@@ -231,6 +231,9 @@ def main(argv=None) -> None:
     ap.add_argument("--reference-seeds", type=int, default=2,
                     help="full-data MCMC seeds (default 2: the pass rule's seeds 1 and 2; more add the reference's "
                          "spread over every pair of seeds, and each method's ARI to every seed)")
+    ap.add_argument("--method-seeds", type=int, default=1,
+                    help="seeds of every method (default 1: seed 1; more add METHOD@seedS entries, the method's own "
+                         "seed-to-seed spread beside the reference's)")
     ap.add_argument("--out", type=Path, default=Path("docs/results/real"))
     args = ap.parse_args(argv)
     if args.components:
@@ -269,18 +272,19 @@ def main(argv=None) -> None:
                                              "ari_pairs_min": float(np.min(pairs)),
                                              "ari_pairs_max": float(np.max(pairs)),
                                              "k": [entry["methods"][s]["k"] for s in seeds]}
-            for method in args.methods:
-                fit = Path(tmp) / f"{name}-{method}"
+            for method, seed in [(m, s) for m in args.methods for s in range(1, args.method_seeds + 1)]:
+                label = method if seed == 1 else f"{method}@seed{seed}"
+                fit = Path(tmp) / f"{name}-{method}-{seed}"
                 try:
                     extra = [a.format(cplus=cplus) for a in METHODS[method]]
-                    secs, k = run_fit(data["files"], fit, 1, args.iterations, args.jobs, extra)
+                    secs, k = run_fit(data["files"], fit, seed, args.iterations, args.jobs, extra)
                 except RuntimeError as exc:
-                    entry["methods"][method] = {"error": str(exc).splitlines()[-1]}
+                    entry["methods"][label] = {"error": str(exc).splitlines()[-1]}
                     continue
                 lab = _labels(fit, data["index"], data["n_rows"])
                 ari = adjusted_rand_index(ref, lab)
                 ones = one_cluster_silos(lab, ref, data["index"])
-                entry["methods"][method] = {
+                entry["methods"][label] = {
                     "k": k, "ari_to_full": ari, "seconds": round(secs, 1), "one_cluster_silos": ones,
                     "log_posterior": log_posterior(lab, codes, n_mod, cplus),
                     "passes": bool(ari >= floor - 0.05
@@ -291,12 +295,12 @@ def main(argv=None) -> None:
                     # them, K within 1 of their median K
                     to_seeds = [adjusted_rand_index(labels[s], lab) for s in seeds]
                     spread = entry["reference_spread"]
-                    entry["methods"][method].update(
+                    entry["methods"][label].update(
                         ari_to_seeds=to_seeds, ari_to_seeds_median=float(np.median(to_seeds)),
                         passes_against_seeds=bool(np.median(to_seeds) >= spread["ari_pairs_median"] - 0.05
                                                   and abs(k - np.median(spread["k"])) <= 1
                                                   and all(o["reference_top_share"] >= 0.9 for o in ones)))
-                print(f"{name:18s} {method:20s} K={k:3d} ARI={ari:.3f} (full seeds {floor:.3f}) {secs:.0f}s",
+                print(f"{name:18s} {label:20s} K={k:3d} ARI={ari:.3f} (full seeds {floor:.3f}) {secs:.0f}s",
                       flush=True)
             results["datasets"][name] = entry
             tmp_json = json_path.with_suffix(".json.tmp")
