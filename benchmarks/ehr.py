@@ -132,6 +132,8 @@ def _rounds_record(result) -> dict | None:
         return None
     per = rd["per_round"]
     return {"n_rounds": rd["n_rounds"], "components": rd["components"], "seconds": rd["seconds"],
+            "plan": result.diagnostics.get("rounds_plan"), "births": rd.get("births"),
+            "split_merge": rd.get("split_merge"),
             "stability": rd["stability"], "k_every_50": [t["k"] for t in per[::50]],
             "log_joint_every_50": [t["log_joint"] for t in per[::50]],
             "one_shot_k": rd.get("one_shot_k", result.diagnostics.get("one_shot", {}).get("n_clusters"))}

@@ -63,8 +63,12 @@ def test_records_carry_the_assessment_messages():
                         p_waic=0.25, elpd=-3.75, elpd_m2=1.5, n_suppressed=0)
     got = decode_record(encode_record(reply))
     assert got.lppd == -3.5 and got.occupied.dtype == np.int8
-    # every request a silo answers has a ClientApp action
+    # every request a silo answers has a ClientApp action, and the deployed ClientApp a handler for each
     assert {m.KIND for m in MESSAGE_TYPES if m in REPLY_TYPE} == set(ACTION)
+    import re
+
+    app = (Path(__file__).resolve().parents[2] / "flower_app" / "vcmc_flower" / "client_app.py").read_text()
+    assert set(re.findall(r'@app\.query\("([a-z_]+)"\)', app)) == set(ACTION.values())
 
 
 def test_node_config_out_dir_must_be_absolute_and_receives_the_silos_files(tmp_path):

@@ -58,7 +58,10 @@ def test_rounds_over_real_supernodes_equal_the_in_process_rounds(tmp_path):
     rounds = flower["diagnostics"]["rounds"]
     assert rounds["n_rounds"] == 3 and len(rounds["per_round"]) == 3 and rounds["secure_sum"]
 
-    cfg = config_from_mapping({k: v for k, v in OVERRIDES.items()})
+    # the births are not made in secure-sum rounds (a silo's birth counts would reach the server unmasked), so
+    # the plain rounds compared with them leave them out too
+    assert rounds["births"]["columns"] == [] and "secure-sum" in rounds["births"]["none_because"]
+    cfg = config_from_mapping({**OVERRIDES, "aggregation.round-births": 0.0})
     silos = [LocalSilo(read_csv(p, schema=str(schema_path), name=n), privacy=privacy_from_node_config(node),
                        policy=policy_from_node_config(node)) for n, p in sorted(csvs)]
     with InProcessTransport(silos) as tr:

@@ -238,12 +238,16 @@ def _births(one_shot: GlobalResult, transport, names, every: FaultPolicy, config
     free = int(config.prior.n_components) - int(one_shot.n_clusters)
     budget = (max(free, 0) + 1) // 2
     record = {"share": share, "budget": budget, "columns": [], "rows": [], "components": [], "clusters": []}
-    reason = (None if share > 0 and budget > 0 and agg.assign == "posterior" and not agg.round_secure_sum else
-              "aggregation.round_births is 0" if share <= 0 else
-              "the one-shot clusters fill prior.n_components" if budget <= 0 else
-              "the one-shot labels were made from the matching alone (assign = local), without the global "
-              "profiles the misfits are scored under" if agg.assign != "posterior" else
-              "secure-sum rounds (a silo's birth counts would reach the server unmasked)")
+    reason = None
+    if share <= 0:
+        reason = "aggregation.round_births is 0"
+    elif budget <= 0:
+        reason = "the one-shot clusters fill prior.n_components"
+    elif agg.assign != "posterior":
+        reason = ("the one-shot labels were made from the matching alone (assign = local), without the global "
+                  "profiles the misfits are scored under")
+    elif agg.round_secure_sum:
+        reason = "secure-sum rounds (a silo's birth counts would reach the server unmasked)"
     if reason is not None:
         record["none_because"] = reason
         return record
