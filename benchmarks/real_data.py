@@ -284,7 +284,11 @@ def main(argv=None) -> None:
                 lab = _labels(fit, data["index"], data["n_rows"])
                 ari = adjusted_rand_index(ref, lab)
                 ones = one_cluster_silos(lab, ref, data["index"])
+                rounds = json.loads((fit / "result.json").read_text())["diagnostics"].get("rounds") or {}
+                births = rounds.get("births")
                 entry["methods"][label] = {
+                    **({"births": {key: births.get(key) for key in ("columns", "rows", "clusters", "none_because")
+                                   if key in births}} if births else {}),
                     "k": k, "ari_to_full": ari, "seconds": round(secs, 1), "one_cluster_silos": ones,
                     "log_posterior": log_posterior(lab, codes, n_mod, cplus),
                     "passes": bool(ari >= floor - 0.05
