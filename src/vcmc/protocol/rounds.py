@@ -111,8 +111,9 @@ class RoundStartRequest(Message):
 @dataclass(frozen=True)
 class RoundSweepRequest(Message):
     """One sweep at the server's draw: ``log_pi`` (C,) and ``log_profiles`` (C, P), the log weights and the
-    log category probabilities of every component. ``keep``: the round is after the rounds' burn-in, so the
-    silo adds its rows' allocation probabilities under this draw to their memberships. The silo's stream is
+    log category probabilities of every component. ``keep``: the result keeps this round's draw (a round after
+    the burn-in, at most 1,000 of them evenly spaced), so the silo adds its rows' allocation probabilities
+    under it to their memberships. The silo's stream is
     ``SeedSequence(seed_entropy, spawn_key=spawn_key)``. ``inverse_temperature`` (version 2; burn-in rounds
     only, 1 in a kept round): the rows are drawn from their conditional raised to this power and
     renormalised (docs/design.md §16)."""

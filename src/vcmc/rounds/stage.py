@@ -117,8 +117,12 @@ def refine(one_shot: GlobalResult, transport, config, *, rng, policy: FaultPolic
             log_pi, log_prof = log_pi[perm], log_prof[perm]
             origin = origin[perm]
             keep = r - 1 > burn
+            # the silos add memberships at the kept rounds whose draws the result keeps (at most
+            # MAX_KEPT_DRAWS, evenly spaced): the memberships are then the result's own draws' (docs/design.md
+            # §16), and the other kept rounds are plain sweeps (a silo's memberships pass costs more than its sweep)
+            store = keep and n_kept in stored
             inv_temp = anneal if r - 1 <= burn // 2 else 1.0
-            reqs = {n: RoundSweepRequest(round=r, log_pi=log_pi, log_profiles=log_prof, keep=keep,
+            reqs = {n: RoundSweepRequest(round=r, log_pi=log_pi, log_profiles=log_prof, keep=store,
                                          seed_entropy=int(root.entropy), spawn_key=(*root.spawn_key, ROUNDS_KEY, r, s),
                                          inverse_temperature=inv_temp)
                     for s, n in enumerate(names)}
@@ -139,7 +143,7 @@ def refine(one_shot: GlobalResult, transport, config, *, rng, policy: FaultPolic
                 # the reference of the next alignment: the mean of the kept draws (this draw during burn-in)
                 kept_sum = prof if kept_sum is None else kept_sum + prof
                 size_sum += cluster
-                if n_kept in stored:
+                if store:
                     kept_pi.append(log_pi)
                     kept_prof.append(log_prof)
                 n_kept += 1
