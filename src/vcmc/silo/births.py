@@ -74,9 +74,3 @@ def misfits(codes: np.ndarray, n_modalities, labels: np.ndarray, profiles: np.nd
     worst = cols[rows, worst_var].astype(np.int64)
     return rows.astype(np.int64), worst
 
-
-def birth_counts(codes: np.ndarray, n_modalities, labels: np.ndarray, profiles: np.ndarray,
-                 share: float) -> np.ndarray:
-    """(P,) how many of the silo's misfits have each profile column as their worst column."""
-    _, worst = misfits(codes, n_modalities, labels, profiles, share)
-    return np.bincount(worst, minlength=int(profile_offsets(n_modalities)[-1])).astype(np.float64)
