@@ -5,13 +5,14 @@ is the pooled sampler's from that start: this probe runs the library's pooled sa
 (``vcmc.silo.sampler.run_chain``, prior not fractionated, C+ components) from three starts built from the
 one-shot answer (``vcmc.fit --rounds 1``), on the real datasets of ``benchmarks/real_data.py`` (same
 preparation) and, with ``--ehr``, on the 13-region cohort of ``benchmarks/ehr.py`` (one-shot at
-``--ehr-iterations``):
+``--ehr-iterations``; the chains run ``--iterations`` there too):
 
 - ``pieces``: the start of the default rounds before births (``vcmc.rounds.stage.start_components`` capped at
   C+: the one-shot clusters plus the silos' own versions of them in the free components);
 - ``births``: every free component a birth (``vcmc.silo.births.misfits`` in each silo, share 0.01, the columns
   held by at least 10 misfits over the silos, most first), no pieces;
-- ``half``: births in at most half of the free components, pieces in the rest (the library's default).
+- ``half``: births in at most half of the free components, pieces in the rest;
+- ``extra``: the pieces of ``pieces`` and, in components beyond C+, as many births as ``half`` makes.
 
 Scored by the modal component of each row over the kept draws (10,000 iterations, burn-in half, every 10th;
 K = components holding at least 10 rows on average) against full-data MCMC's six seeds (median ARI), as
@@ -34,7 +35,7 @@ import numpy as np
 from _provenance import commit
 from real_data import DATASETS, pooled_codes, prepare
 
-STARTS = ("pieces", "births", "half")
+STARTS = ("pieces", "births", "half", "extra")
 SHARE = 0.01
 
 
@@ -46,7 +47,7 @@ def start_allocation(kind: str, labels, silo_of, partition_counts, profiles, cod
 
     k = profiles.shape[0]
     free = max(n_components - k, 0)
-    budget = {"pieces": 0, "births": free, "half": (free + 1) // 2}[kind]
+    budget = {"pieces": 0, "births": free, "half": (free + 1) // 2, "extra": (free + 1) // 2}[kind]
     chosen, found = [], []
     if budget:
         per_silo = [misfits(codes, n_mod, labels[rows], profiles, SHARE)
@@ -54,7 +55,7 @@ def start_allocation(kind: str, labels, silo_of, partition_counts, profiles, cod
         counts = sum(np.bincount(w, minlength=profiles.shape[1]) for _, w in per_silo)
         chosen = [int(j) for j in np.argsort(-counts, kind="stable")[:budget] if counts[j] >= min_size]
         found = [(rows[r], w) for (r, w), rows in zip(per_silo, rows_by_silo, strict=True)]
-    cap = n_components if kind != "births" else k
+    cap = {"births": k, "extra": n_components + len(chosen)}.get(kind, n_components)
     starts, used = start_components(partition_counts, max_components=max(cap - len(chosen), k))
     z = starts[silo_of, labels]
     for i, col in enumerate(chosen):
@@ -89,7 +90,8 @@ def one_shot(silos, iterations: int, jobs: int):
     return vcmc.fit(silos, config=cfg, rng=1, jobs=jobs, show_progress=False)
 
 
-def probe(name, silos, index, n_rows, codes, n_mod, references, seeds, iterations, jobs, truth=None):
+def probe(name, silos, index, n_rows, codes, n_mod, references, seeds, iterations, jobs, truth=None,
+          starts=STARTS, chain_iterations=None):
     from vcmc.config import PriorConfig
     from vcmc.metrics import adjusted_rand_index, best_f1
 
@@ -104,13 +106,13 @@ def probe(name, silos, index, n_rows, codes, n_mod, references, seeds, iteration
     codes_by_silo = [codes[r] for r in rows_by_silo]
     c_plus = PriorConfig().n_components if truth is None else 30
     entry = {"one_shot_k": int(res.n_clusters), "starts": {}}
-    for kind in STARTS:
+    for kind in starts:
         z0, n_comp, chosen = start_allocation(kind, labels, silo_of, np.asarray(res.partition_counts),
                                               np.asarray(res.profiles), codes_by_silo, rows_by_silo, n_mod, c_plus)
         runs = []
         for seed in seeds:
             t0 = time.perf_counter()
-            lab, k = run_start(codes, n_mod, z0, n_comp, seed, iterations)
+            lab, k = run_start(codes, n_mod, z0, n_comp, seed, chain_iterations or iterations)
             run = {"seed": seed, "k": k, "seconds": round(time.perf_counter() - t0, 1)}
             if references:
                 aris = [adjusted_rand_index(r, lab) for r in references]
@@ -135,7 +137,9 @@ def main(argv=None) -> None:
     ap.add_argument("--reference-seeds", type=int, default=6)
     ap.add_argument("--iterations", type=int, default=10_000)
     ap.add_argument("--ehr", action="store_true", help="also the 13-region cohort of benchmarks/ehr.py")
-    ap.add_argument("--ehr-iterations", type=int, default=4000, help="the regional one-shot pass's iterations")
+    ap.add_argument("--ehr-iterations", type=int, default=4000, help="the cohort's one-shot pass's iterations")
+    ap.add_argument("--ehr-allocation", default="region", choices=("region", "uniform"))
+    ap.add_argument("--starts", nargs="+", default=list(STARTS), choices=STARTS)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--out", type=Path, default=Path("docs/results/real/rounds/births"))
     args = ap.parse_args(argv)
@@ -162,21 +166,23 @@ def main(argv=None) -> None:
                     lab[data["index"][nm]] = a
                 refs.append(lab)
             out["datasets"][name] = probe(name, silos, data["index"], data["n_rows"], codes, n_mod, refs, args.seeds,
-                                          args.iterations, args.jobs)
+                                          args.iterations, args.jobs, starts=args.starts)
             (args.out / "births-probe.json").write_text(json.dumps(out, indent=1))
         if args.ehr:
             from vcmc.research.ehr import simulate_ehr
 
-            cohort = simulate_ehr(n=289_821, allocation="region", rng=1)
+            cohort = simulate_ehr(n=289_821, allocation=args.ehr_allocation, rng=1)
             index, start = {}, 0
             for s in cohort.silos:
                 index[s.name] = np.arange(start, start + s.n_rows)
                 start += s.n_rows
             codes = np.concatenate([s.codes for s in cohort.silos])
-            out["ehr_region"] = probe("ehr-region", cohort.silos, index, start, codes, cohort.schema.n_modalities,
+            key = f"ehr_{args.ehr_allocation}"
+            out[key] = probe(key, cohort.silos, index, start, codes, cohort.schema.n_modalities,
                                       [], args.seeds, args.ehr_iterations, args.jobs,
-                                      truth=np.concatenate(cohort.labels))
-            out["ehr_region"]["one_shot_iterations"] = args.ehr_iterations
+                                      truth=np.concatenate(cohort.labels), starts=args.starts,
+                                      chain_iterations=args.iterations)
+            out[key]["one_shot_iterations"] = args.ehr_iterations
     (args.out / "births-probe.json").write_text(json.dumps(out, indent=1))
 
 
