@@ -470,8 +470,8 @@ class AggregationConfig:
         Births of the rounds' start (default 0.01; 0: none): each silo takes this share of its rows, those its
         one-shot cluster explains worst, and groups them by their least probable value; the most common such
         values, each held by at least ``privacy.min_cluster_size`` of these rows over the silos, start new
-        components (at most half of the components the one-shot clusters leave free in
-        ``prior.n_components``, the rest going to the silos' own versions of the clusters). A cluster too small
+        components beyond the start's (at most half as many as the one-shot clusters leave free in
+        ``prior.n_components``). A cluster too small
         or too thin for any silo to resolve (66 people spread over 13 regions) is then a component from the
         first round instead of rows no sweep moves out of a larger cluster. Any start leaves the chain's law
         unchanged (docs/design.md §16, "Births"). At most ``MAX_BIRTH_SHARE``; needs the one-shot labels made

@@ -65,10 +65,11 @@ def refine(one_shot: GlobalResult, transport, config, *, rng, policy: FaultPolic
     n_rounds = int(config.aggregation.rounds)
     names = tuple(one_shot.silos)
     cap = int(config.aggregation.round_components) or START_CAP_PER_PRIOR * int(config.prior.n_components)
+    starts, used = start_components(one_shot.partition_counts, max_components=max(cap, one_shot.n_clusters))
+    # the births take components of their own beyond the start's: the silos' pieces stay as they were (fewer,
+    # larger pieces of a cluster all silos hold are copies the chain takes far longer to merge)
     births = _births(one_shot, transport, names, every, config)
     n_birth = len(births["columns"])
-    starts, used = start_components(one_shot.partition_counts,
-                                    max_components=max(cap - n_birth, one_shot.n_clusters))
     births["components"] = list(range(used, used + n_birth))
     n_comp = max(int(config.prior.n_components), used + n_birth)
     alpha = float(config.prior.alpha)
@@ -233,10 +234,10 @@ def _assess(result: GlobalResult, transport, names, log_prof, config, root, poli
 def _births(one_shot: GlobalResult, transport, names, every: FaultPolicy, config) -> dict:
     """The births of the start (docs/design.md §16, "Births"): each silo counts, per profile column, its
     worst-explained rows whose least probable value it is (``RoundBirthRequest``); the columns held by at least
-    the minimum cluster size of those rows over the silos, most first, each start a new component, at most
-    half of the components the one-shot clusters leave free in ``prior.n_components`` (the other half stays
-    for the silos' own versions of the clusters, which the real data need). Returns the record of
-    ``diagnostics.rounds.births`` (``columns`` empty when there are none, with the reason)."""
+    the minimum cluster size of those rows over the silos, most first, each start a new component beyond the
+    start's, as many as half of the components the one-shot clusters leave free in ``prior.n_components``.
+    Returns the record of ``diagnostics.rounds.births`` (``columns`` empty when there are none, with the
+    reason)."""
     agg = config.aggregation
     share = float(agg.round_births)
     free = int(config.prior.n_components) - int(one_shot.n_clusters)
