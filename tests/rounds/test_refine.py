@@ -198,3 +198,18 @@ def test_births_give_a_cluster_no_silo_can_report_its_component():
     assert f1[2] >= 0.75
     hidden = truth == 2
     assert np.mean(est[hidden] == cluster - 1) >= 0.65          # its rows: two thirds at least
+
+
+def test_births_add_components_and_leave_the_silos_pieces():
+    """The births take components beyond the start's (docs/design.md §16): the start holds every (silo,
+    cluster) piece it holds without them, plus the births."""
+    silos, _ = _hidden_group_design(3)
+    starts = {}
+    for share in (0.0, 0.01):
+        cfg = FitConfig(sampler=SamplerConfig(n_iter=N_ITER),
+                        aggregation=AggregationConfig(rounds=3, round_births=share))
+        res = vcmc.fit(silos, config=cfg, rng=3)
+        starts[share] = (res.diagnostics["rounds"]["per_round"][0]["k"], res.diagnostics["rounds"]["births"])
+    n_births = len(starts[0.01][1]["columns"])
+    assert n_births >= 1 and starts[0.0][1]["columns"] == []
+    assert starts[0.01][0] == starts[0.0][0] + n_births
