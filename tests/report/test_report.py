@@ -48,7 +48,7 @@ def test_the_page_is_self_contained_and_holds_every_section(exact_fit_dir):
     for title in ("Cluster sizes and weights", "Clusters against the population (heatmap)",
                   "Characterisation of the clusters", "Posterior of the number of clusters K", "Membership certainty",
                   "Per-silo contributions after disclosure control", "Convergence of the local chains",
-                  "Aggregation: ELBO trace", "Posterior predictive checks", "Warnings",
+                  "Aggregation: ELBO trace", "Global-informed rounds", "Posterior predictive checks", "Warnings",
                   "Configuration, seed and version"):
         assert f">{title}" in page, title
     # no script, no external resource: every src/href is a data URL or an anchor
@@ -60,7 +60,8 @@ def test_the_page_is_self_contained_and_holds_every_section(exact_fit_dir):
     for key, path in paths.figures.items():
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", key
     # what this result lacks is said, not left blank
-    for missing in ("diagnostics.n_clusters_posterior", "diagnostics.ppc", "diagnostics.waic", "memberships.csv"):
+    for missing in ("diagnostics.n_clusters_posterior", "diagnostics.ppc", "diagnostics.waic", "memberships.csv",
+                    "diagnostics.rounds"):
         assert re.search(r"Not available in this result:</strong>[^<]*" + re.escape(missing), page), missing
     # failing convergence values are highlighted (silo_1: R-hat 1.02 > 1.01, ESS 350 < 400), passing ones not
     assert page.count('class="num fail"') >= 2
@@ -84,6 +85,18 @@ def test_the_contract_keys_of_richer_results_are_shown(exact_fit_dir):
                    "pairs": {"statistic": 1.1, "p_value": 0.7, "table": [pair]}}
     diag["waic"] = {"elpd_waic": -12345.6, "se": 45.6, "p_waic": 57.1, "n_rows": 6000,
                     "definition": "elpd_waic = sum_i log mean_s p(x_i | theta_s) - p_waic"}
+    # the rounds, unsettled, with two births: one became cluster 2, one emptied (columns: asthma=yes is the
+    # profile's column 1, smoking=current its last, 18)
+    unsettled = "the rounds did not settle: raise aggregation.rounds (--rounds) and compare"
+    diag["rounds"] = {"n_rounds": 4, "burn_in": 1, "n_kept": 2, "components": 6, "labels": "silo",
+                      "secure_sum": False, "seconds": 1.5,
+                      "per_round": [{"round": r, "k": 6 - r, "log_joint": -900.0 + r, "bytes_sent": 250_000}
+                                    for r in range(1, 5)],
+                      "stability": {"stable": False, "rhat": 1.31, "k_first": 3, "k_second": 2, "said": unsettled},
+                      "split_merge": {"merge": {"proposed": 2, "accepted": 1}, "split": {"proposed": 2, "accepted": 0}},
+                      "births": {"share": 0.01, "budget": 2, "columns": [1, 18], "rows": [14, 11],
+                                 "components": [6, 7], "clusters": [2, None]}}
+    diag["rounds_plan"] = {"requested": "auto", "rounds": 4, "reason": "the analyst's own session"}
     (exact_fit_dir / "result.json").write_text(json.dumps(result))
     assign = pd.read_csv(exact_fit_dir / "assignments.csv")
     assign["probability"] = np.linspace(0.4, 1.0, len(assign))
@@ -92,7 +105,13 @@ def test_the_contract_keys_of_richer_results_are_shown(exact_fit_dir):
     paths = write_report(exact_fit_dir)
     page = paths.html.read_text()
     assert "Not available in this result" not in page
-    assert {"k_posterior", "ppc", "membership"} <= set(paths.figures)
+    assert {"k_posterior", "ppc", "membership", "rounds"} <= set(paths.figures)
+    rounds = page[page.index('id="rounds"'):page.index('id="ppc"')]
+    assert "4 (burn-in 1, kept 2)" in rounds and "no (log joint R-hat 1.310" in rounds
+    assert f'class="warn">{unsettled}<' in rounds                     # the unsettled rounds are said here too
+    assert "<td>asthma=yes</td><td class=\"num\">14</td><td>2</td>" in rounds
+    assert "<td>smoking=current</td>" in rounds and "none (emptied, or under the minimum size)" in rounds
+    assert "1 of 2 proposed" in rounds and "1.0 MB of count tables" in rounds
     assert "-12,345.6" in page and "elpd_waic = sum_i" in page
     assert ">copd<" in page and 'class="num fail">0.001<' in page     # the flagged check is listed
     assert "median 0.700" in page                                      # of linspace(0.4, 1.0)
@@ -218,6 +237,7 @@ def test_fit_with_report_on_the_named_design_lists_the_designed_conditions(tmp_p
                "--seed", "3", "--report"])
     assert rc == 0
     assert (out / "report.html").is_file() and (out / "figures" / "heatmap.png").is_file()
+    assert (out / "figures" / "rounds.png").is_file()                  # the default fit ran the rounds
     result = json.loads((out / "result.json").read_text())
     assert result["n_clusters"] == 3
     # the fitted clusters are numbered by the fit: match each to its true cluster by majority

@@ -42,7 +42,7 @@ def write_report(folder, *, out=None, labels=None) -> ReportPaths:
     ctx = S.Context(fit=fit, labels=names, con=con, keep=keep)
     sections: list[Section] = [
         S.sizes(ctx), S.heatmap(ctx), S.characterisation_section(ctx), S.k_posterior(ctx), S.membership(ctx),
-        S.contributions(ctx), S.convergence(ctx), S.elbo(ctx), S.ppc(ctx), S.warnings_section(ctx),
+        S.contributions(ctx), S.convergence(ctx), S.elbo(ctx), S.rounds(ctx), S.ppc(ctx), S.warnings_section(ctx),
         S.configuration(ctx)]
     intro = S.overview(ctx)
     method = fit.result.get("method", "vcmc")

@@ -292,3 +292,20 @@ def ppc_figure(panels: list[tuple[str, list[dict]]]):
         ax.tick_params(labelsize=FONT)
         ax.legend(fontsize=FONT - 1, loc="upper left")
     return fig
+
+
+def rounds_figure(rounds: list[int], k: list[float], log_joint: list[float], burn_in: int):
+    """The global-informed rounds: occupied components and log joint per round, the burn-in marked."""
+    fig = new_figure(6.0, 3.6)
+    ax_k, ax_lj = fig.subplots(2, 1, sharex=True)
+    r = np.asarray(rounds, dtype=float)
+    for ax, y, label, color in ((ax_k, k, "occupied components", "#4c72b0"),
+                                (ax_lj, log_joint, "log joint", "#dd8452")):
+        ax.plot(r, np.asarray([np.nan if v is None else float(v) for v in y]), color=color, linewidth=0.8,
+                drawstyle="steps-post" if ax is ax_k else "default")
+        ax.axvline(burn_in + 0.5, color="#888888", linestyle="--", linewidth=0.8)
+        ax.set_ylabel(label, fontsize=FONT)
+        ax.tick_params(labelsize=FONT)
+    ax_lj.ticklabel_format(axis="y", useOffset=False, style="plain")
+    ax_lj.set_xlabel("round (dashed: end of the burn-in)", fontsize=FONT)
+    return fig

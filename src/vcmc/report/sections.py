@@ -463,6 +463,76 @@ def elbo(ctx: Context) -> Section:
     return Section("elbo", "Aggregation: ELBO trace", body)
 
 
+def rounds(ctx: Context) -> Section:
+    """The global-informed rounds (docs/design.md §16): what ran and why, whether the pooled chain settled,
+    its trace, and the births of the start with the values they were born of."""
+    title = "Global-informed rounds"
+    diag = ctx.fit.diagnostics
+    plan = diag.get("rounds_plan") if isinstance(diag.get("rounds_plan"), dict) else {}
+    rd = diag.get("rounds")
+    if not isinstance(rd, dict) or not rd:
+        why = (f"This fit is the one-shot pass: {plan['reason']}." if plan.get("reason") else
+               "This fit ran no rounds (--rounds 1, or a method without them).")
+        return Section("rounds", title, unavailable("the global-informed rounds (diagnostics.rounds)", why))
+    per_round = [r for r in rd.get("per_round", []) if isinstance(r, dict)]
+    stability = rd.get("stability") if isinstance(rd.get("stability"), dict) else {}
+    sm = rd.get("split_merge") if isinstance(rd.get("split_merge"), dict) else {}
+    def count(v) -> str:
+        return "–" if v is None else f"{_int(v):,}"
+
+    pairs = [("rounds", f"{count(rd.get('n_rounds'))} (burn-in {count(rd.get('burn_in'))}, "
+                        f"kept {count(rd.get('n_kept'))})"),
+             ("why these rounds", plan.get("reason", "–")),
+             ("components at the start", rd.get("components", "–")),
+             ("labels", rd.get("labels", "–")),
+             ("secure aggregation", rd.get("secure_sum", "–"))]
+    if stability:
+        settled = "yes" if stability.get("stable") else "no"
+        pairs.append(("settled", f"{settled} (log joint R-hat {fmt(stability.get('rhat'))}; occupied components "
+                                 f"{stability.get('k_first', '–')} and {stability.get('k_second', '–')} "
+                                 "in the two halves of the kept rounds)"))
+    for move in ("split", "merge"):
+        if isinstance(sm.get(move), dict):
+            pairs.append((f"{move} moves accepted", f"{count(sm[move].get('accepted'))} of "
+                                                   f"{count(sm[move].get('proposed'))} proposed"))
+    sent = sum(int(r.get("bytes_sent") or 0) for r in per_round)
+    if sent:
+        pairs.append(("sent by the silos", f"{sent / 1e6:,.1f} MB of count tables over the rounds"))
+    if rd.get("seconds") is not None:
+        pairs.append(("seconds", fmt(rd.get("seconds"), 1)))
+    body = kv(pairs)
+    if stability and not stability.get("stable") and stability.get("said"):
+        body += f'<div class="warn">{esc(stability["said"])}</div>'
+    if per_round:
+        body += ctx.add("rounds", F.rounds_figure([r.get("round") for r in per_round], [r.get("k") for r in per_round],
+                                                  [r.get("log_joint") for r in per_round], int(rd.get("burn_in") or 0)),
+                        alt="occupied components and log joint per round",
+                        caption="The pooled chain of the rounds: occupied components and log joint per round. A "
+                                "log joint still rising after the burn-in means the rounds have not settled.")
+    body += _births(ctx, rd.get("births"))
+    return Section("rounds", title, body)
+
+
+def _births(ctx: Context, births) -> str:
+    """The start's births: the value each was born of, its rows, and the global cluster it became."""
+    if not isinstance(births, dict):
+        return ""
+    columns = births.get("columns") or []
+    if not columns:
+        why = births.get("none_because") or "none were asked for"
+        return f"<h3>Births</h3><p>No births at the start of the rounds: {esc(why)}.</p>"
+    labels = ctx.fit.columns.labels
+    rows = []
+    for j, n, cid in zip(columns, births.get("rows") or [None] * len(columns),
+                         births.get("clusters") or [None] * len(columns), strict=False):
+        value = f"{labels[j][0]}={labels[j][1]}" if 0 <= int(j) < len(labels) else f"column {j}"
+        became = ctx.name(cid) if cid is not None else Cell("none (emptied, or under the minimum size)", "muted")
+        rows.append([value, _int(n), became])
+    return ("<h3>Births</h3><p>Components started from each silo's worst-explained rows "
+            f"({pct(float(births.get('share') or 0))} of each silo), grouped by the value that explains each least "
+            "(docs/design.md §16).</p>" + table(["value", "rows", "global cluster it became"], rows, scroll=False))
+
+
 # ---------------------------------------------------------------------------------------------------- PPC
 def _pooled(rows: list[dict]) -> list[dict]:
     pooled = [r for r in rows if r.get("silo") in _POOLED]
