@@ -260,6 +260,18 @@ def test_an_annealed_sweep_draws_from_the_tempered_conditional_and_a_kept_round_
     np.testing.assert_allclose(nc / 20000, want, atol=0.01)
     plain = np.exp(lp / 3.0) / np.exp(lp / 3.0).sum()
     assert want.max() > plain.max() + 0.1                     # sharper than the plain conditional
+    # rows with exceptions to the baseline codes (the sparse layout's ratios), at inverse temperature 2
+    codes = np.zeros((40000, 2), dtype=np.int16)
+    codes[20000:] = (1, 2)
+    lay = sparse_layout(codes, off)
+    st = RoundState(layout=lay, z=np.zeros(40000, dtype=np.int64), n_components=3, summed=np.zeros((2, 3)),
+                    summed_sq=np.zeros((2, 3)))
+    sweep_patterns(*st.kernel_layout(), log_pi, log_prof, rng.random(40000), False, st.summed, st.summed_sq, st.z,
+                   2.0)
+    for rows, cols in ((slice(0, 20000), (0, 2)), (slice(20000, None), (1, 4))):
+        lp = 2.0 * (log_pi + log_prof[:, cols[0]] + log_prof[:, cols[1]])
+        want = np.exp(lp - lp.max()) / np.exp(lp - lp.max()).sum()
+        np.testing.assert_allclose(np.bincount(st.z[rows], minlength=3) / 20000, want, atol=0.01)
 
     silo, k = _ready(silo_data)
     silo.handle(RoundStartRequest(start=np.arange(k), n_components=k))

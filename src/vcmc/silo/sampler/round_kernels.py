@@ -126,12 +126,18 @@ def sweep_patterns(pat_start, row_of, pexc_start, pexc, ecol, evar, base_col, lo
     profile entry whose exponential underflows is an exact 0, as in every other kernel given probabilities.
     A row impossible under every component raises FloatingPointError."""
     n_c, n_col = log_prof.shape
-    if not keep and inv_temp == 1.0:                 # the plain sweep: the sampler's pass draws and counts
+    if not keep:                                     # the sampler's pass draws and counts
+        if inv_temp != 1.0:
+            # the conditional at temperature 1 / inv_temp, w ** inv_temp renormalised, is the plain conditional
+            # of the scaled logs (pi_c prod_q theta_cqx) ** b = exp(b log pi_c + sum_q b log theta_cqx): the same
+            # pass at the plain sweep's cost (the scaled profiles need not sum to 1 over a variable's modalities)
+            log_pi = log_pi * inv_temp
+            log_prof = log_prof * inv_temp
         nc, cnt, n_lane = _draw(pat_start, row_of, pexc_start, pexc, ecol, evar, base_col, log_pi, log_prof,
                                 uniforms, z)
         return _to_reply(nc, cnt, ecol, evar, base_col, n_col, n_lane)
     w = pattern_probabilities(pat_start, pexc_start, pexc, ecol, evar, base_col, log_pi, log_prof)
-    if inv_temp != 1.0:
+    if inv_temp != 1.0:                              # a kept round is plain (vcmc.silo.rounds.sweep refuses it)
         for u in range(w.shape[0]):
             s = 0.0
             for c in range(n_c):
