@@ -17,6 +17,7 @@ def test_settled_rounds_are_stable_and_drifting_ones_are_not():
     drifting = flat + np.linspace(0, 60, 400)
     got = stability_of(_rounds(drifting, [5] * 400))
     assert not got["stable"] and "did not settle" in got["said"] and "--rounds" in got["said"]
+    assert "aggregation.round-anneal" in got["said"]                            # the other remedy measured
     assert not stability_of(_rounds(flat, [6] * 200 + [5] * 200))["stable"]     # K still changing
     assert not stability_of(_rounds(flat[:12], [5] * 12))["stable"]             # too few kept rounds
 
