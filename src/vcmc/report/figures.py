@@ -306,6 +306,9 @@ def rounds_figure(rounds: list[int], k: list[float], log_joint: list[float], bur
         ax.axvline(burn_in + 0.5, color="#888888", linestyle="--", linewidth=0.8)
         ax.set_ylabel(label, fontsize=FONT)
         ax.tick_params(labelsize=FONT)
+    from matplotlib.ticker import MaxNLocator
+
+    ax_k.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax_lj.ticklabel_format(axis="y", useOffset=False, style="plain")
     ax_lj.set_xlabel("round (dashed: end of the burn-in)", fontsize=FONT)
     return fig

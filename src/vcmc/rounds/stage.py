@@ -356,8 +356,8 @@ def stability_of(kept: list[dict], max_rhat: float = 1.05) -> dict:
     said = "" if stable else (
         f"the rounds did not settle: over the kept rounds the occupied components went from {k1} to {k2} and the "
         f"log joint's R-hat is {rhat:.3f} (target < {max_rhat:g}); raise aggregation.rounds (--rounds) and "
-        "compare, or, in the analyst's own session, anneal the burn-in (aggregation.round-anneal = 2: two copies "
-        "of one cluster then merge faster; docs/design.md §16)")
+        "compare, or, in the analyst's own session, anneal the burn-in (aggregation.round-anneal = 2, which settled "
+        "the application-scale runs that had not: docs/results/ehr/README.md)")
     return {"stable": stable, "rhat": rhat, "k_first": k1, "k_second": k2, "said": said}
 
 
