@@ -296,6 +296,8 @@ def ppc_figure(panels: list[tuple[str, list[dict]]]):
 
 def rounds_figure(rounds: list[int], k: list[float], log_joint: list[float], burn_in: int):
     """The global-informed rounds: occupied components and log joint per round, the burn-in marked."""
+    from matplotlib.ticker import MaxNLocator
+
     fig = new_figure(6.0, 3.6)
     ax_k, ax_lj = fig.subplots(2, 1, sharex=True)
     r = np.asarray(rounds, dtype=float)
@@ -306,9 +308,7 @@ def rounds_figure(rounds: list[int], k: list[float], log_joint: list[float], bur
         ax.axvline(burn_in + 0.5, color="#888888", linestyle="--", linewidth=0.8)
         ax.set_ylabel(label, fontsize=FONT)
         ax.tick_params(labelsize=FONT)
-    from matplotlib.ticker import MaxNLocator
-
-    ax_k.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax_k.yaxis.set_major_locator(MaxNLocator(integer=True))     # K is a whole number
     ax_lj.ticklabel_format(axis="y", useOffset=False, style="plain")
     ax_lj.set_xlabel("round (dashed: end of the burn-in)", fontsize=FONT)
     return fig

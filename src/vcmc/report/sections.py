@@ -106,6 +106,11 @@ def _int(v):
     return None if v is None else int(round(float(v)))
 
 
+def _count(v) -> str:
+    """A whole number for prose: thousands separated, "–" when missing."""
+    return "–" if v is None else f"{_int(v):,}"
+
+
 # ----------------------------------------------------------------------------------------------- overview
 def overview(ctx: Context) -> str:
     r = ctx.fit.result
@@ -477,11 +482,8 @@ def rounds(ctx: Context) -> Section:
     per_round = [r for r in rd.get("per_round", []) if isinstance(r, dict)]
     stability = rd.get("stability") if isinstance(rd.get("stability"), dict) else {}
     sm = rd.get("split_merge") if isinstance(rd.get("split_merge"), dict) else {}
-    def count(v) -> str:
-        return "–" if v is None else f"{_int(v):,}"
-
-    pairs = [("rounds", f"{count(rd.get('n_rounds'))} (burn-in {count(rd.get('burn_in'))}, "
-                        f"kept {count(rd.get('n_kept'))})"),
+    pairs = [("rounds", f"{_count(rd.get('n_rounds'))} (burn-in {_count(rd.get('burn_in'))}, "
+                        f"kept {_count(rd.get('n_kept'))})"),
              ("why these rounds", plan.get("reason", "–")),
              ("components at the start", rd.get("components", "–")),
              ("labels", rd.get("labels", "–")),
@@ -493,8 +495,8 @@ def rounds(ctx: Context) -> Section:
                                  "in the two halves of the kept rounds)"))
     for move in ("split", "merge"):
         if isinstance(sm.get(move), dict):
-            pairs.append((f"{move} moves accepted", f"{count(sm[move].get('accepted'))} of "
-                                                   f"{count(sm[move].get('proposed'))} proposed"))
+            pairs.append((f"{move} moves accepted", f"{_count(sm[move].get('accepted'))} of "
+                                                   f"{_count(sm[move].get('proposed'))} proposed"))
     sent = sum(int(r.get("bytes_sent") or 0) for r in per_round)
     if sent:
         pairs.append(("sent by the silos", f"{sent / 1e6:,.1f} MB of count tables over the rounds"))
