@@ -43,7 +43,8 @@ def run_relabelled_chain(codes: np.ndarray, n_modalities, *, prior: PriorConfig,
                          n_silos: int, rng: np.random.Generator, accumulate_psm: bool = False,
                          progress: Callable[[int], None] | None = None) -> RelabelledChain:
     """One Gibbs chain relabelled online (module-level so that worker processes can run it)."""
-    relabeller = PivotRelabeller(codes.shape[0], prior.n_components, accumulate_psm=accumulate_psm)
+    relabeller = PivotRelabeller(codes.shape[0], prior.n_components, accumulate_psm=accumulate_psm,
+                                 n_draws=sampler.n_kept)
     monitor = ConvergenceMonitor(relabeller, sampler) if sampler.stop == "converged" else None
     draws = run_chain(codes, n_modalities, prior=prior, sampler=sampler, n_silos=n_silos, rng=rng,
                       on_block=relabeller, progress=progress, should_stop=monitor)

@@ -266,8 +266,9 @@ def build_local_posterior(chains: list[RelabelledChain], codes: np.ndarray, n_mo
     counts = np.zeros((n, n_components), dtype=np.int64)
     for ch in chains:
         counts += ch.counts
-    pi_all = np.concatenate([ch.pi for ch in chains])
-    prof_all = np.concatenate([ch.profiles for ch in chains])
+    # one chain (the default): its draws as they are, not a copy of 190 MB at the paper's protocol
+    pi_all = chains[0].pi if len(chains) == 1 else np.concatenate([ch.pi for ch in chains])
+    prof_all = chains[0].profiles if len(chains) == 1 else np.concatenate([ch.profiles for ch in chains])
     n_occupied = np.stack([ch.n_occupied for ch in chains])
     log_posterior = np.stack([ch.log_posterior for ch in chains])
     k_hat = posterior_mode(n_occupied)

@@ -64,6 +64,17 @@ def _confusion(z, reference, out):
 
 
 @njit(cache=True)
+def _permute_into(pi, profiles, perms, out_pi, out_profiles, at):
+    """Draw t's component c (weights and profiles) written as component ``perms[t, c]`` of draw ``at + t`` of
+    the output buffers: the relabelled draws in one copy."""
+    for t in range(perms.shape[0]):
+        for c in range(perms.shape[1]):
+            k = perms[t, c]
+            out_pi[at + t, k] = pi[t, c]
+            out_profiles[at + t, k, :] = profiles[t, c, :]
+
+
+@njit(cache=True)
 def _accumulate_relabelled(z, perms, counts, sizes):
     """Row counts ``counts[i, perms[t, z[t, i]]] += 1`` and component sizes ``sizes[t, .]`` of the relabelled
     draws, without building the relabelled allocations."""
@@ -198,7 +209,8 @@ class PivotRelabeller:
         Also accumulate the co-clustering counts (n x n float32). Refused when ``n_rows > 5000``.
     """
 
-    def __init__(self, n_rows: int, n_components: int, *, accumulate_psm: bool = False):
+    def __init__(self, n_rows: int, n_components: int, *, accumulate_psm: bool = False,
+                 n_draws: int | None = None):
         if accumulate_psm and n_rows > PSM_MAX_ROWS:
             raise ConfigError(
                 f"The 'partition' parameter of PostprocessConfig is 'psm', which needs an n x n posterior "
@@ -209,11 +221,31 @@ class PivotRelabeller:
         self.counts = np.zeros((self.n_rows, self.n_components), dtype=np.int32)
         self.psm = np.zeros((self.n_rows, self.n_rows), dtype=np.float32) if accumulate_psm else None
         self.pivot: np.ndarray | None = None
-        self._pi: list[np.ndarray] = []
-        self._profiles: list[np.ndarray] = []
-        self._n_occupied: list[np.ndarray] = []
-        self._log_posterior: list[np.ndarray] = []
-        self._sizes: list[np.ndarray] = []
+        # the relabelled draws are written into buffers of the chain's length (n_draws, when known; grown by
+        # doubling otherwise): at the paper's protocol a silo's profile draws are 190 MB, and a list of
+        # blocks concatenated at the end would copy them once more
+        self._capacity = max(int(n_draws or 0), 0)
+        self._n = 0
+        self._pi: np.ndarray | None = None
+        self._profiles: np.ndarray | None = None
+        self._sizes: np.ndarray | None = None
+        self._n_occupied: np.ndarray | None = None
+        self._log_posterior: np.ndarray | None = None
+
+    def _reserve(self, m: int, n_col: int) -> None:
+        """Room for ``m`` more draws in the buffers (allocated on the first block, doubled when full)."""
+        need = self._n + m
+        if self._pi is not None and need <= self._pi.shape[0]:
+            return
+        cap = max(need, self._capacity if self._pi is None else 2 * self._pi.shape[0])
+        c = self.n_components
+        fresh = (np.empty((cap, c)), np.empty((cap, c, n_col)), np.zeros((cap, c), dtype=np.int32),
+                 np.empty(cap, dtype=np.int64), np.empty(cap))
+        if self._pi is not None:
+            for new, old in zip(fresh, (self._pi, self._profiles, self._sizes, self._n_occupied,
+                                        self._log_posterior), strict=True):
+                new[:self._n] = old[:self._n]
+        self._pi, self._profiles, self._sizes, self._n_occupied, self._log_posterior = fresh
 
     def __call__(self, block) -> None:
         """Consume one kept block (attributes ``z, pi, profiles, n_occupied, log_posterior``)."""
@@ -227,16 +259,17 @@ class PivotRelabeller:
             self.pivot = z[int(np.argmax(np.asarray(block.log_posterior)))].astype(np.int64)
         z = np.ascontiguousarray(z)
         perms = best_permutations(confusion_matrices(z, self.pivot, self.n_components))
-        _, pi_new, prof_new = apply_permutations(perms, None, np.asarray(block.pi), np.asarray(block.profiles))
-        sizes = np.zeros((m, self.n_components), dtype=np.int32)
-        _accumulate_relabelled(z, perms, self.counts, sizes)
+        profiles = np.ascontiguousarray(block.profiles, dtype=np.float64)
+        self._reserve(m, profiles.shape[2])
+        at, end = self._n, self._n + m
+        pi = np.ascontiguousarray(block.pi, dtype=np.float64)
+        _permute_into(pi, profiles, perms, self._pi, self._profiles, at)
+        _accumulate_relabelled(z, perms, self.counts, self._sizes[at:end])
         if self.psm is not None:
             self._accumulate_psm(z)
-        self._sizes.append(sizes)
-        self._pi.append(pi_new)
-        self._profiles.append(prof_new)
-        self._n_occupied.append(np.asarray(block.n_occupied))
-        self._log_posterior.append(np.asarray(block.log_posterior, dtype=np.float64))
+        self._n_occupied[at:end] = block.n_occupied
+        self._log_posterior[at:end] = block.log_posterior
+        self._n = end
 
     def _accumulate_psm(self, z: np.ndarray) -> None:
         # Co-clustering is label invariant: sum over draws of one-hot(z_t) one-hot(z_t)^T. Stacking the
@@ -251,20 +284,20 @@ class PivotRelabeller:
 
     def draws_so_far(self) -> tuple[np.ndarray, np.ndarray]:
         """Log posterior (T,) and relabelled weights (T, C+) of the draws consumed so far."""
-        if not self._pi:
+        if self._pi is None:
             return np.empty(0), np.empty((0, self.n_components))
-        return np.concatenate(self._log_posterior), np.concatenate(self._pi)
+        return self._log_posterior[:self._n], self._pi[:self._n]
 
     def result(self, seconds: float = 0.0, n_iter: int = 0, converged: bool | None = None
                ) -> RelabelledChain:
         """The relabelled chain (raises if no draw was kept)."""
         if self.pivot is None:
             raise ValueError("no kept draw reached the relabeller: check burn_in, thin and n_iter")
-        return RelabelledChain(pi=np.concatenate(self._pi), profiles=np.concatenate(self._profiles),
-                               n_occupied=np.concatenate(self._n_occupied).astype(np.int64),
-                               log_posterior=np.concatenate(self._log_posterior), counts=self.counts,
-                               pivot=self.pivot, psm=self.psm, sizes=np.concatenate(self._sizes),
-                               seconds=float(seconds), n_iter=int(n_iter), converged=converged)
+        n = self._n
+        return RelabelledChain(pi=self._pi[:n], profiles=self._profiles[:n], n_occupied=self._n_occupied[:n],
+                               log_posterior=self._log_posterior[:n], counts=self.counts, pivot=self.pivot,
+                               psm=self.psm, sizes=self._sizes[:n], seconds=float(seconds), n_iter=int(n_iter),
+                               converged=converged)
 
 
 def align_chains(chains: list[RelabelledChain]) -> list[RelabelledChain]:

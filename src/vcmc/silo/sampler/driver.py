@@ -35,7 +35,8 @@ from vcmc.silo.sampler.layout import (
 # ---------------------------------------------------------------------------------------------- results
 @dataclass(frozen=True)
 class KeptBlock:
-    """Kept draws of one block of iterations, handed to ``on_block`` (then dropped by the driver).
+    """Kept draws of one block of iterations, handed to ``on_block``: the allocations a copy, the other fields
+    read-only views of the chain's stored draws (each written once).
 
     Attributes
     ----------
@@ -126,6 +127,11 @@ def local_prior(prior: PriorConfig, n_modalities, n_silos: int = 1) -> tuple[np.
 
 
 
+
+
+def _read_only(view: np.ndarray) -> np.ndarray:
+    view.flags.writeable = False
+    return view
 
 
 def kept_iterations(sampler: SamplerConfig) -> np.ndarray:
@@ -259,9 +265,11 @@ def run_chain(codes: np.ndarray, n_modalities, *, prior: PriorConfig, sampler: S
         m = call(done, n_it, kept)
         if m and on_block is not None:
             sl = slice(kept, kept + m)
-            on_block(KeptBlock(start=kept, z=z_buf[:m].copy(), pi=out_pi[sl].copy(),
-                               profiles=out_prof[sl].copy(), n_occupied=out_nocc[sl].copy(),
-                               log_posterior=out_lp[sl].copy()))
+            # views of the kept draws (each slot is written once: no later block changes them); the
+            # allocations' buffer is reused by the next block, so they are copied
+            on_block(KeptBlock(start=kept, z=z_buf[:m].copy(), pi=_read_only(out_pi[sl]),
+                               profiles=_read_only(out_prof[sl]), n_occupied=_read_only(out_nocc[sl]),
+                               log_posterior=_read_only(out_lp[sl])))
         kept += m
         done += n_it
         if progress is not None:
