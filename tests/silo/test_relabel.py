@@ -165,3 +165,28 @@ def test_psm_is_refused_for_large_silos():
 def test_result_without_draws_is_a_clear_error():
     with pytest.raises(ValueError, match="no kept draw"):
         PivotRelabeller(10, C).result()
+
+
+def test_relabelling_in_the_chains_storage_equals_relabelling_into_buffers_of_its_own():
+    """The apply step relabels the draws where the sampler stored them (``storage``); the relabelled chain is
+    the one the copying path gives, and the blocks may come in any sizes."""
+    rng = np.random.default_rng(6)
+    z0, pi0, prof0 = _truth(rng, n=150)
+    blocks, _ = _switched_blocks(rng, z0, pi0, prof0, n_blocks=3, m=25)
+    copied = PivotRelabeller(150, C)
+    pi_store = np.concatenate([b.pi for b in blocks])
+    prof_store = np.concatenate([b.profiles for b in blocks])
+    in_place = PivotRelabeller(150, C, storage=(pi_store, prof_store))
+    start = 0
+    for b in blocks:
+        copied(b)
+        in_place(SimpleNamespace(start=start, z=b.z, pi=b.pi, profiles=b.profiles, n_occupied=b.n_occupied,
+                                 log_posterior=b.log_posterior))
+        start += b.z.shape[0]
+    a, c = copied.result(), in_place.result()
+    assert np.shares_memory(c.profiles, prof_store)          # no copy of the draws
+    for field in ("pi", "profiles", "counts", "sizes", "n_occupied", "log_posterior", "pivot"):
+        np.testing.assert_array_equal(getattr(a, field), getattr(c, field))
+    with pytest.raises(ValueError, match="came after"):
+        in_place(SimpleNamespace(start=0, z=blocks[0].z, pi=None, profiles=None, n_occupied=None,
+                                 log_posterior=blocks[0].log_posterior))

@@ -217,6 +217,20 @@ def test_same_seed_same_draws_block_size_irrelevant_and_seed_matters():
     assert not np.array_equal(a.pi, c.pi)
 
 
+
+def test_draws_stored_in_the_callers_arrays_are_the_same_draws():
+    codes, _, _ = simulate_lcm(120, K_PAPER, [0.6, 0.4], rng=8)
+    prior = PriorConfig(n_components=5)
+    sampler = SamplerConfig(n_iter=200, burn_in=100, thin=5, block_size=30)
+    own = run_chain(codes, K_PAPER, prior=prior, sampler=sampler, rng=9)
+    storage = (np.empty((sampler.n_kept, 5)), np.empty((sampler.n_kept, 5, int(sum(K_PAPER)))))
+    given = run_chain(codes, K_PAPER, prior=prior, sampler=sampler, rng=9, draw_storage=storage)
+    assert np.shares_memory(given.profiles, storage[1])
+    np.testing.assert_array_equal(own.profiles, given.profiles)
+    np.testing.assert_array_equal(own.pi, given.pi)
+    with pytest.raises(ConfigError, match="draw_storage"):
+        run_chain(codes, K_PAPER, prior=prior, sampler=sampler, rng=9, draw_storage=(storage[0], storage[0]))
+
 def test_sample_chains_independent_of_jobs():
     codes, _, _ = simulate_lcm(150, [2, 2, 3], [0.5, 0.5], rng=1)
     cfg = dict(prior=PriorConfig(n_components=4), sampler=SamplerConfig(n_iter=200, burn_in=50, n_chains=3))

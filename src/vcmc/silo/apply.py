@@ -43,11 +43,13 @@ def run_relabelled_chain(codes: np.ndarray, n_modalities, *, prior: PriorConfig,
                          n_silos: int, rng: np.random.Generator, accumulate_psm: bool = False,
                          progress: Callable[[int], None] | None = None) -> RelabelledChain:
     """One Gibbs chain relabelled online (module-level so that worker processes can run it)."""
-    relabeller = PivotRelabeller(codes.shape[0], prior.n_components, accumulate_psm=accumulate_psm,
-                                 n_draws=sampler.n_kept)
+    # the chain's kept draws are relabelled where the sampler stores them (no second copy of 190 MB)
+    n_col = int(np.sum(n_modalities))
+    storage = (np.empty((sampler.n_kept, prior.n_components)), np.empty((sampler.n_kept, prior.n_components, n_col)))
+    relabeller = PivotRelabeller(codes.shape[0], prior.n_components, accumulate_psm=accumulate_psm, storage=storage)
     monitor = ConvergenceMonitor(relabeller, sampler) if sampler.stop == "converged" else None
     draws = run_chain(codes, n_modalities, prior=prior, sampler=sampler, n_silos=n_silos, rng=rng,
-                      on_block=relabeller, progress=progress, should_stop=monitor)
+                      on_block=relabeller, progress=progress, should_stop=monitor, draw_storage=storage)
     return relabeller.result(seconds=float(draws.seconds), n_iter=int(draws.n_iter),
                              converged=None if monitor is None else monitor.converged)
 

@@ -75,6 +75,22 @@ def _permute_into(pi, profiles, perms, out_pi, out_profiles, at):
 
 
 @njit(cache=True)
+def _permute_in_place(pi, profiles, perms, at):
+    """As :func:`_permute_into`, in place: draws ``at .. at + len(perms)`` of ``pi`` and ``profiles``."""
+    n_comp = perms.shape[1]
+    tmp_pi = np.empty(n_comp)
+    tmp = np.empty((n_comp, profiles.shape[2]))
+    for t in range(perms.shape[0]):
+        s = at + t
+        tmp_pi[:] = pi[s]
+        tmp[:, :] = profiles[s]
+        for c in range(n_comp):
+            k = perms[t, c]
+            pi[s, k] = tmp_pi[c]
+            profiles[s, k, :] = tmp[c, :]
+
+
+@njit(cache=True)
 def _accumulate_relabelled(z, perms, counts, sizes):
     """Row counts ``counts[i, perms[t, z[t, i]]] += 1`` and component sizes ``sizes[t, .]`` of the relabelled
     draws, without building the relabelled allocations."""
@@ -210,7 +226,7 @@ class PivotRelabeller:
     """
 
     def __init__(self, n_rows: int, n_components: int, *, accumulate_psm: bool = False,
-                 n_draws: int | None = None):
+                 storage: tuple[np.ndarray, np.ndarray] | None = None):
         if accumulate_psm and n_rows > PSM_MAX_ROWS:
             raise ConfigError(
                 f"The 'partition' parameter of PostprocessConfig is 'psm', which needs an n x n posterior "
@@ -221,13 +237,14 @@ class PivotRelabeller:
         self.counts = np.zeros((self.n_rows, self.n_components), dtype=np.int32)
         self.psm = np.zeros((self.n_rows, self.n_rows), dtype=np.float32) if accumulate_psm else None
         self.pivot: np.ndarray | None = None
-        # the relabelled draws are written into buffers of the chain's length (n_draws, when known; grown by
-        # doubling otherwise): at the paper's protocol a silo's profile draws are 190 MB, and a list of
-        # blocks concatenated at the end would copy them once more
-        self._capacity = max(int(n_draws or 0), 0)
+        # ``storage``: the chain's own arrays of kept weights and profiles (``run_chain(draw_storage=...)``),
+        # relabelled in place block by block, so a silo holds its profile draws once (190 MB at the paper's
+        # protocol) and never copies them; without it the relabelled draws go to buffers of their own, grown
+        # by doubling
+        self._storage = storage
         self._n = 0
-        self._pi: np.ndarray | None = None
-        self._profiles: np.ndarray | None = None
+        self._pi: np.ndarray | None = None if storage is None else storage[0]
+        self._profiles: np.ndarray | None = None if storage is None else storage[1]
         self._sizes: np.ndarray | None = None
         self._n_occupied: np.ndarray | None = None
         self._log_posterior: np.ndarray | None = None
@@ -235,20 +252,28 @@ class PivotRelabeller:
     def _reserve(self, m: int, n_col: int) -> None:
         """Room for ``m`` more draws in the buffers (allocated on the first block, doubled when full)."""
         need = self._n + m
-        if self._pi is not None and need <= self._pi.shape[0]:
+        if self._sizes is not None and need <= self._sizes.shape[0]:
             return
-        cap = max(need, self._capacity if self._pi is None else 2 * self._pi.shape[0])
+        if self._storage is not None:
+            if need > self._storage[0].shape[0]:
+                raise ValueError(f"the relabeller's storage holds {self._storage[0].shape[0]} draws; {need} came")
+            cap = self._storage[0].shape[0]
+        else:
+            cap = max(need, 2 * self._sizes.shape[0] if self._sizes is not None else 0)
         c = self.n_components
-        fresh = (np.empty((cap, c)), np.empty((cap, c, n_col)), np.zeros((cap, c), dtype=np.int32),
-                 np.empty(cap, dtype=np.int64), np.empty(cap))
-        if self._pi is not None:
-            for new, old in zip(fresh, (self._pi, self._profiles, self._sizes, self._n_occupied,
-                                        self._log_posterior), strict=True):
+        fresh = {"_sizes": np.zeros((cap, c), dtype=np.int32), "_n_occupied": np.empty(cap, dtype=np.int64),
+                 "_log_posterior": np.empty(cap)}
+        if self._storage is None:
+            fresh.update(_pi=np.empty((cap, c)), _profiles=np.empty((cap, c, n_col)))
+        for name, new in fresh.items():
+            old = getattr(self, name)
+            if old is not None:
                 new[:self._n] = old[:self._n]
-        self._pi, self._profiles, self._sizes, self._n_occupied, self._log_posterior = fresh
+            setattr(self, name, new)
 
     def __call__(self, block) -> None:
-        """Consume one kept block (attributes ``z, pi, profiles, n_occupied, log_posterior``)."""
+        """Consume one kept block (attributes ``start, z, pi, profiles, n_occupied, log_posterior``; with
+        ``storage``, the block's draws are ``storage[start:start + m]``)."""
         z = np.asarray(block.z)
         m = z.shape[0]
         if m == 0:
@@ -259,11 +284,17 @@ class PivotRelabeller:
             self.pivot = z[int(np.argmax(np.asarray(block.log_posterior)))].astype(np.int64)
         z = np.ascontiguousarray(z)
         perms = best_permutations(confusion_matrices(z, self.pivot, self.n_components))
-        profiles = np.ascontiguousarray(block.profiles, dtype=np.float64)
-        self._reserve(m, profiles.shape[2])
         at, end = self._n, self._n + m
-        pi = np.ascontiguousarray(block.pi, dtype=np.float64)
-        _permute_into(pi, profiles, perms, self._pi, self._profiles, at)
+        if self._storage is not None:
+            if int(block.start) != at:
+                raise ValueError(f"block of draws {block.start}.. came after {at} draws")
+            self._reserve(m, self._storage[1].shape[2])
+            _permute_in_place(self._pi, self._profiles, perms, at)
+        else:
+            profiles = np.ascontiguousarray(block.profiles, dtype=np.float64)
+            self._reserve(m, profiles.shape[2])
+            pi = np.ascontiguousarray(block.pi, dtype=np.float64)
+            _permute_into(pi, profiles, perms, self._pi, self._profiles, at)
         _accumulate_relabelled(z, perms, self.counts, self._sizes[at:end])
         if self.psm is not None:
             self._accumulate_psm(z)

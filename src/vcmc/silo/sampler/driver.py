@@ -144,7 +144,8 @@ def run_chain(codes: np.ndarray, n_modalities, *, prior: PriorConfig, sampler: S
               n_silos: int = 1, rng=None, on_block: Callable[[KeptBlock], None] | None = None,
               progress: Callable[[int], None] | None = None, layout: str = "auto",
               should_stop: Callable[[int], bool] | None = None,
-              initial_allocation: np.ndarray | None = None) -> ChainDraws:
+              initial_allocation: np.ndarray | None = None,
+              draw_storage: tuple[np.ndarray, np.ndarray] | None = None) -> ChainDraws:
     """Run one Gibbs chain of the (fractionated) over-fitted latent class model.
 
     Parameters
@@ -180,6 +181,11 @@ def run_chain(codes: np.ndarray, n_modalities, *, prior: PriorConfig, sampler: S
         Start from these allocations (components ``0..C+-1``) instead of uniform random ones; the weights
         and profiles are then drawn given them as usual (benchmarks/refinement.py starts a pooled chain
         from a VCMC solution this way).
+    draw_storage : (ndarray, ndarray), optional
+        C-contiguous float64 arrays of shapes ``(sampler.n_kept, C+)`` and ``(sampler.n_kept, C+, P)`` the kept
+        weights and profiles are written to (default: new ones). An ``on_block`` consumer given the same
+        arrays may change the draws of a block in place once it has it (the pivot relabeller relabels them
+        there); the returned ``ChainDraws`` holds them as the consumer left them.
 
     Returns
     -------
@@ -232,8 +238,16 @@ def run_chain(codes: np.ndarray, n_modalities, *, prior: PriorConfig, sampler: S
                      False, gen)
 
     n_kept_total = sampler.n_kept
-    out_pi = np.empty((n_kept_total, n_comp))
-    out_prof = np.empty((n_kept_total, n_comp, n_col))
+    if draw_storage is None:
+        out_pi = np.empty((n_kept_total, n_comp))
+        out_prof = np.empty((n_kept_total, n_comp, n_col))
+    else:
+        out_pi, out_prof = draw_storage
+        for arr, shape in ((out_pi, (n_kept_total, n_comp)), (out_prof, (n_kept_total, n_comp, n_col))):
+            if arr.shape != shape or arr.dtype != np.float64 or not arr.flags.c_contiguous:
+                raise ConfigError(f"draw_storage must be C-contiguous float64 arrays of shapes "
+                                  f"{(n_kept_total, n_comp)} and {(n_kept_total, n_comp, n_col)}; got {arr.shape} "
+                                  f"{arr.dtype}")
     out_nocc = np.empty(n_kept_total, dtype=np.int64)
     out_lp = np.empty(n_kept_total)
     block = sampler.block_size
