@@ -223,6 +223,9 @@ class PivotRelabeller:
         C+.
     accumulate_psm : bool
         Also accumulate the co-clustering counts (n x n float32). Refused when ``n_rows > 5000``.
+    storage : (ndarray, ndarray), optional
+        The chain's arrays of kept weights (T, C+) and profiles (T, C+, P), as given to ``run_chain``'s
+        ``draw_storage``: each block is relabelled where it lies and the result holds them (no copy).
     """
 
     def __init__(self, n_rows: int, n_components: int, *, accumulate_psm: bool = False,
