@@ -207,9 +207,8 @@ def _run_profile(args, data_dir: Path) -> dict:
     own = sorted(((tt, ct, nc, _where(code)) for code, (_, nc, tt, ct, _) in stats.items()), reverse=True)
     requests = {}
     for code, (_, nc, _, ct, _) in stats.items():
-        if code[0].endswith("silo/local.py") and code[2] in ("summarize", "counts", "membership_divergence",
-                                                             "assign", "assess", "hello"):
-            requests[code[2]] = {"seconds": ct, "calls": nc}
+        if code[0].endswith("silo/local.py") and code[2].startswith("_answer_"):   # LocalSilo's one per request
+            requests[code[2].removeprefix("_answer_")] = {"seconds": ct, "calls": nc}
     entry = {}
     for code, (_, nc, tt, ct, _) in stats.items():
         if code[2] in ("run_chain", "memberships_to_target", "assess_rows", "replicate", "fill", "sparse_layout",

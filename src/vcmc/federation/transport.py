@@ -174,6 +174,9 @@ _PRELOAD = ["vcmc.federation._forkserver", "vcmc.silo.local", "vcmc.silo.apply",
             "vcmc.silo.diagnostics", "vcmc.silo.divergence", "vcmc.silo.counts", "vcmc.silo.memberships",
             "vcmc.silo.ppc", "arviz"]
 _PROGRESS = "__progress__"
+# A call's requests to one worker travel as one pickle: arrays the requests share (a round's weights and profiles,
+# the same draw for every silo) are then pickled, written and read once per worker instead of once per silo.
+_BATCH = "__batch__"
 
 
 class _PipeProgress:
@@ -265,6 +268,11 @@ def _drain_requests(conn) -> queue.SimpleQueue:
                 message = conn.recv()
             except (EOFError, OSError):
                 message = None
+            if (isinstance(message, tuple) and len(message) == 2 and message[0] == _BATCH
+                    and isinstance(message[1], list)):
+                for item in message[1]:          # a call's requests to this worker, in order
+                    inbox.put(item)
+                continue
             inbox.put(message)
             if message is None:
                 return
@@ -475,7 +483,7 @@ class ProcessPoolTransport(TransportBase):
                 out[name] = SiloFailure(name, reason)
             else:
                 batches.setdefault(self._of[name].index, []).append((name, request))
-        # Every request of a worker is written at once (its reader thread takes them as they come) and the
+        # Every request of a worker is written at once, in one pickle (its reader thread queues them) and the
         # replies come back in the same order: a worker goes from one silo's request to the next without
         # waiting for the server to read a reply and write the next request (a global-informed round is
         # 15 short requests per worker, and that round trip was a third of its time).
@@ -487,18 +495,13 @@ class ProcessPoolTransport(TransportBase):
 
         for index, batch in batches.items():
             w = self._workers[index]
-            sent = []
-            for k, (name, request) in enumerate(batch):
-                try:
-                    w.conn.send((name, request.to_arrays()))
-                except (BrokenPipeError, OSError):
-                    self._retire(w, f"worker process died (exit code {w.process.exitcode})")
-                    fail(w, sent + batch[k:])
-                    sent = []
-                    break
-                sent.append((name, request))
-            if sent:
-                in_flight[w.conn] = (w, sent)
+            try:
+                w.conn.send((_BATCH, [(name, request.to_arrays()) for name, request in batch]))
+            except (BrokenPipeError, OSError):
+                self._retire(w, f"worker process died (exit code {w.process.exitcode})")
+                fail(w, batch)
+                continue
+            in_flight[w.conn] = (w, list(batch))
         deadline = None if timeout is None else time.monotonic() + timeout
         while in_flight:
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
