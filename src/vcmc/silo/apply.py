@@ -22,6 +22,7 @@ from vcmc._rng import RngLike, spawn_generators
 from vcmc.config import PostprocessConfig, PriorConfig, SamplerConfig
 from vcmc.data.codes import check_codes as check_codes_
 from vcmc.exceptions import ConfigError
+from vcmc.model import profile_offsets
 from vcmc.parallel import parallel_map, resolve_jobs
 from vcmc.silo.convergence import ConvergenceMonitor
 from vcmc.silo.diagnostics import local_diagnostics
@@ -44,7 +45,7 @@ def run_relabelled_chain(codes: np.ndarray, n_modalities, *, prior: PriorConfig,
                          progress: Callable[[int], None] | None = None) -> RelabelledChain:
     """One Gibbs chain relabelled online (module-level so that worker processes can run it)."""
     # the chain's kept draws are relabelled where the sampler stores them (no second copy of 190 MB)
-    n_col = int(np.sum(n_modalities))
+    n_col = int(profile_offsets(n_modalities)[-1])
     storage = (np.empty((sampler.n_kept, prior.n_components)), np.empty((sampler.n_kept, prior.n_components, n_col)))
     relabeller = PivotRelabeller(codes.shape[0], prior.n_components, accumulate_psm=accumulate_psm, storage=storage)
     monitor = ConvergenceMonitor(relabeller, sampler) if sampler.stop == "converged" else None

@@ -52,9 +52,9 @@ def confusion_matrices(z: np.ndarray, reference: np.ndarray, n_components: int) 
     return out
 
 
-# The two row loops below are compiled: done with numpy (flat indices and bincount) they cost 0.27 ms per
-# kept draw of a 9,700-row silo, 7% of its whole apply step at the paper's protocol (5,000 kept draws), against
-# ~0.02 ms here; the assignment itself stays scipy's.
+# The loops below (confusion counts, relabelled draws, relabelled row counts) are compiled: done with numpy (flat
+# indices and bincount) they cost 0.27 ms per kept draw of a 9,700-row silo, 7% of its whole apply step at the
+# paper's protocol (5,000 kept draws), against ~0.02 ms here; the assignment itself stays scipy's.
 @njit(cache=True)
 def _confusion(z, reference, out):
     """``out[t, z[t, i], reference[i]] += 1`` over draws t and rows i (``out`` zeroed by the caller)."""
@@ -64,19 +64,9 @@ def _confusion(z, reference, out):
 
 
 @njit(cache=True)
-def _permute_into(pi, profiles, perms, out_pi, out_profiles, at):
-    """Draw t's component c (weights and profiles) written as component ``perms[t, c]`` of draw ``at + t`` of
-    the output buffers: the relabelled draws in one copy."""
-    for t in range(perms.shape[0]):
-        for c in range(perms.shape[1]):
-            k = perms[t, c]
-            out_pi[at + t, k] = pi[t, c]
-            out_profiles[at + t, k, :] = profiles[t, c, :]
-
-
-@njit(cache=True)
 def _permute_in_place(pi, profiles, perms, at):
-    """As :func:`_permute_into`, in place: draws ``at .. at + len(perms)`` of ``pi`` and ``profiles``."""
+    """Relabel draws ``at .. at + len(perms)`` of ``pi`` and ``profiles`` in place: draw t's component c
+    becomes component ``perms[t, c]``."""
     n_comp = perms.shape[1]
     tmp_pi = np.empty(n_comp)
     tmp = np.empty((n_comp, profiles.shape[2]))
@@ -122,22 +112,6 @@ def best_permutations(confusion: np.ndarray) -> np.ndarray:
         rows, cols = linear_sum_assignment(confusion[t], maximize=True)
         perms[t, rows] = cols
     return perms
-
-
-def apply_permutations(perms: np.ndarray, z: np.ndarray | None = None, pi: np.ndarray | None = None,
-                       profiles: np.ndarray | None = None):
-    """Relabel draws: old label c of draw t becomes ``perms[t, c]``.
-
-    Returns the relabelled ``(z, pi, profiles)`` (each None if not given).
-    """
-    m = perms.shape[0]
-    inverse = np.argsort(perms, axis=1)   # inverse[t, new] = old
-    z_new = None if z is None else np.take_along_axis(perms, np.asarray(z, dtype=np.int64), axis=1)
-    pi_new = None if pi is None else np.take_along_axis(np.asarray(pi), inverse, axis=1)
-    prof_new = None
-    if profiles is not None:
-        prof_new = np.asarray(profiles)[np.arange(m)[:, None], inverse]
-    return z_new, pi_new, prof_new
 
 
 @dataclass(frozen=True)
@@ -292,12 +266,11 @@ class PivotRelabeller:
             if int(block.start) != at:
                 raise ValueError(f"block of draws {block.start}.. came after {at} draws")
             self._reserve(m, self._storage[1].shape[2])
-            _permute_in_place(self._pi, self._profiles, perms, at)
-        else:
-            profiles = np.ascontiguousarray(block.profiles, dtype=np.float64)
-            self._reserve(m, profiles.shape[2])
-            pi = np.ascontiguousarray(block.pi, dtype=np.float64)
-            _permute_into(pi, profiles, perms, self._pi, self._profiles, at)
+        else:                                   # the block's draws copied into the relabeller's own buffers
+            self._reserve(m, np.shape(block.profiles)[2])
+            self._pi[at:end] = block.pi
+            self._profiles[at:end] = block.profiles
+        _permute_in_place(self._pi, self._profiles, perms, at)
         _accumulate_relabelled(z, perms, self.counts, self._sizes[at:end])
         if self.psm is not None:
             self._accumulate_psm(z)
@@ -318,7 +291,7 @@ class PivotRelabeller:
 
     def draws_so_far(self) -> tuple[np.ndarray, np.ndarray]:
         """Log posterior (T,) and relabelled weights (T, C+) of the draws consumed so far."""
-        if self._pi is None:
+        if self._n == 0:
             return np.empty(0), np.empty((0, self.n_components))
         return self._log_posterior[:self._n], self._pi[:self._n]
 

@@ -125,11 +125,8 @@ def local_prior(prior: PriorConfig, n_modalities, n_silos: int = 1) -> tuple[np.
             np.asarray(fractionate(beta, s, prior.fractionate), dtype=np.float64).copy())
 
 
-
-
-
-
 def _read_only(view: np.ndarray) -> np.ndarray:
+    """``view`` marked read-only (a consumer of a kept block cannot change the chain's draws through it)."""
     view.flags.writeable = False
     return view
 
@@ -279,8 +276,8 @@ def run_chain(codes: np.ndarray, n_modalities, *, prior: PriorConfig, sampler: S
         m = call(done, n_it, kept)
         if m and on_block is not None:
             sl = slice(kept, kept + m)
-            # views of the kept draws (each slot is written once: no later block changes them); the
-            # allocations' buffer is reused by the next block, so they are copied
+            # read-only views of the kept draws (the sampler writes each slot once); the allocations' buffer is
+            # reused by the next block, so they are copied
             on_block(KeptBlock(start=kept, z=z_buf[:m].copy(), pi=_read_only(out_pi[sl]),
                                profiles=_read_only(out_prof[sl]), n_occupied=_read_only(out_nocc[sl]),
                                log_posterior=_read_only(out_lp[sl])))
