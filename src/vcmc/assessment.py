@@ -1,6 +1,6 @@
 """Server side of model assessment: the requests, and the silos' whole-silo sums combined (design.md §14).
 
-The silos compute (``vcmc.silo.ppc``); the server chooses what is checked (the draws, the pairs of
+The silos compute (``vcmc.rows.ppc``); the server chooses what is checked (the draws, the pairs of
 modalities), sends the same choice to every silo, and turns the replies into
 
 * posterior predictive checks of the prevalence of every modality and of the co-occurrence of pairs of

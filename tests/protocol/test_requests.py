@@ -9,7 +9,6 @@ from vcmc.data import SiloData
 from vcmc.exceptions import InconsistentSiloSummaries
 from vcmc.federation.transport import InProcessTransport
 from vcmc.protocol import (
-    MESSAGE_TYPES,
     AnnounceRequest,
     AssessRequest,
     AssignRequest,
@@ -20,6 +19,7 @@ from vcmc.protocol import (
     HelloRequest,
     Message,
     decode_message,
+    registry,
 )
 from vcmc.silo.local import LocalSilo
 
@@ -176,7 +176,7 @@ def _assess_request(ref, index):
 
 def test_every_message_type_is_exercised(exchanged):
     log, _ = exchanged
-    assert {type(m) for m in log} == set(MESSAGE_TYPES)
+    assert {type(m) for m in log} == set(registry.message_types())
 
 
 def test_no_message_field_is_row_level(exchanged):
@@ -239,7 +239,7 @@ def test_decode_reports_unknown_kind_and_wrong_version():
 def test_assessment_sums_do_not_depend_on_the_order_of_rows(exchanged, small_sim):
     """What the assessment reply computes from the data (observed counts, WAIC sums) is a symmetric
     function of the rows: permuting them leaves it unchanged, so no field is indexed by row."""
-    from vcmc.silo.ppc import assess_rows
+    from vcmc.rows.ppc import assess_rows
 
     log, silos = exchanged
     request = next(m for m in log if isinstance(m, AssessRequest))

@@ -10,6 +10,7 @@ import pytest
 from vcmc.config import FitConfig, PrivacyConfig, SamplerConfig
 from vcmc.federation.faults import FaultPolicy
 from vcmc.federation.transport import InProcessTransport
+from vcmc.mcmc.sampler.round_kernels import counts
 from vcmc.model import beta_per_column, profile_offsets
 from vcmc.protocol import SiloConfig, SummarizeRequest
 from vcmc.protocol.rounds import RoundStartRequest
@@ -17,7 +18,6 @@ from vcmc.research.simulate import simulate
 from vcmc.rounds.moves import component_log_marginal
 from vcmc.rounds.stage import _split_merge
 from vcmc.silo.local import LocalSilo
-from vcmc.silo.sampler.round_kernels import counts
 
 ALPHA, BETA, C = 1.0, 1.0, 4
 N_MOD = [2, 2, 2]

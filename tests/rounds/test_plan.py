@@ -13,8 +13,8 @@ from vcmc.metrics import adjusted_rand_index
 from vcmc.pipeline import run_vcmc
 from vcmc.research.simulate import simulate
 from vcmc.rounds.plan import AUTO_MAX_ROUNDS, resolve_rounds
-from vcmc.silo.gate import SiloPolicy
 from vcmc.silo.local import LocalSilo
+from vcmc.silo.policy import SiloPolicy
 
 
 def _config(n_iter=2000, **aggregation):

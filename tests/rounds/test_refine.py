@@ -142,7 +142,7 @@ def test_memberships_agree_with_prediction_from_the_result_draws(small_silo_desi
     the same rows from the result (what ``vcmc predict`` and ``predict_proba`` do, with the global weights: a
     new person belongs to no silo, docs/design.md §8.2) gives the same memberships."""
     refined = refined_pooled
-    from vcmc.silo.memberships import memberships_to_target
+    from vcmc.rows.memberships import memberships_to_target
 
     n_mod = small_silo_design.silos[0].schema.n_modalities
     for s, silo in enumerate(small_silo_design.silos):

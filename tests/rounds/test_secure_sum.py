@@ -11,8 +11,8 @@ from vcmc.exceptions import ConfigError  # noqa: E402
 from vcmc.federation.transport import InProcessTransport  # noqa: E402
 from vcmc.pipeline import run_vcmc  # noqa: E402
 from vcmc.protocol.rounds import RoundCountsReply, RoundMaskedCountsReply  # noqa: E402
-from vcmc.silo.gate import SiloPolicy  # noqa: E402
 from vcmc.silo.local import LocalSilo  # noqa: E402
+from vcmc.silo.policy import SiloPolicy  # noqa: E402
 
 BASE = {"sampler.n-iter": 300, "aggregation.max-iter": 60, "privacy.min-cluster-size": 5, "aggregation.rounds": 8,
         "assessment.enabled": False}

@@ -8,9 +8,9 @@ from sklearn.metrics import adjusted_rand_score
 
 from vcmc.config import PostprocessConfig, PriorConfig, SamplerConfig
 from vcmc.exceptions import ConfigError, DataError
+from vcmc.mcmc.apply import run_apply_step
 from vcmc.model import log_likelihood_rows
 from vcmc.research.simulate import PAPER_N_MODALITIES, simulate_design
-from vcmc.silo.apply import run_apply_step
 
 SHORT = SamplerConfig(n_iter=3000, burn_in=1500, thin=5)
 

@@ -1,4 +1,4 @@
-"""The births' misfits (vcmc.silo.births): the rows a cluster explains worst, and the value that explains each
+"""The births' misfits (vcmc.rows.births): the rows a cluster explains worst, and the value that explains each
 least, checked against a direct computation and on a hidden group."""
 
 import math
@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vcmc.model import profile_offsets
-from vcmc.silo.births import misfits
+from vcmc.rows.births import misfits
 
 
 def _direct_scores(codes, n_mod, labels, profiles):
@@ -89,8 +89,13 @@ def test_rows_without_an_observed_value_are_never_misfits():
 
 @pytest.mark.parametrize("share", [0.0, -0.1, 0.2])
 def test_the_gate_refuses_a_share_out_of_range(share):
-    from vcmc.exceptions import ConfigError
-    from vcmc.silo.gate import _birth_share
+    from types import SimpleNamespace
 
+    from vcmc.exceptions import ConfigError
+    from vcmc.protocol.rounds import RoundBirthRequest
+    from vcmc.silo.endpoints.rounds import admit_birth
+    from vcmc.silo.policy import SiloPolicy
+
+    gate = SimpleNamespace(policy=SiloPolicy.own_data(), state=SimpleNamespace(secure_secrets=[]))
     with pytest.raises(ConfigError, match="share of worst-explained rows"):
-        _birth_share("round birth", share, required=True)
+        admit_birth(gate, RoundBirthRequest(share=share))

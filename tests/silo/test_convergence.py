@@ -8,9 +8,9 @@ from sklearn.metrics import adjusted_rand_score
 
 from vcmc.config import FitConfig, PriorConfig, SamplerConfig
 from vcmc.exceptions import ConfigError
+from vcmc.mcmc.apply import run_apply_step
+from vcmc.mcmc.diagnostics import ess, rhat
 from vcmc.research.simulate import simulate_design
-from vcmc.silo.apply import run_apply_step
-from vcmc.silo.diagnostics import ess, rhat
 
 AUTO = SamplerConfig(n_iter=20_000, burn_in=1000, thin=5, stop="converged", check_every=500)
 

@@ -6,7 +6,7 @@ from scipy.special import logsumexp
 
 from vcmc.exceptions import DataError
 from vcmc.model import profile_offsets
-from vcmc.silo.counts import hard_counts, soft_counts
+from vcmc.rows.counts import hard_counts, soft_counts
 
 N_MOD = (2, 3, 4)
 

@@ -4,8 +4,8 @@ import warnings
 
 import numpy as np
 
-from vcmc.silo.diagnostics import chain_diagnostics, local_diagnostics, rhat, to_datatree
-from vcmc.silo.posterior import LocalPosterior
+from vcmc.mcmc.diagnostics import chain_diagnostics, local_diagnostics, rhat, to_datatree
+from vcmc.mcmc.posterior import LocalPosterior
 
 
 def test_independent_chains_from_one_distribution_look_converged():
@@ -97,7 +97,7 @@ def test_diagnostics_are_arviz_own_without_its_plotting_half():
     code = """
 import sys
 import numpy as np
-from vcmc.silo.diagnostics import ess, rhat
+from vcmc.mcmc.diagnostics import ess, rhat
 x = np.random.default_rng(3).normal(size=(2, 300, 3)).cumsum(axis=1)
 got = (rhat(x), ess(x), ess(x, method="tail"))
 assert "matplotlib" not in sys.modules and "arviz_plots" not in sys.modules, "plotting imported"

@@ -6,8 +6,7 @@ import pytest
 
 from vcmc.config import FitConfig, PostprocessConfig, PrivacyConfig, SamplerConfig
 from vcmc.data import Schema, SiloData
-from vcmc.protocol import SiloConfig, SummarizeRequest
-from vcmc.silo.disclosure import (
+from vcmc.disclosure import (
     DisclosureError,
     apply_min_cluster_size,
     discrete_laplace_variance,
@@ -17,8 +16,9 @@ from vcmc.silo.disclosure import (
     round_counts,
     suppress_small_cells,
 )
+from vcmc.mcmc.posterior import LocalPosterior
+from vcmc.protocol import SiloConfig, SummarizeRequest
 from vcmc.silo.local import LocalSilo
-from vcmc.silo.posterior import LocalPosterior
 
 N_MOD = (2,) * 4 + (3,) * 6
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from vcmc.model import MISSING, log_likelihood_rows
-from vcmc.silo.memberships import membership_summary, posterior_memberships
+from vcmc.rows.memberships import membership_summary, posterior_memberships
 
 
 def _draws(rng, t, c, n_mod):
@@ -56,7 +56,7 @@ def test_files_agree_exactly_including_ties(tmp_path):
     label as the row's maximum, ties included."""
     import pandas as pd
 
-    from vcmc.silo.memberships import write_membership_files
+    from vcmc.rows.memberships import write_membership_files
 
     third = 1.0 / 3.0
     m = np.array([[0.5, 0.5, 0.0], [third, third, third], [0.1, 0.2, 0.7], [0.2, 0.4, 0.4],
@@ -77,7 +77,7 @@ def test_files_agree_exactly_including_ties(tmp_path):
 
 
 def test_a_label_that_is_not_a_most_probable_cluster_is_refused(tmp_path):
-    from vcmc.silo.memberships import write_membership_files
+    from vcmc.rows.memberships import write_membership_files
 
     with pytest.raises(ValueError, match="not the most probable"):
         write_membership_files(tmp_path, [("A", np.array([[0.6, 0.4]]), np.array([1]))])
@@ -115,7 +115,7 @@ def test_memberships_to_target_match_the_average_over_every_draw_within_the_stat
     """The labelling's memberships (as many draws as the target needs) against the average of all 400
     draws by the per-variable formula: every probability within 4 standard errors of the stated Monte Carlo
     error, the same label wherever the reference's top two are further apart than that."""
-    from vcmc.silo.memberships import memberships_to_target
+    from vcmc.rows.memberships import memberships_to_target
 
     rng = np.random.default_rng(3)
     codes, n_mod, pi, prof = _separated(rng, 400, 400)
@@ -136,7 +136,7 @@ def test_memberships_to_target_match_the_average_over_every_draw_within_the_stat
 
 
 def test_rows_every_draw_agrees_on_stop_at_the_first_batch_and_draws_are_spread():
-    from vcmc.silo.memberships import FIRST_DRAWS, memberships_to_target, spread_order
+    from vcmc.rows.memberships import FIRST_DRAWS, memberships_to_target, spread_order
 
     rng = np.random.default_rng(4)
     codes, n_mod, pi, prof = _separated(rng, 100, 200, n_mod=(4,) * 30)    # 30 variables: all rows certain
@@ -150,7 +150,7 @@ def test_rows_every_draw_agrees_on_stop_at_the_first_batch_and_draws_are_spread(
 
 def test_the_assign_reply_states_the_draws_used_and_the_error():
     """What leaves the silo: cluster-level sums and two numbers about the Monte Carlo error."""
-    from vcmc.silo.memberships import memberships_to_target
+    from vcmc.rows.memberships import memberships_to_target
 
     rng = np.random.default_rng(5)
     codes, n_mod, pi, prof = _separated(rng, 60, 50)

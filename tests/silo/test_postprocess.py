@@ -5,15 +5,15 @@ import pytest
 
 from vcmc.config import PostprocessConfig
 from vcmc.exceptions import DataError
-from vcmc.model import profile_offsets
-from vcmc.silo.posterior import LocalPosterior
-from vcmc.silo.postprocess import (
+from vcmc.mcmc.posterior import LocalPosterior
+from vcmc.mcmc.postprocess import (
     build_local_posterior,
     posterior_mode,
     psm_partition,
     reallocate_small_clusters,
 )
-from vcmc.silo.relabel import RelabelledChain
+from vcmc.mcmc.relabel import RelabelledChain
+from vcmc.model import profile_offsets
 
 N_MOD = (2, 2, 2)
 P = 6
@@ -191,7 +191,7 @@ def _conjugate_local(sizes, profiles, n_mod, seed, n_draws=400):
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_a_handful_of_rows_split_off_a_cluster_is_unresolved_a_small_distinct_cluster_is_not(seed):
-    from vcmc.silo.postprocess import unresolved_groups
+    from vcmc.mcmc.postprocess import unresolved_groups
 
     rng = np.random.default_rng(seed)
     n_mod = (3,) * 20
@@ -223,7 +223,7 @@ def test_build_local_posterior_merges_unresolved_components_on_request():
 
 
 def test_merging_two_clusters_combines_their_draws_exactly():
-    from vcmc.silo.postprocess import merge_clusters
+    from vcmc.mcmc.postprocess import merge_clusters
 
     rng = np.random.default_rng(0)
     k, t = 3, 5

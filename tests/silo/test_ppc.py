@@ -9,7 +9,7 @@ from vcmc.assessment import choose_pairs, combine_assessment
 from vcmc.config import PrivacyConfig
 from vcmc.model import MISSING, profile_offsets
 from vcmc.protocol import AssessReply, AssessRequest
-from vcmc.silo.ppc import assess_rows, one_hot
+from vcmc.rows.ppc import assess_rows, one_hot
 
 
 def _draws(rng, t, c, n_mod, conc=1.0):

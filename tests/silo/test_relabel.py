@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from vcmc.exceptions import ConfigError
-from vcmc.silo.relabel import (
+from vcmc.mcmc.relabel import (
     PivotRelabeller,
     align_chains,
     best_permutations,

@@ -8,8 +8,8 @@ from vcmc.exceptions import ConfigError, DisclosureError, NotFittedError
 from vcmc.model import profile_offsets
 from vcmc.protocol import AssignRequest, SiloConfig, SummarizeRequest
 from vcmc.protocol.rounds import RoundFinishRequest, RoundStartRequest, RoundSweepRequest
-from vcmc.silo.gate import SiloPolicy
 from vcmc.silo.local import LocalSilo
+from vcmc.silo.policy import SiloPolicy
 
 CFG = FitConfig(sampler=SamplerConfig(n_iter=400, burn_in=200, thin=5),
                 postprocess=PostprocessConfig(min_cluster_fraction=0.05), privacy=PrivacyConfig(min_cluster_size=10))
@@ -203,9 +203,9 @@ def test_round_state_survives_export_and_restore(silo_data):
 def test_the_sparse_sweep_gives_exact_probabilities_and_counts_with_missing_cells_and_many_levels():
     # the sweep works on the sampler's sparse layout (a row costs its exceptions to the silo's most frequent
     # codes); a missing cell has no term, and the counts equal those of the drawn allocation, cell by cell
-    from vcmc.silo.rounds import RoundState
-    from vcmc.silo.sampler.layout import sparse_layout
-    from vcmc.silo.sampler.round_kernels import counts, sweep_patterns
+    from vcmc.mcmc.sampler.layout import sparse_layout
+    from vcmc.mcmc.sampler.round_kernels import counts, sweep_patterns
+    from vcmc.rows.rounds import RoundState
 
     rng = np.random.default_rng(11)
     n_mod = (2, 5, 3, 7)
@@ -240,9 +240,9 @@ def test_the_sparse_sweep_gives_exact_probabilities_and_counts_with_missing_cell
 
 
 def test_an_annealed_sweep_draws_from_the_tempered_conditional_and_a_kept_round_refuses_it(silo_data):
-    from vcmc.silo.rounds import RoundState
-    from vcmc.silo.sampler.layout import sparse_layout
-    from vcmc.silo.sampler.round_kernels import sweep_patterns
+    from vcmc.mcmc.sampler.layout import sparse_layout
+    from vcmc.mcmc.sampler.round_kernels import sweep_patterns
+    from vcmc.rows.rounds import RoundState
 
     n_mod = (2, 3)
     codes = np.zeros((20000, 2), dtype=np.int16)            # one pattern: every row has the same conditional
@@ -296,9 +296,9 @@ def test_a_deployment_refuses_an_annealed_sweep(silo_data):
 def test_the_sweep_keeps_weights_and_likelihoods_far_below_float64s_range_exact():
     # a sparse Dirichlet draw gives an empty component a weight like exp(-760), and 100 conditions a likelihood
     # like exp(-810): neither is a float64, yet they decide the row; the sweep must get it exactly
-    from vcmc.silo.rounds import RoundState
-    from vcmc.silo.sampler.layout import sparse_layout
-    from vcmc.silo.sampler.round_kernels import sweep_patterns
+    from vcmc.mcmc.sampler.layout import sparse_layout
+    from vcmc.mcmc.sampler.round_kernels import sweep_patterns
+    from vcmc.rows.rounds import RoundState
 
     n_var, n = 100, 400
     codes = np.zeros((n, n_var), dtype=np.int16)
@@ -378,7 +378,7 @@ def _ready_with_draws(silo_data, policy=None):
 
 def test_births_put_the_silos_worst_explained_rows_in_their_components(silo_data):
     from vcmc.protocol.rounds import RoundBirthRequest
-    from vcmc.silo.births import misfits
+    from vcmc.rows.births import misfits
 
     silo, k = _ready_with_draws(silo_data)
     np.testing.assert_allclose(silo.label_profiles, np.asarray(silo.local.profile_draws[:5]).mean(axis=0))
@@ -432,7 +432,7 @@ def test_a_deployment_withholds_birth_counts_under_the_minimum_size(silo_data):
 
     silo, _ = _ready_with_draws(silo_data, SiloPolicy(allowed_strategies=("contingency", "rounds"),
                                                       require_announcement=False))
-    from vcmc.silo.births import misfits
+    from vcmc.rows.births import misfits
 
     _, worst = misfits(silo.codes, silo.n_modalities, silo.assignments, silo.label_profiles, 0.1)
     whole = np.bincount(worst, minlength=silo.n_columns)

@@ -3,8 +3,8 @@
 import numpy as np
 
 from vcmc.model import MISSING, log_likelihood_rows, profile_offsets
-from vcmc.silo.memberships import row_layout
-from vcmc.silo.row_kernels import DrawTables
+from vcmc.rows.memberships import row_layout
+from vcmc.rows.row_kernels import DrawTables
 
 N_MOD = (2, 3, 2, 4)
 

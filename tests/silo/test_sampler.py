@@ -8,12 +8,11 @@ import pytest
 from scipy import stats
 from sklearn.metrics import adjusted_rand_score
 
-import vcmc.silo.sampler.kernels_dense as KD
-import vcmc.silo.sampler.layout as LA
+import vcmc.mcmc.sampler.kernels_dense as KD
+import vcmc.mcmc.sampler.layout as LA
 from vcmc.config import PriorConfig, SamplerConfig
 from vcmc.exceptions import ConfigError, DataError
-from vcmc.model import MISSING, log_likelihood_rows, one_hot_counts, profile_offsets
-from vcmc.silo.sampler import (
+from vcmc.mcmc.sampler import (
     conditional_draws,
     draw_dirichlet,
     kept_iterations,
@@ -22,6 +21,7 @@ from vcmc.silo.sampler import (
     run_chain,
     sample_chains,
 )
+from vcmc.model import MISSING, log_likelihood_rows, one_hot_counts, profile_offsets
 
 K_PAPER = [2, 2, 2, 2, 3, 3, 3, 3, 3, 3]
 

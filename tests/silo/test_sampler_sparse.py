@@ -1,4 +1,4 @@
-"""Sparse path of the Gibbs sampler (vcmc.silo.sampler.kernels_sparse): baseline coding, allocation probabilities
+"""Sparse path of the Gibbs sampler (vcmc.mcmc.sampler.kernels_sparse): baseline coding, allocation probabilities
 against exact log space, count bookkeeping, the same transition law as the dense path, reproducibility and the
 automatic choice of the path."""
 
@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
-import vcmc.silo.sampler.kernels_sparse as KS
-import vcmc.silo.sampler.layout as LA
+import vcmc.mcmc.sampler.kernels_sparse as KS
+import vcmc.mcmc.sampler.layout as LA
 from vcmc.config import PriorConfig, SamplerConfig
 from vcmc.exceptions import ConfigError
+from vcmc.mcmc.sampler import draw_dirichlet, local_prior, log_joint, run_chain
 from vcmc.model import MISSING, log_likelihood_rows, one_hot_counts, profile_offsets
-from vcmc.silo.sampler import draw_dirichlet, local_prior, log_joint, run_chain
 
 K_PAPER = [2, 2, 2, 2, 3, 3, 3, 3, 3, 3]
 

@@ -19,7 +19,7 @@ from vcmc.protocol.rounds import (  # noqa: E402
 )
 from vcmc.rounds.secure_sum import total  # noqa: E402
 from vcmc.silo import secure_sum as ss  # noqa: E402
-from vcmc.silo.gate import SiloPolicy  # noqa: E402
+from vcmc.silo.policy import SiloPolicy  # noqa: E402
 
 from .test_rounds import _draw, _ready  # noqa: E402
 

@@ -41,7 +41,7 @@ AUTO_BURN_IN = 5_000
 # `aggregation.rounds` of the default, `vcmc fit --rounds auto`: the run's rounds are chosen for it
 # (vcmc.rounds.plan: the global-informed rounds in the analyst's own session, the one-shot pass in a deployment).
 AUTO_ROUNDS = 0
-# Largest `aggregation.round_births`: the share of a silo's rows a birth request may ask for (vcmc.silo.births;
+# Largest `aggregation.round_births`: the share of a silo's rows a birth request may ask for (vcmc.rows.births;
 # the silo's gate holds the same limit).
 MAX_BIRTH_SHARE = 0.1
 AssignMode = Literal["posterior", "local"]

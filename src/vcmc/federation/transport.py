@@ -170,9 +170,9 @@ class InProcessTransport(TransportBase):
 
 _ASSIGNMENTS = "__local_assignments__"
 _MEMBERSHIPS = "__local_memberships__"
-_PRELOAD = ["vcmc.federation._forkserver", "vcmc.silo.local", "vcmc.silo.apply", "vcmc.silo.build_summary",
-            "vcmc.silo.diagnostics", "vcmc.silo.divergence", "vcmc.silo.counts", "vcmc.silo.memberships",
-            "vcmc.silo.ppc", "arviz"]
+_PRELOAD = ["vcmc.federation._forkserver", "vcmc.silo.local", "vcmc.mcmc.apply", "vcmc.silo.build_summary",
+            "vcmc.mcmc.diagnostics", "vcmc.rows.divergence", "vcmc.rows.counts", "vcmc.rows.memberships",
+            "vcmc.rows.ppc", "arviz"]
 _PROGRESS = "__progress__"
 # A call's requests to one worker travel as one pickle: arrays the requests share (a round's weights and profiles,
 # the same draw for every silo) are then pickled, written and read once per worker instead of once per silo.
@@ -210,7 +210,7 @@ def _worker_main(conn, hosted, jobs: int, report_progress: bool = False, state_d
     try:
         # Import the apply step now (scipy, numba, arviz: seconds) so the handshake, not the first
         # request, pays for it and stage timings measure the work.
-        import vcmc.silo.apply  # noqa: F401
+        import vcmc.mcmc.apply  # noqa: F401
         import vcmc.silo.build_summary  # noqa: F401
     except Exception as exc:  # noqa: BLE001
         for name, _, _ in hosted:

@@ -20,7 +20,7 @@ from vcmc.federation.order import silo_sort_key
 from vcmc.federation.transport import TransportBase, reply_to_result
 from vcmc.flower.lca import LCA_KEYS
 from vcmc.flower.oplog import format_bytes
-from vcmc.flower.records import ACTION, decode_record, encode_record, record_nbytes
+from vcmc.flower.records import decode_record, encode_record, record_nbytes
 from vcmc.protocol import HelloReply, HelloRequest, Message
 from vcmc.silo.errors import sanitise_exception
 
@@ -107,8 +107,8 @@ class FlowerTransport(TransportBase):
         timeout = self.default_timeout if timeout is None else timeout
         messages, sent = {}, 0
         for name, request in requests.items():
-            action = ACTION.get(request.KIND)
-            if action is None:
+            action = getattr(request, "ACTION", "")
+            if not action:
                 raise ValueError(f"{request.KIND!r} is not a request a silo answers")
             content = encode_record(request)
             sent += record_nbytes(content)

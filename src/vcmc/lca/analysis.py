@@ -19,7 +19,7 @@ from vcmc._rng import RngLike, as_generator, as_seed_sequence
 from vcmc.exceptions import ConfigError, DataError
 from vcmc.lca.em import LcaFit, fit_lca
 from vcmc.lca.structural import CovariateFit, DistalFit, classification_error, fit_covariates, fit_distal
-from vcmc.silo.lca import AuxiliaryColumn, AuxiliarySpec, check_not_identifying
+from vcmc.rows.lca import AuxiliaryColumn, AuxiliarySpec, check_not_identifying
 
 COMPARISON_COLUMNS = ("k", "log_likelihood", "n_parameters", "aic", "bic", "sabic", "caic", "entropy",
                       "relative_entropy", "waic")
@@ -67,7 +67,7 @@ def infer_spec(frames: Mapping[str, pd.DataFrame], columns: list[tuple[str, str 
     other numbers -> numeric. Levels are the union over silos, sorted (numerically when all are numbers);
     the first is the reference. A column with about one value per row is refused (``check_not_identifying``).
     """
-    from vcmc.silo.lca import cell_label
+    from vcmc.rows.lca import cell_label
 
     out = []
     for name, kind in columns:

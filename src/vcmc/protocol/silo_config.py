@@ -1,7 +1,7 @@
 """``SiloConfig``: the options the server sends a silo with its summarize request, typed and versioned.
 
 A silo acts on the prior, the sampler, the post-processing, the disclosure limits the server asks for (the
-silo keeps the stricter of them and its operator's, ``vcmc.silo.disclosure.effective_privacy``), the
+silo keeps the stricter of them and its operator's, ``vcmc.disclosure.effective_privacy``), the
 aggregation strategy (whether a count table is wanted) and the rounds that will follow the summary (how many,
 and whether under secure aggregation: a silo whose operator does not allow them refuses the run before
 sampling, not at the first round); nothing else of ``FitConfig`` crosses the boundary.
