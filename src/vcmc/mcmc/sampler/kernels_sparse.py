@@ -37,7 +37,7 @@ predictable trip counts (in first-appearance order their exit was mispredicted a
 Random variates. The allocation uniforms (one per row, drawn for the whole sweep before the row loop: a
 bit-generator call inside it costs twice as much) and the parameter step's variates come straight from the
 chain's bit generator (``vcmc.dirichlet._unit`` and friends), so for one seed the sparse path's draws
-differ from the dense path's; their law is the same (tests/silo/test_sampler_sparse.py).
+differ from the dense path's; their law is the same (tests/mcmc/test_sampler_sparse.py).
 
 Speed: see the module docstring of :mod:`vcmc.mcmc.sampler` (figures) and ``benchmarks/sampler.py``
 (case c, ``--breakdown``, ``--layout-model``).
