@@ -41,7 +41,7 @@ def test_a_malformed_declaration_fails_when_the_class_is_defined(name, value):
 def test_every_table_of_the_boundary_is_read_from_the_declarations():
     with registry.scope():
         probe = _define(**DECLARED, strategies=("x",))
-        assert registry.by_kind("probe_request") is probe and probe.REPLY == (HelloReply,)
+        assert registry.by_kind("probe_request") is probe and (HelloReply,) == probe.REPLY
         assert "probe" in registry.actions() and registry.default_budgets()["probe"] == 3
         assert registry.unsafe_strategies()[-1] == "x"
         assert "x" in SiloPolicy.own_data().allowed_strategies

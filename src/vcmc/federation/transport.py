@@ -76,8 +76,10 @@ class Transport(Protocol):
 class TransportBase:
     silos: tuple[str, ...] = ()
     # Whether every silo is in the analyst's own session (SiloPolicy.own_data: every row is the analyst's),
-    # which decides the auto rounds (vcmc.rounds.plan). A deployment's transport says no.
+    # and whether every silo can take part in the rounds (in a deployment: its keys are set, which its hello
+    # says), which decide the auto rounds (vcmc.rounds.plan). A deployment's transport says no to the first.
     own_session: bool = False
+    rounds_ready: bool | None = None
 
     def __enter__(self):
         return self
@@ -120,6 +122,8 @@ class InProcessTransport(TransportBase):
         self.silos = tuple(names)
         self.roundtrip = roundtrip
         self.own_session = all(bool(getattr(s, "own_session", False)) for s in silos)
+        self.rounds_ready = all(bool(getattr(s, "own_session", False)) or getattr(s, "rounds_key", None) is not None
+                                for s in silos)
 
     def silo(self, name: str):
         """The in-process silo object (tests and the in-process API read ``assignments`` from it)."""
@@ -392,6 +396,7 @@ class ProcessPoolTransport(TransportBase):
             ctx.set_forkserver_preload(_PRELOAD)
         self.silos = tuple(names)
         self.own_session = True          # the workers build every silo with the analyst's own policy
+        self.rounds_ready = True
         self.progress = progress
         self.hello: dict[str, HelloReply] = {}
         self._workers: list[_Worker] = []

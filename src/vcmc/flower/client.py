@@ -36,7 +36,7 @@ NODE_PRIVACY_KEYS = {o.key.partition(".")[2]: o.name for o in options() if o.sec
 run config without their section (``min-cluster-size``, ...), from the one table of options."""
 
 NODE_POLICY_KEYS = ("allow-requests", "allow-strategies", "request-budget", "max-iterations", "max-cpu-seconds",
-                    "fingerprint-key", "max-runs-per-day", "budget-dir")
+                    "fingerprint-key", "max-runs-per-day", "budget-dir", "min-peers", "reproducible-rounds")
 """Node-config keys of the operator-only limits of the boundary (``vcmc.silo.policy.SiloPolicy``)."""
 
 NODE_AUXILIARY_KEYS = {"covariates": "covariate", "distal": "distal"}
@@ -80,9 +80,13 @@ def policy_from_node_config(node_config: Mapping):
             kwargs["max_cpu_seconds"] = float(node_config["max-cpu-seconds"])
         if node_config.get("max-runs-per-day") not in (None, ""):
             kwargs["max_runs_per_day"] = int(node_config["max-runs-per-day"])
+        if node_config.get("min-peers") not in (None, ""):
+            kwargs["min_peers"] = int(node_config["min-peers"])
     except ValueError:
-        raise ConfigError("node config: request-budget must be 'type=count,...', max-iterations and "
-                          "max-runs-per-day integers and max-cpu-seconds a number") from None
+        raise ConfigError("node config: request-budget must be 'type=count,...', max-iterations, "
+                          "max-runs-per-day and min-peers integers and max-cpu-seconds a number") from None
+    if "reproducible-rounds" in node_config:
+        kwargs["reproducible_rounds"] = _flag(node_config, "reproducible-rounds")
     if node_config.get("budget-dir"):
         if not Path(str(node_config["budget-dir"])).is_absolute():
             raise ConfigError("the SuperNode's node config 'budget-dir' must be an absolute path on the silo's host")
@@ -120,8 +124,10 @@ def silo_from_node_config(node_config: Mapping, node_id: int | None = None, run_
     ``"node-<id>"``), ``id-column`` (row identifiers, kept in the silo), ``out-dir`` (where the silo's
     memberships and labels are written on its host, ``LocalSilo.write_labels``), ``na-values``
     (comma-separated texts read as missing besides the empty cell), ``strip-whitespace`` and
-    ``case-insensitive`` (true/false; docs/reliability.md), the disclosure limits of ``NODE_PRIVACY_KEYS`` and
-    the boundary's limits of ``NODE_POLICY_KEYS``. ``run_id`` (Flower's) keys the schema fingerprint sent.
+    ``case-insensitive`` (true/false; docs/reliability.md), the disclosure limits of ``NODE_PRIVACY_KEYS``, the
+    boundary's limits of ``NODE_POLICY_KEYS``, and the rounds' keys: ``rounds-key`` (the file of this silo's
+    private key) and ``rounds-peers`` (``name=public key`` of every other silo, comma-separated, or a file of
+    them; ``vcmc.silo.secure_sum``). ``run_id`` (Flower's) keys the schema fingerprint sent.
     """
     return _local_silo(read_node_data(node_config, node_id), node_config, run_id)
 
@@ -130,11 +136,15 @@ def _local_silo(data, node_config: Mapping, run_id=None, auxiliary=None):
     """The ``LocalSilo`` over ``data`` with the operator's disclosure limits and boundary policy, its ``out-dir``
     and the auxiliary columns of the latent class analysis (``read_node_auxiliary``) with the uses allowed."""
     from vcmc.silo.local import LocalSilo
+    from vcmc.silo.secure_sum import parse_peers, read_private_key
 
+    key = node_config.get("rounds-key")
     return LocalSilo(data, privacy=privacy_from_node_config(node_config), policy=policy_from_node_config(node_config),
                      run_key=None if run_id is None else str(run_id), auxiliary=auxiliary,
                      out_dir=node_config.get("out-dir") or None,
-                     allowed_auxiliary=auxiliary_from_node_config(node_config))
+                     allowed_auxiliary=auxiliary_from_node_config(node_config),
+                     rounds_key=read_private_key(key) if key else None,
+                     rounds_peers=parse_peers(node_config.get("rounds-peers")))
 
 
 def _auxiliary_names(node_config: Mapping) -> list[str]:

@@ -361,6 +361,8 @@ def _run(grid, rc: Mapping, config, schema, out_dir: Path) -> Path:
                     "1, 2, ..., and no schema.json is written (vcmc predict needs it); give the ServerApp the "
                     "silos' shared schema file to name them")
     transport = FlowerTransport(grid, names, default_timeout=policy.timeout)
+    # the auto rounds where every silo's operator set its keys (vcmc.rounds.plan)
+    transport.rounds_ready = bool(hellos) and all(bool(h.rounds_key) for h in hellos.values())
     log.info("%d silos, in this order (seeds follow it): %s", len(transport.silos), ", ".join(transport.silos))
     log.info("fault policy: %s, round timeout %g s",
              "every silo required" if policy.min_silos is None else f"at least {policy.min_silos} silos",

@@ -9,7 +9,9 @@ from vcmc.protocol.message import Reply, Request
 
 @dataclass(frozen=True)
 class HelloReply(Reply):
-    """The silo's name, the fingerprint and modality counts of its schema, and its vcmc version."""
+    """The silo's name, the fingerprint and modality counts of its schema, its vcmc version and the fingerprint of
+    its public key of the rounds' secure sums (empty when its operator has not set one: it does not take part in
+    a deployment's rounds)."""
 
     KIND = "hello_reply"
     VERSION = 1
@@ -18,6 +20,7 @@ class HelloReply(Reply):
     schema_fingerprint: str
     n_modalities: tuple[int, ...]
     vcmc_version: str
+    rounds_key: str = ""
 
 
 @dataclass(frozen=True)

@@ -290,3 +290,35 @@ def assess_rows(codes: np.ndarray, n_modalities, pi: np.ndarray, profiles: np.nd
             "pair_observed": pair_obs, "pair_replicated": pair_rep, "occupied": occupied,
             "lppd": float(mult @ lppd_u) if n_pat else 0.0, "p_waic": float(mult @ v_u) if n_pat else 0.0,
             "elpd": elpd, "elpd_m2": m2_e, "n_suppressed": int(n_sup + n_sup_pairs)}
+
+
+def indicator_columns(n_modalities) -> np.ndarray:
+    """Flat columns checked for co-occurrence: the second modality of a binary variable (the first is its
+    complement, and with the two prevalences the pair count fixes the whole 2 x 2 table), every modality
+    of a variable with more."""
+    offsets = profile_offsets(n_modalities)
+    cols = [[offsets[q] + 1] if k == 2 else list(range(offsets[q], offsets[q + 1]))
+            for q, k in enumerate(n_modalities)]
+    return np.asarray([c for block in cols for c in block], dtype=np.int64)
+
+
+def choose_pairs(weights: np.ndarray, profiles: np.ndarray, n_modalities, max_pairs: int) -> np.ndarray:
+    """Pairs ``(a, b)`` of indicator columns of two different variables, at most ``max_pairs`` of them.
+
+    When there are more, the ``max_pairs`` most frequent under the fitted model are kept: expected
+    co-occurrence ``sum_c w_c p_{a,c} p_{b,c}`` at the posterior means (ties in column order). The choice
+    uses the fitted model's estimates only (the server's, or the pooled chain's, which every silo has), so every
+    silo checks the same pairs and no extra round is needed.
+    """
+    cols = indicator_columns(n_modalities)
+    var = variable_of_column(n_modalities)[cols]
+    a, b = np.triu_indices(cols.size, k=1)
+    keep = var[a] != var[b]
+    pairs = np.stack([cols[a[keep]], cols[b[keep]]], axis=1)
+    if pairs.shape[0] <= max_pairs:
+        return pairs.astype(np.int64)
+    w = np.asarray(weights, dtype=np.float64)
+    prof = np.asarray(profiles, dtype=np.float64)
+    freq = np.einsum("c,ce,ce->e", w, prof[:, pairs[:, 0]], prof[:, pairs[:, 1]])
+    top = np.sort(np.argsort(-freq, kind="stable")[:max_pairs])
+    return pairs[top].astype(np.int64)

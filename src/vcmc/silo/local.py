@@ -79,6 +79,10 @@ class LocalSilo:
     allowed_auxiliary : mapping of str to tuple of str, optional
         The columns the operator allows as covariates (``"covariate"``) and distal outcomes (``"distal"``) of
         the latent class analysis (a deployment's node config); None: any column of ``auxiliary``.
+    rounds_key : str, optional
+        The silo's static private key of the rounds' secure sums (hex; a deployment's node config
+        ``rounds-key``), and ``rounds_peers`` the other silos' public keys by name (``rounds-peers``), pinned by
+        its operator (``vcmc.silo.secure_sum``). A deployment's silo answers the rounds only with them.
 
     Attributes
     ----------
@@ -94,7 +98,8 @@ class LocalSilo:
 
     def __init__(self, data, *, privacy: PrivacyConfig | None = None, jobs: int = 1, progress=None,
                  secure_noise: bool = True, state_dir=None, auxiliary=None, policy: SiloPolicy | None = None,
-                 run_key: str | None = None, out_dir=None, allowed_auxiliary=None):
+                 run_key: str | None = None, out_dir=None, allowed_auxiliary=None, rounds_key: str | None = None,
+                 rounds_peers=None):
         privacy = PrivacyConfig() if privacy is None else privacy
         if not isinstance(privacy, PrivacyConfig):
             raise ConfigError(f"The 'privacy' parameter of LocalSilo must be a PrivacyConfig. Got "
@@ -110,9 +115,8 @@ class LocalSilo:
         self.assignments: np.ndarray | None = None
         self.memberships: np.ndarray | None = None
         self.rounds = None          # vcmc.rows.rounds.RoundState of the global-informed rounds (row-level)
-        # (K, P) mean of the global profile draws the rows were labelled with (the assign request's; None
-        # when the labels came from the matching alone or from the rounds): the births' reference
-        self.label_profiles: np.ndarray | None = None
+        self.round_session = None   # vcmc.silo.round_session.RoundSession: the rounds' plan and secrets
+        self.chain = None           # vcmc.pooled.chain.PooledChain, the pooled chain this silo runs
         # the operator's limits tightened by the server's privacy section of the last summarize request
         self.privacy_in_force: PrivacyConfig = privacy
         policy = SiloPolicy.own_data() if policy is None else policy
@@ -124,6 +128,8 @@ class LocalSilo:
         """Whether this silo is the analyst's own (``SiloPolicy.own_data``), not a deployment's."""
         self.out_dir = None if out_dir is None else Path(out_dir)
         self.allowed_auxiliary = allowed_auxiliary
+        self.rounds_key = rounds_key
+        self.rounds_peers = dict(rounds_peers or {})
         # columns of the silo's file kept out of the clustering (covariates, distal outcomes of the latent
         # class analysis, docs/design.md §15): a row-aligned DataFrame that never leaves the silo
         self.auxiliary = auxiliary
@@ -236,10 +242,12 @@ class LocalSilo:
             out["assignments"] = self.assignments
         if self.memberships is not None:
             out["memberships"] = self.memberships
-        if self.label_profiles is not None:
-            out["label_profiles"] = self.label_profiles
         if self.rounds is not None:
             out.update(self.rounds.export())
+        if self.round_session is not None:
+            out.update(self.round_session.export())
+        if self.chain is not None:
+            out.update(self.chain.export())
         out["privacy_in_force"] = np.asarray([json.dumps(dataclasses.asdict(self.privacy_in_force))])
         out.update(self.gate.export_state())
         return out
@@ -259,10 +267,16 @@ class LocalSilo:
             self.local = None
         self.assignments = np.asarray(state["assignments"]) if "assignments" in state else None
         self.memberships = np.asarray(state["memberships"]) if "memberships" in state else None
-        self.label_profiles = np.asarray(state["label_profiles"]) if "label_profiles" in state else None
         from vcmc.rows.rounds import RoundState
+        from vcmc.silo.round_session import RoundSession
 
         self.rounds = RoundState.restore(state)
+        self.round_session = RoundSession.restore(state)
+        self.chain = None
+        if self.round_session is not None and "chain.meta" in state:
+            from vcmc.pooled.chain import PooledChain
+
+            self.chain = PooledChain.restore(self.round_session.chain_plan(), self.round_session.seeds(), state)
         if "privacy_in_force" in state:
             saved = PrivacyConfig(**json.loads(str(np.asarray(state["privacy_in_force"]).ravel()[0])))
             # never looser than this operator's own limits, whatever the stored state says

@@ -14,6 +14,11 @@ SAFE_STRATEGIES = ("contingency",)
 """Strategies with no round trip at parameters the server chooses (every other strategy is some request's
 ``STRATEGIES`` and is refused unless the operator allows it: ``registry.unsafe_strategies``)."""
 
+DEFAULT_STRATEGIES = ("contingency", "rounds")
+"""What a deployment's silo takes part in unless its operator says otherwise: the contingency summaries and the
+global-informed rounds, whose server only relays vectors it can neither read nor alter and chooses no
+parameter (docs/federation.md, "The rounds"); they need the rounds' keys (node config ``rounds-key``)."""
+
 
 @dataclasses.dataclass(frozen=True)
 class SiloPolicy:
@@ -24,11 +29,12 @@ class SiloPolicy:
     allowed_requests : tuple of str
         Request types the silo answers (the requests' ``ACTION``); any other is refused.
     allowed_strategies : tuple of str
-        Aggregation strategies the silo takes part in. The default is ``("contingency",)``: the
-        "federated-gradient" and "design" strategies need count round trips at parameters the server chooses
-        and are refused unless listed here, as are "lca" (the latent class analysis, docs/design.md §15),
-        "rounds" (the global-informed rounds, with or without secure aggregation) and "secure-rounds" (the
-        rounds only under secure aggregation: the server sees the sum of the silos' tables, not this silo's).
+        Strategies the silo takes part in. The default is ``("contingency", "rounds")``: the contingency
+        summaries and the global-informed rounds (docs/design.md §16), whose server relays what it can neither
+        read nor alter. The "federated-gradient" and "design" strategies need count round trips at parameters
+        the server chooses and are refused unless listed here, as is "lca" (the latent class analysis,
+        docs/design.md §15). "secure-rounds" is the former name of the rounds under secure aggregation, which
+        every deployment's rounds now are: it allows them as "rounds" does.
     budget : mapping of str to int or None
         Most requests of each type per run (missing types: the request's ``BUDGET``).
     max_iterations : int or None
@@ -57,18 +63,21 @@ class SiloPolicy:
         are announced once per summary (default). False (the analyst's own session): assign and assess may
         come without an announcement and a new announcement replaces the last (the server steps re-run on
         the same summaries); once draws are announced, later requests must use them whatever this says.
-    whole_round_counts : bool
-        The counts of the global-informed rounds are released whole, without the minimum cluster size per
-        component (default False). Only the analyst's own session sets it (``own_data``): there every row is
-        the analyst's already, and the minimum would stop the pooled sampler from growing a cluster in a silo
-        from its first few rows (docs/design.md §16). In a deployment the minimum applies to every round.
     fingerprint_key : str
         A secret the silos' operators share out of band; the schema fingerprint sent is keyed with it and the
         run id, so it cannot be inverted offline (empty: keyed with the run id only).
+    min_peers : int
+        Fewest participants (this silo included, each pinned by its operator) the silo takes part in rounds with
+        (default 3: with two, each would read the other's table from the pooled sum and its own).
+    reproducible_rounds : bool
+        The rounds' streams from the run's seed, which the server chooses, instead of from the silos' group
+        secret (default False). Same seed, same answer as ``vcmc fit`` on the same files; but the server then
+        knows every draw's randomness, so the stored draws it receives tell it more of the pooled tables behind
+        them (docs/federation.md, "The rounds"). For tests and reviews of a deployment, not for production.
     """
 
     allowed_requests: tuple[str, ...] = dataclasses.field(default_factory=registry.actions)
-    allowed_strategies: tuple[str, ...] = SAFE_STRATEGIES
+    allowed_strategies: tuple[str, ...] = DEFAULT_STRATEGIES
     budget: Mapping[str, int | None] = dataclasses.field(default_factory=dict)
     max_iterations: int | None = None
     max_cpu_seconds: float | None = None
@@ -82,7 +91,8 @@ class SiloPolicy:
     structural_floor: bool = True
     max_runs_per_day: int | None = None
     budget_dir: str | None = None
-    whole_round_counts: bool = False
+    min_peers: int = 3
+    reproducible_rounds: bool = False
 
     def __post_init__(self):
         registry.check_known_actions(self.allowed_requests, "allowed requests")
@@ -101,6 +111,8 @@ class SiloPolicy:
             raise ConfigError(f"max_iterations must be >= 1; got {self.max_iterations!r}")
         if self.max_cpu_seconds is not None and not float(self.max_cpu_seconds) > 0:
             raise ConfigError(f"max_cpu_seconds must be > 0; got {self.max_cpu_seconds!r}")
+        if int(self.min_peers) < 1:
+            raise ConfigError(f"min-peers must be >= 1; got {self.min_peers!r}")
         if self.max_runs_per_day is not None and (int(self.max_runs_per_day) < 1 or not self.budget_dir):
             raise ConfigError("max-runs-per-day must be >= 1 and needs budget-dir (a folder on the silo's host "
                               f"that outlives runs); got {self.max_runs_per_day!r} and {self.budget_dir!r}")
@@ -115,7 +127,7 @@ class SiloPolicy:
         rules, the run order, the shape and probability checks, and the announced draws once announced, hold."""
         return cls(allowed_strategies=SAFE_STRATEGIES + registry.unsafe_strategies(),
                    budget=dict.fromkeys(registry.actions()), require_announcement=False,
-                   draw_tolerance=float("inf"), structural_floor=False, whole_round_counts=True)
+                   draw_tolerance=float("inf"), structural_floor=False)
 
     def budget_of(self, name: str) -> int | None:
         value = self.budget[name] if name in self.budget else registry.default_budgets()[name]

@@ -112,8 +112,8 @@ def load(silo, request: SummarizeRequest) -> SiloSummary | None:
     except Exception:  # noqa: BLE001 - an older layout is recomputed, never trusted
         silo_log.warning("silo %r: the saved state %s has another layout; sampling again", silo.name, path)
         return None
-    silo.assignments = silo.memberships = silo.label_profiles = None
-    silo.rounds = None
+    silo.assignments = silo.memberships = None
+    silo.rounds = silo.round_session = silo.chain = None
     silo.privacy_in_force = effective_privacy(silo.privacy, request.config.privacy)
     return summary
 

@@ -8,9 +8,7 @@ one implementation): per component a baseline product and per exception slot a r
 products on 4-lane float64 vectors, the categorical pick without branches, the counts kept per exception
 slot and expanded once (``_expand_sparse``), and every row whose total leaves the tables' range recomputed
 exactly in log space. The same pass without drawing gives the patterns' normalised probabilities (the
-memberships of a kept round, and an annealed sweep's tempered draw). A split-merge proposal's two
-log-likelihoods (``pair_loglik``) are a sum per exception in log space: ``base[c]`` sums the baseline codes'
-log-probabilities and ``delta[e, c]`` replaces one baseline term by the exception's (0 for a missing cell).
+memberships of a kept round, and an annealed sweep's tempered draw).
 
 Written by hand: no library draws categorical allocations once per pattern of a ragged (CSR) layout while
 summing the counts in the same pass.
@@ -166,53 +164,3 @@ def accumulate_patterns(pat_start, pexc_start, pexc, ecol, evar, base_col, log_p
     (``aggregation.round_labels = "silo"``, ``vcmc.rows.rounds.sweep``)."""
     w = pattern_probabilities(pat_start, pexc_start, pexc, ecol, evar, base_col, log_pi, log_prof)
     _add_probabilities(w, summed, summed_sq)
-
-
-@njit(cache=True)
-def _tables(log_pi, log_prof, base_col, ecol, evar):
-    """``base`` (C,): log weight plus the baseline codes' log-probabilities of each component; ``delta``
-    (slots, C): what an exception slot changes (0 for a missing cell's own term)."""
-    n_c, n_col = log_prof.shape
-    n_var = base_col.size
-    base = log_pi.copy()
-    for c in range(n_c):
-        for q in range(n_var):
-            base[c] += log_prof[c, base_col[q]]
-    n_slot = ecol.size
-    delta = np.empty((n_slot, n_c))
-    for e in range(n_slot):
-        col = ecol[e]
-        b = base_col[evar[e]]
-        for c in range(n_c):
-            v = log_prof[c, col] if col < n_col else 0.0     # a missing cell: no term
-            delta[e, c] = v - log_prof[c, b]
-    return base, delta
-
-
-@njit(cache=True)
-def _pattern_logp(u, base, delta, pexc_start, pexc, lp):
-    """Unnormalised log allocation probabilities of pattern u into ``lp`` (C,)."""
-    for c in range(lp.size):
-        lp[c] = base[c]
-    for k in range(pexc_start[u], pexc_start[u + 1]):
-        e = pexc[k]
-        for c in range(lp.size):
-            lp[c] += delta[e, c]
-
-
-@njit(cache=True)
-def pair_loglik(patterns, pexc_start, pexc, ecol, evar, base_col, log_a, log_b):
-    """(len(patterns), 2) log-likelihood of the given patterns under the two profiles ``log_a`` and ``log_b``
-    (P,) (a missing cell has no term): the rows' split probabilities of a split-merge proposal
-    (``vcmc.rows.rounds.move``; only the patterns of the two components' rows are asked for)."""
-    log_prof = np.empty((2, log_a.size))
-    log_prof[0] = log_a
-    log_prof[1] = log_b
-    base, delta = _tables(np.zeros(2), log_prof, base_col, ecol, evar)
-    out = np.empty((patterns.size, 2))
-    lp = np.empty(2)
-    for i in range(patterns.size):
-        _pattern_logp(patterns[i], base, delta, pexc_start, pexc, lp)
-        out[i, 0] = lp[0]
-        out[i, 1] = lp[1]
-    return out

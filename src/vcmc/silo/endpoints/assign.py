@@ -60,9 +60,7 @@ def answer(silo, request: AssignRequest) -> AssignReply:
                               f"modality columns; got shapes {pi.shape} and {profiles.shape}")
         memberships, monte_carlo = memberships_to_target(silo.codes, silo.n_modalities, pi, profiles)
         labels = np.argmax(memberships, axis=1)
-        silo.label_profiles = profiles.mean(axis=0)
     else:
-        silo.label_profiles = None
         a = silo.check_assignment(request.assignment, n_global, "assign")
         onehot = np.zeros((a.size, n_global))
         onehot[np.arange(a.size), a] = 1.0

@@ -21,8 +21,11 @@ def admit(gate, request: HelloRequest) -> HelloRequest:
 
 
 def answer(silo, request: HelloRequest) -> HelloReply:
+    from vcmc.silo.secure_sum import fingerprint, public_of
+
+    key = "" if silo.rounds_key is None else fingerprint(public_of(silo.rounds_key))
     return HelloReply(silo=silo.name, schema_fingerprint=silo.data.schema.fingerprint(),
-                      n_modalities=silo.n_modalities, vcmc_version=vcmc_version())
+                      n_modalities=silo.n_modalities, vcmc_version=vcmc_version(), rounds_key=key)
 
 
 def release(gate, request, reply: HelloReply) -> HelloReply:

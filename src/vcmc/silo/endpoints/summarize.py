@@ -55,17 +55,11 @@ def admit(gate, request: SummarizeRequest) -> SummarizeRequest:
 def _refuse_unallowed_rounds(gate, config) -> None:
     """The rounds a summarize request announces, refused here (before sampling) when the operator would
     refuse them at the round start (the rounds' endpoint still applies its rules round by round)."""
-    if int(config.rounds) <= 1:
+    if int(config.rounds) <= 1 or set(gate.policy.allowed_strategies) & {"rounds", "secure-rounds"}:
         return
-    allowed = set(gate.policy.allowed_strategies)
-    if not allowed & {"rounds", "secure-rounds"}:
-        raise DisclosureError(f"silo {gate.silo.name!r}: the run announces {int(config.rounds) - 1} global-informed "
-                              "rounds and its operator does not allow the 'rounds' (their counts are taken at "
-                              "parameters the server chooses, round after round; docs/federation.md)")
-    if "rounds" not in allowed and not config.round_secure_sum:
-        raise DisclosureError(f"silo {gate.silo.name!r}: its operator allows the rounds only under secure "
-                              "aggregation ('secure-rounds'), and the run announces plain rounds (set "
-                              "aggregation.round-secure-sum=true)")
+    raise DisclosureError(f"silo {gate.silo.name!r}: the run announces {int(config.rounds) - 1} global-informed "
+                          "rounds and its operator does not allow the 'rounds' (node config allow-strategies; "
+                          "docs/federation.md)")
 
 
 def answer(silo, request: SummarizeRequest) -> SiloSummary:
@@ -110,8 +104,8 @@ def summarize(silo, request: SummarizeRequest) -> SiloSummary:
     # draws are dropped, so a process serving many silos holds 1,000 draws of each
     silo.local = local.thinned(config.postprocess.summary_draws)
     silo.privacy_in_force = privacy
-    silo.assignments = silo.memberships = silo.label_profiles = None
-    silo.rounds = None
+    silo.assignments = silo.memberships = None
+    silo.rounds = silo.round_session = silo.chain = None
     diagnostics = {**summary.diagnostics, "process_peak_rss_mb": _peak_rss_mb()}
     return summary.with_changes(counts=counts, n_withheld=int(n_merged), counts_suppressed=n_suppressed,
                                 diagnostics=diagnostics)

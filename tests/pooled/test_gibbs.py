@@ -1,9 +1,9 @@
-"""The server's block of the pooled Gibbs sampler: conditional draws, alignment, the collapsed log joint."""
+"""The pooled chain's Gibbs block (vcmc.pooled.gibbs): conditional draws, alignment, the collapsed log joint."""
 
 import numpy as np
 
 from vcmc.model import beta_per_column
-from vcmc.rounds.blocked_gibbs import align_to, draw_parameters, log_joint
+from vcmc.pooled.gibbs import align_to, draw_parameters, log_joint
 
 
 def test_draws_follow_the_full_conditionals():

@@ -1,9 +1,10 @@
-"""The server's block of the pooled model's Gibbs sampler: weights and profiles given the summed counts.
+"""The pooled model's Gibbs block the silos compute from the pooled sums: weights and profiles given the
+summed counts.
 
 Model (docs/design.md §2, all silos' rows together, C components): ``pi ~ Dir(alpha)``, every profile block
 ``theta_cq ~ Dir(beta_q)``, ``z_i | pi ~ Cat(pi)``, ``x_iq | z_i ~ Cat(theta_{z_i q})``. Given the allocations
 of every row the full conditionals are ``pi | z ~ Dir(alpha + N)`` and ``theta_cq | z, x ~ Dir(beta_q +
-CT_cq)``, where ``N`` and ``CT`` are counts summed over the silos' rows: the server needs nothing else.
+CT_cq)``, where ``N`` and ``CT`` are counts summed over the silos' rows: nothing else is needed.
 The silos draw the other block (``z | pi, theta``) on their rows, so the alternation is the pooled blocked
 Gibbs sampler exactly (its stationary law is the pooled posterior), whichever silo holds which row.
 """
