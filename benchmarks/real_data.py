@@ -68,6 +68,16 @@ DATASETS: dict[str, dict] = {
                    items=["outcome", "sex", "premi", "smstat", "diabetes", "highbp", "hichol", "angina",
                           "stroke", "hosp"],
                    about="WHO MONICA coronary events (10 items), 9 silos by year of onset"),
+    # grown for issue 43: a large register of binary and few-level items, and a survey of ten-level items
+    "nass-cds": dict(package="DAAG", item="nassCDS", silo="yearacc",
+                     items=["dvcat", "dead", "seatbelt", "frontal", "sex", "abcat", "occRole", "injSeverity"],
+                     about="US car crashes 1997-2002, occupants (8 items; airbag and deploy left out: abcat holds "
+                           "both), 6 silos by year of the accident"),
+    "wvs-usa": dict(package="stevedata", item="wvs_usa_abortion", silo="year",
+                    items=["aj", "ideology", "satisfinancial", "godimportant", "cai", "respectauthority",
+                           "trustmostpeople", "nationalpride", "female", "unemployed"],
+                    about="World Values Survey, United States 1982-2011 (10 items, four of ten levels; collegeed "
+                          "and postma4 left out: not asked in every wave), 6 silos by survey wave"),
 }
 
 METHODS = {

@@ -109,6 +109,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "result.json; the same command again in --out resumes with it)")
     p.add_argument("--jobs", type=int, default=1, metavar="J", help="worker processes (at most J, whatever the "
                    "number of silos)")
+    p.add_argument("--silo-policy", metavar="FILE", default=None,
+                   help="a deployment preview: every silo built as a SuperNode's node config builds it, from FILE's "
+                        "node-config keys (TOML or JSON: the privacy keys such as min-cluster-size, "
+                        "suppress-cells-below, round-to and the policy keys such as allow-strategies, min-peers, for "
+                        "every silo at the top "
+                        "level, a silo's own under [silos.NAME]; an empty file is the operators' defaults), the "
+                        "rounds' keys generated for the run, the silos in this process; result.json says so "
+                        "(diagnostics.deployment_preview; docs/federation.md)")
     p.add_argument("--save-summaries", action="store_true",
                    help="save silo summaries in DIR/summaries so server steps can be re-run")
     p.add_argument("--report", action="store_true",
@@ -312,6 +320,11 @@ def run(args) -> int:
 
     normalisation = Normalisation(strip_whitespace=args.strip_whitespace, case_insensitive=args.case_insensitive)
     na_values = [t for group in (args.na_values or []) for t in group]
+    preview = None
+    if args.silo_policy is not None:
+        from vcmc.flower.preview import read_silo_policy
+
+        preview = read_silo_policy(args.silo_policy)      # checked before any data is read
     info: dict = {}
     silos = load_silos(args.files, silo_column=args.silo_column, schema_path=args.schema,
                        id_column=args.id_column, na_values=na_values, normalisation=normalisation,
@@ -322,7 +335,8 @@ def run(args) -> int:
                   else vars(args).get("clusters") if args.method == "fed-kmodes" else None)
 
     def key_of(seed):
-        return _guard.run_key(method=args.method, config=config, seed=seed, silos=silos, n_clusters=n_clusters,
+        method = args.method if preview is None else f"{args.method} (deployment preview {preview!r})"
+        return _guard.run_key(method=method, config=config, seed=seed, silos=silos, n_clusters=n_clusters,
                               normalisation=normalisation, na_values=na_values)
 
     # the seed is fixed here, so that the line printed on Ctrl-C can give the command that resumes; without
@@ -337,7 +351,7 @@ def run(args) -> int:
         result = fit(silos, config=config, method=args.method, rng=seed, jobs=args.jobs,
                      policy=FaultPolicy(min_silos=args.min_silos),
                      save_dir=(out / "summaries") if args.save_summaries else None, n_clusters=n_clusters,
-                     state_dir=out / "silo-state" if resume else None)
+                     state_dir=out / "silo-state" if resume else None, silo_policy=args.silo_policy)
     except KeyboardInterrupt:
         print(_guard.interrupted_line(out, argv, seed, resume=resume, n_silos=len(silos)),  # noqa: T201
               file=sys.stderr)

@@ -22,6 +22,8 @@ mixed and their K equal) or if it is the last checkpoint (the cap); otherwise th
 from __future__ import annotations
 
 import dataclasses
+import functools
+import hashlib
 import math
 
 import numpy as np
@@ -33,6 +35,9 @@ PARAMETERS_KEY = 1_000_000_000   # the draws' streams beside the silos' (a silo'
 MAX_RHAT = 1.1            # the rounds' settling target: split R-hat of the log joint over a window of 125 to
                           # 500 rounds, whose extra components blink on and off (Brooks and Gelman's 1.1)
 MIN_WINDOW = 20           # a window of fewer kept rounds cannot be judged settled
+_MEMO_SIZE = 16           # rounds' draws remembered per process (silos sharing a process ask for the same one)
+_DRAWS: dict = {}
+_LOG_JOINTS: dict = {}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,13 +102,18 @@ class ChainPlan:
     def stored_rounds(self, j: int) -> frozenset[int]:
         """The kept rounds of window j whose draws are stored: at most ``max_stored``, evenly spaced, the first
         and the last included."""
-        first, last = self.window(j)
-        n_keep = last - first
-        idx = np.unique(np.linspace(0, n_keep - 1, min(n_keep, self.max_stored)).round().astype(int))
-        return frozenset(int(first + 1 + i) for i in idx)
+        return _stored_rounds(*self.window(j), self.max_stored)
 
     def beta(self) -> np.ndarray:
         return np.asarray(self.beta_cols, dtype=np.float64)
+
+
+@functools.lru_cache(maxsize=64)
+def _stored_rounds(first: int, last: int, max_stored: int) -> frozenset[int]:
+    # asked every round: computed once per window
+    n_keep = last - first
+    idx = np.unique(np.linspace(0, n_keep - 1, min(n_keep, max_stored)).round().astype(int))
+    return frozenset(int(first + 1 + i) for i in idx)
 
 
 def doubling(first: int, cap: int) -> tuple[int, ...]:
@@ -210,8 +220,7 @@ class PooledChain:
         first, last = plan.window(self.window)
         for ch, (cluster, modality) in enumerate(counts):
             self.trace_k[ch].append(int(np.count_nonzero(cluster)))
-            self.trace_lj[ch].append(log_joint(cluster, modality, alpha=plan.alpha, beta_cols=plan.beta(),
-                                               n_modalities=plan.n_modalities))
+            self.trace_lj[ch].append(self._log_joint(cluster, modality))
             if first < r <= last:
                 self.size_sum[ch] += np.asarray(cluster, dtype=np.float64)
         if first < r <= last:
@@ -235,13 +244,8 @@ class PooledChain:
         inv_temp = float(plan.anneal) if r_next <= plan.anneal_until else 1.0
         draws = []
         for ch, (cluster, modality) in enumerate(counts):
-            log_pi, log_prof = draw_parameters(cluster, modality, alpha=plan.alpha, beta_cols=plan.beta(),
-                                               n_modalities=plan.n_modalities,
-                                               rng=self.seeds.parameters(r_next, ch))
-            ref = self.reference[ch]
-            if ref is not None:
-                perm = align_to(log_prof, ref)
-                log_pi, log_prof = log_pi[perm], log_prof[perm]
+            log_pi, log_prof, perm = self._aligned_draw(r_next, ch, cluster, modality)
+            if perm is not None:
                 self.origin[ch] = self.origin[ch][perm]
             prof = np.exp(log_prof)
             if keep:
@@ -257,6 +261,45 @@ class PooledChain:
             draws.append(Draw(log_pi, log_prof, store, inv_temp))
         self.round = r_next
         return draws
+
+    def _aligned_draw(self, r_next: int, ch: int, cluster, modality):
+        """Chain ``ch``'s draw of round ``r_next`` from the counts, aligned to its reference: ``(log pi, log
+        theta, perm)`` (perm None before the first alignment). A deterministic function of the plan, the seeds,
+        the round, the counts and the reference, so silos sharing a process (the analyst's own session) compute
+        it once: the memo is keyed by all of them and returns copies."""
+        plan, ref = self.plan, self.reference[ch]
+        h = hashlib.blake2b(digest_size=20)
+        for part in (np.ascontiguousarray(cluster, dtype=np.float64), np.ascontiguousarray(modality, dtype=np.float64),
+                     np.zeros(0) if ref is None else np.ascontiguousarray(ref, dtype=np.float64)):
+            h.update(part.tobytes())
+        key = (plan, self.seeds, int(r_next), int(ch), h.digest())
+        hit = _DRAWS.get(key)
+        if hit is None:
+            log_pi, log_prof = draw_parameters(cluster, modality, alpha=plan.alpha, beta_cols=plan.beta(),
+                                               n_modalities=plan.n_modalities, rng=self.seeds.parameters(r_next, ch))
+            perm = None
+            if ref is not None:
+                perm = align_to(log_prof, ref)
+                log_pi, log_prof = log_pi[perm], log_prof[perm]
+            hit = (log_pi, log_prof, perm)
+            if len(_DRAWS) >= _MEMO_SIZE:
+                _DRAWS.pop(next(iter(_DRAWS)))
+            _DRAWS[key] = hit
+        return tuple(None if a is None else a.copy() for a in hit)
+
+    def _log_joint(self, cluster, modality) -> float:
+        plan = self.plan
+        h = hashlib.blake2b(np.ascontiguousarray(cluster, dtype=np.float64).tobytes(), digest_size=20)
+        h.update(np.ascontiguousarray(modality, dtype=np.float64).tobytes())
+        key = (plan, h.digest())
+        value = _LOG_JOINTS.get(key)
+        if value is None:
+            value = log_joint(cluster, modality, alpha=plan.alpha, beta_cols=plan.beta(),
+                              n_modalities=plan.n_modalities)
+            if len(_LOG_JOINTS) >= _MEMO_SIZE:
+                _LOG_JOINTS.pop(next(iter(_LOG_JOINTS)))
+            _LOG_JOINTS[key] = value
+        return value
 
     def _new_window(self) -> None:
         self.window += 1
