@@ -37,6 +37,13 @@ VARIANTS: dict[str, dict] = {
     "no-births": {"aggregation.round-births": 0.0},
     "two-chains": {"plan.n_chains": 2},
     "cap-2000": {"plan.cap": 2000},
+    # the chain at fixed lengths, the stopping rule recorded at every checkpoint but not applied: the same chain as
+    # the default's up to each checkpoint (same seeds, same windows), so the rule can be judged afterwards
+    "fixed-250": {"plan.stop": False, "plan.checkpoints": [250]},
+    "fixed-500": {"plan.stop": False, "plan.checkpoints": [250, 500]},
+    "fixed-1000": {"plan.stop": False, "plan.checkpoints": [250, 500, 1000]},
+    "anneal-2-fixed-1000": {"aggregation.round-anneal": 2.0, "plan.stop": False, "plan.checkpoints": [250, 500, 1000]},
+    "two-chains-fixed-1000": {"plan.n_chains": 2, "plan.stop": False, "plan.checkpoints": [250, 500, 1000]},
 }
 
 
@@ -100,6 +107,8 @@ def run_variant(transport, summaries, mapping: dict, variant: dict, seed: int, c
                 from vcmc.pooled.chain import doubling
 
                 fields["checkpoints"] = np.asarray(doubling(int(fields["checkpoints"][0]), int(value)))
+            elif key == "checkpoints":
+                fields["checkpoints"] = np.asarray(value, dtype=np.int64)
             else:
                 fields[key] = value
         return fields
@@ -125,6 +134,8 @@ def main(argv=None) -> None:
     ap.add_argument("--seeds", nargs="*", type=int, default=[1])
     ap.add_argument("--reference-seeds", type=int, default=6)
     ap.add_argument("--iterations", type=int, default=10_000)
+    ap.add_argument("--one-shot-iterations", type=int, default=None,
+                    help="the silos' apply step's iterations before the rounds (default: --iterations)")
     ap.add_argument("--cache", type=Path, default=Path(".cache/real"))
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
@@ -133,7 +144,7 @@ def main(argv=None) -> None:
     results.setdefault("runs", {})
     results["command"], results["commit"] = " ".join(sys.argv), commit()
     cplus = PriorConfig().n_components
-    mapping = {"sampler.n-iter": args.iterations, "assessment.enabled": False}
+    mapping = {"sampler.n-iter": args.one_shot_iterations or args.iterations, "assessment.enabled": False}
     for name in args.datasets:
         folder = args.cache / name
         if not (folder / "schema.json").exists():
@@ -168,8 +179,10 @@ def main(argv=None) -> None:
                              "settled": st.get("stable"), "rhat": st.get("rhat"),
                              "chains_agree": st.get("chains_agree"), "seconds_rounds": round(secs, 1),
                              "seconds_one_shot": round(secs_one, 1),
-                             "births": (rd.get("births") or {}).get("columns")}
-                    results["runs"][f"{name}|{vname}|{seed}"] = entry
+                             "births": (rd.get("births") or {}).get("columns"),
+                             "history": transport.silo(result.silos[0]).chain.history}
+                    tag = "" if not args.one_shot_iterations else f"@{args.one_shot_iterations}"
+                    results["runs"][f"{name}|{vname}{tag}|{seed}"] = entry
                     print(f"  {name:16s} {vname:14s} seed {seed}: K {entry['k']:2d} ARI {entry['ari_median']:.3f} "
                           f"rounds {entry['rounds']} settled {entry['settled']} rhat {entry['rhat']} "
                           f"agree {entry['chains_agree']} {secs:.0f}s (one-shot {secs_one:.0f}s)", flush=True)

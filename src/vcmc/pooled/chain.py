@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import json
 import math
 
 import numpy as np
@@ -68,6 +69,8 @@ class ChainPlan:
         adds its rows' allocation probabilities to their memberships.
     min_size : int
         The answer's clusters are the components with at least this many rows on average over the window.
+    max_rhat : float
+        The stopping rule's target for the split R-hat of the log joint (``settled``).
     """
 
     n_components: int
@@ -81,6 +84,7 @@ class ChainPlan:
     anneal_until: int = 1
     max_stored: int = 500
     min_size: int = 1
+    max_rhat: float = MAX_RHAT
 
     def __post_init__(self):
         cps = tuple(int(r) for r in self.checkpoints)
@@ -156,8 +160,9 @@ class Draw:
 
 def settled(log_joints: np.ndarray, ks: np.ndarray, max_rhat: float = MAX_RHAT) -> dict:
     """Did a window settle? ``log_joints`` and ``ks`` are (chains, rounds): ArviZ's rank-normalised split R-hat
-    of the collapsed log joint (each chain's two halves as chains), and the most frequent occupied K of every
-    half equal. Returns ``stable``, ``rhat``, the halves' K and, when unstable, what to do (``said``)."""
+    of the collapsed log joint (each chain's two halves as chains), and the most frequent K (the chain's
+    components holding the minimum cluster size) of every half equal. Returns ``stable``, ``rhat``, the halves'
+    K and, when unstable, what to do (``said``)."""
     import arviz as az
 
     lj = np.atleast_2d(np.asarray(log_joints, dtype=np.float64))
@@ -172,7 +177,8 @@ def settled(log_joints: np.ndarray, ks: np.ndarray, max_rhat: float = MAX_RHAT) 
     k_halves = [int(np.bincount(x).argmax()) for x in np.concatenate([k[:, :half], k[:, half:2 * half]])]
     stable = bool(rhat < max_rhat and len(set(k_halves)) == 1)
     said = "" if stable else (
-        f"the rounds did not settle: over the kept rounds the occupied components were {k_halves} (halves"
+        f"the rounds did not settle: over the kept rounds the components of the minimum cluster size were "
+        f"{k_halves} (halves"
         f"{' of each chain' if lj.shape[0] > 1 else ''}) and the log joint's R-hat is {rhat:.3f} (target < "
         f"{max_rhat:g}); raise aggregation.rounds (--rounds) and compare")
     return {"stable": stable, "rhat": rhat, "k_halves": k_halves, "said": said}
@@ -203,6 +209,8 @@ class PooledChain:
         self.stored_prof: list[list[np.ndarray]] = [[] for _ in range(m)]
         self.origin = np.tile(np.arange(c), (m, 1))     # the start component of each label (alignment permutes)
         self.trace_k: list[list[int]] = [[] for _ in range(m)]
+        self.trace_kbig: list[list[int]] = [[] for _ in range(m)]     # components holding min_size rows or more
+        self.history: list[dict] = []                                 # the stopping rule at every checkpoint
         self.trace_lj: list[list[float]] = [[] for _ in range(m)]
         self.stability: dict = {}
 
@@ -220,6 +228,7 @@ class PooledChain:
         first, last = plan.window(self.window)
         for ch, (cluster, modality) in enumerate(counts):
             self.trace_k[ch].append(int(np.count_nonzero(cluster)))
+            self.trace_kbig[ch].append(int(np.count_nonzero(np.asarray(cluster) >= plan.min_size)))
             self.trace_lj[ch].append(self._log_joint(cluster, modality))
             if first < r <= last:
                 self.size_sum[ch] += np.asarray(cluster, dtype=np.float64)
@@ -227,11 +236,14 @@ class PooledChain:
             self.n_sized += 1
         if r == last:
             lj = np.asarray([t[first:last] for t in self.trace_lj])       # rounds first+1 .. last (0-based)
-            ks = np.asarray([t[first:last] for t in self.trace_k])
-            self.stability = settled(lj, ks)
+            # K of the rule: the components that hold the minimum cluster size, as the answer's clusters do
+            # (the occupied count also blinks with the single rows an emptied component catches)
+            ks = np.asarray([t[first:last] for t in self.trace_kbig])
+            self.stability = settled(lj, ks, plan.max_rhat)
             if plan.n_chains > 1:
-                self.stability["chains_agree"] = self._chains_agree(lj, ks)
+                self.stability["chains_agree"] = self._chains_agree(lj, ks, plan.max_rhat)
                 self.stability["stable"] = self.stability["stable"] and self.stability["chains_agree"]
+            self.history.append({"round": int(r), **{k: v for k, v in self.stability.items() if k != "said"}})
             if (plan.stop and self.stability["stable"]) or self.window == len(plan.checkpoints) - 1:
                 self.stopped = True
                 self.reason = "settled" if self.stability["stable"] else "cap"
@@ -311,13 +323,13 @@ class PooledChain:
         self.stored_prof = [[] for _ in range(self.plan.n_chains)]
 
     @staticmethod
-    def _chains_agree(lj: np.ndarray, ks: np.ndarray) -> bool:
+    def _chains_agree(lj: np.ndarray, ks: np.ndarray, max_rhat: float = MAX_RHAT) -> bool:
         """Two chains agree when their log joints over the window mix (R-hat below the target) and their most
         frequent K is the same."""
         import arviz as az
 
         rhat = float(az.rhat(lj)) if np.ptp(lj) > 0 else 1.0
-        return bool(rhat < MAX_RHAT and len({int(np.bincount(k).argmax()) for k in ks}) == 1)
+        return bool(rhat < max_rhat and len({int(np.bincount(k).argmax()) for k in ks}) == 1)
 
     # -- the answer ---------------------------------------------------------------------------------------
 
@@ -356,6 +368,8 @@ class PooledChain:
         out["chain.stored_pi"] = np.asarray([np.asarray(s).reshape(-1, c) for s in self.stored_pi])
         out["chain.stored_prof"] = np.asarray([np.asarray(s).reshape(-1, c, p) for s in self.stored_prof])
         out["chain.trace_k"] = np.asarray(self.trace_k, dtype=np.int64).reshape(m, -1)
+        out["chain.trace_kbig"] = np.asarray(self.trace_kbig, dtype=np.int64).reshape(m, -1)
+        out["chain.history"] = np.asarray([json.dumps(self.history)])
         out["chain.trace_lj"] = np.asarray(self.trace_lj, dtype=np.float64).reshape(m, -1)
         out["chain.reason"] = np.asarray([self.reason])
         return out
@@ -372,6 +386,8 @@ class PooledChain:
         chain.stored_pi = [list(np.asarray(s)) for s in np.asarray(state["chain.stored_pi"])]
         chain.stored_prof = [list(np.asarray(s)) for s in np.asarray(state["chain.stored_prof"])]
         chain.trace_k = [list(map(int, t)) for t in np.asarray(state["chain.trace_k"])]
+        chain.trace_kbig = [list(map(int, t)) for t in np.asarray(state["chain.trace_kbig"])]
+        chain.history = json.loads(str(np.asarray(state["chain.history"]).ravel()[0]))
         chain.trace_lj = [list(map(float, t)) for t in np.asarray(state["chain.trace_lj"])]
         chain.reason = str(np.asarray(state["chain.reason"]).ravel()[0])
         return chain
