@@ -185,7 +185,7 @@ def prepared(name: str, spec: dict, data_python: str, tmp: Path, cache: Path | N
         return prepare(name, spec, data_python, tmp / name), tmp / name
     folder = cache / name
     if not (folder / "index.json").exists():
-        data = prepare(name, spec, data_python, folder)
+        data = prepare(name, spec, data_python, folder.resolve())
         (folder / "index.json").write_text(json.dumps({
             "files": [str(f) for f in data["files"]], "index": {k: v.tolist() for k, v in data["index"].items()},
             "n_rows": data["n_rows"], "no_silo": data["no_silo"], "silo_sizes": data["silo_sizes"]}))

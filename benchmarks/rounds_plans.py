@@ -148,7 +148,7 @@ def main(argv=None) -> None:
     for name in args.datasets:
         folder = args.cache / name
         if not (folder / "schema.json").exists():
-            data = prepare(name, DATASETS[name], args.data_python, folder)
+            data = prepare(name, DATASETS[name], args.data_python, folder.resolve())
             (folder / "index.json").write_text(json.dumps({"files": [str(f) for f in data["files"]],
                                                            "index": {k: v.tolist() for k, v in data["index"].items()},
                                                            "n_rows": data["n_rows"]}))
