@@ -147,7 +147,7 @@ def main(argv=None) -> None:
     mapping = {"sampler.n-iter": args.one_shot_iterations or args.iterations, "assessment.enabled": False}
     for name in args.datasets:
         folder = args.cache / name
-        if not (folder / "schema.json").exists():
+        if not (folder / "index.json").exists():
             data = prepare(name, DATASETS[name], args.data_python, folder.resolve())
             (folder / "index.json").write_text(json.dumps({"files": [str(f) for f in data["files"]],
                                                            "index": {k: v.tolist() for k, v in data["index"].items()},
