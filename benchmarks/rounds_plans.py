@@ -43,6 +43,8 @@ VARIANTS: dict[str, dict] = {
     "fixed-500": {"plan.stop": False, "plan.checkpoints": [250, 500]},
     "fixed-1000": {"plan.stop": False, "plan.checkpoints": [250, 500, 1000]},
     "anneal-2-fixed-1000": {"aggregation.round-anneal": 2.0, "plan.stop": False, "plan.checkpoints": [250, 500, 1000]},
+    "two-chains-fixed-250": {"plan.n_chains": 2, "plan.stop": False, "plan.checkpoints": [250]},
+    "two-chains-fixed-500": {"plan.n_chains": 2, "plan.stop": False, "plan.checkpoints": [250, 500]},
     "two-chains-fixed-1000": {"plan.n_chains": 2, "plan.stop": False, "plan.checkpoints": [250, 500, 1000]},
 }
 
