@@ -46,6 +46,22 @@ VARIANTS: dict[str, dict] = {
     "two-chains-fixed-250": {"plan.n_chains": 2, "plan.stop": False, "plan.checkpoints": [250]},
     "two-chains-fixed-500": {"plan.n_chains": 2, "plan.stop": False, "plan.checkpoints": [250, 500]},
     "two-chains-fixed-1000": {"plan.n_chains": 2, "plan.stop": False, "plan.checkpoints": [250, 500, 1000]},
+    "two-anneal-2-fixed-250": {"plan.n_chains": 2, "aggregation.round-anneal": 2.0, "plan.stop": False,
+                                 "plan.checkpoints": [250]},
+    "two-anneal-2-fixed-500": {"plan.n_chains": 2, "aggregation.round-anneal": 2.0, "plan.stop": False,
+                                 "plan.checkpoints": [250, 500]},
+    "two-anneal-2-fixed-1000": {"plan.n_chains": 2, "aggregation.round-anneal": 2.0, "plan.stop": False,
+                                 "plan.checkpoints": [250, 500, 1000]},
+    "two-anneal-2-long-fixed-1000": {"plan.n_chains": 2, "aggregation.round-anneal": 2.0, "plan.stop": False,
+                                      "plan.checkpoints": [250, 500, 1000], "plan.anneal_until": 100},
+    "two-anneal-4-fixed-250": {"plan.n_chains": 2, "aggregation.round-anneal": 4.0, "plan.stop": False,
+                                 "plan.checkpoints": [250]},
+    "two-anneal-4-fixed-500": {"plan.n_chains": 2, "aggregation.round-anneal": 4.0, "plan.stop": False,
+                                 "plan.checkpoints": [250, 500]},
+    "two-anneal-4-fixed-1000": {"plan.n_chains": 2, "aggregation.round-anneal": 4.0, "plan.stop": False,
+                                 "plan.checkpoints": [250, 500, 1000]},
+    "two-anneal-4-long-fixed-1000": {"plan.n_chains": 2, "aggregation.round-anneal": 4.0, "plan.stop": False,
+                                      "plan.checkpoints": [250, 500, 1000], "plan.anneal_until": 100},
 }
 
 
