@@ -43,6 +43,10 @@ VARIANTS: dict[str, dict] = {
     "fixed-500": {"plan.stop": False, "plan.checkpoints": [250, 500]},
     "fixed-1000": {"plan.stop": False, "plan.checkpoints": [250, 500, 1000]},
     "anneal-2-fixed-1000": {"aggregation.round-anneal": 2.0, "plan.stop": False, "plan.checkpoints": [250, 500, 1000]},
+    # the default (two chains, the second annealed) at each checkpoint's length
+    "default-fixed-250": {"plan.stop": False, "plan.checkpoints": [250]},
+    "default-fixed-500": {"plan.stop": False, "plan.checkpoints": [250, 500]},
+    "default-fixed-1000": {"plan.stop": False, "plan.checkpoints": [250, 500, 1000]},
     "two-chains-fixed-250": {"plan.n_chains": 2, "plan.stop": False, "plan.checkpoints": [250]},
     "two-chains-fixed-500": {"plan.n_chains": 2, "plan.stop": False, "plan.checkpoints": [250, 500]},
     "two-chains-fixed-1000": {"plan.n_chains": 2, "plan.stop": False, "plan.checkpoints": [250, 500, 1000]},
@@ -141,6 +145,48 @@ def run_variant(transport, summaries, mapping: dict, variant: dict, seed: int, c
     return result, time.perf_counter() - t0
 
 
+def summarise(paths, plans=("fixed-", "two-chains-fixed-", "two-anneal-2-fixed-", "default-fixed-"),
+              max_rhat: float = 1.1) -> str:
+    """The markdown table of one or more output files: per dataset and plan, each seed's answer where the plan's
+    stopping rule would have stopped it (the first checkpoint whose recorded rule said settled, with ``max_rhat``,
+    else the cap), and the real-data must-show (median ARI of the seeds >= the reference's pairs' median - 0.05,
+    every seed >= that - 0.1, K within 1 of the reference's median K)."""
+    runs, refs = {}, {}
+    for path in paths:
+        d = json.loads(Path(path).read_text())
+        runs.update(d["runs"])
+        refs.update(d.get("reference", {}))
+    lines = ["| dataset | floor (pairs' median); reference K | plan | ARI of seeds 1, 2, 3 (K) | stopped at | passes |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for name, r in refs.items():
+        floor, k_ref = r["ari_pairs_median"], float(np.median(r["k"]))
+        for plan in plans:
+            got = []
+            for seed in (1, 2, 3):
+                full = runs.get(f"{name}|{plan}1000|{seed}")
+                if full is None:
+                    break
+                stop = next((h["round"] for h in full.get("history") or [] if h["rhat"] is not None
+                             and h["rhat"] < max_rhat and len(set(h["k_halves"])) == 1 and h.get("chains_agree", True)),
+                            None)
+                entry = runs.get(f"{name}|{plan}{stop or 1000}|{seed}")
+                if entry is None:
+                    break
+                got.append((entry, stop))
+            if len(got) < 3:
+                continue
+            aris, ks = [e["ari_median"] for e, _ in got], [e["k"] for e, _ in got]
+            failed = [what for what, ok in (
+                ("median ARI", np.median(aris) >= floor - 0.05), ("a seed's ARI", min(aris) >= floor - 0.1),
+                ("K", all(abs(k - k_ref) <= 1 for k in ks)), ("settled", all(stop for _, stop in got))) if not ok]
+            label = plan.rstrip("-").removesuffix("-fixed").removesuffix("fixed") or "one chain"
+            lines.append(f"| {name} | {floor:.3f}; {k_ref:g} | {label} | "
+                         + ", ".join(f"{a:.3f} ({k})" for a, k in zip(aris, ks, strict=True)) + " | "
+                         + ", ".join(str(stop or "cap") for _, stop in got) + " | "
+                         + ("yes" if not failed else "no: " + ", ".join(failed)) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv=None) -> None:
     from vcmc.config import PriorConfig
     from vcmc.metrics import adjusted_rand_index
@@ -156,7 +202,12 @@ def main(argv=None) -> None:
                     help="the silos' apply step's iterations before the rounds (default: --iterations)")
     ap.add_argument("--cache", type=Path, default=Path(".cache/real"))
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--summarise", nargs="+", type=Path, default=None,
+                    help="write the table of these output files to --out (markdown) and stop")
     args = ap.parse_args(argv)
+    if args.summarise:
+        args.out.write_text(summarise(args.summarise))
+        return
 
     results = json.loads(args.out.read_text()) if args.out.exists() else {}
     results.setdefault("runs", {})

@@ -62,7 +62,8 @@ class ChainPlan:
         Independent chains run side by side (the silos hold one allocation per chain); with two the rule also
         asks that they agree, and the answer is the chain of higher posterior.
     anneal : float
-        Inverse temperature of the rows' draws in rounds ``2 .. anneal_until`` (1: plain Gibbs).
+        Inverse temperature of the rows' draws in rounds ``2 .. anneal_until`` (1: plain Gibbs); of the last chain
+        only (with two chains the first is plain).
     anneal_until : int
     max_stored : int
         Most kept draws stored per window (evenly spaced): the answer's draws and the rounds at which each silo
@@ -253,7 +254,7 @@ class PooledChain:
         first, last = plan.window(self.window)
         keep = first < r_next <= last
         store = keep and r_next in plan.stored_rounds(self.window)
-        inv_temp = float(plan.anneal) if r_next <= plan.anneal_until else 1.0
+        annealed = float(plan.anneal) if r_next <= plan.anneal_until else 1.0
         draws = []
         for ch, (cluster, modality) in enumerate(counts):
             log_pi, log_prof, perm = self._aligned_draw(r_next, ch, cluster, modality)
@@ -270,7 +271,9 @@ class PooledChain:
                     self.stored_prof[ch].append(log_prof)
             else:
                 self.reference[ch] = prof
-            draws.append(Draw(log_pi, log_prof, store, inv_temp))
+            # with two chains only the second is annealed: a tempered and a plain burn-in, whose agreement says
+            # more than two alike, and the answer the one of higher posterior (docs/design.md §16)
+            draws.append(Draw(log_pi, log_prof, store, annealed if ch == plan.n_chains - 1 else 1.0))
         self.round = r_next
         return draws
 

@@ -34,8 +34,9 @@ from vcmc.results import GlobalResult
 
 AUTO_FIRST_CHECK = 250     # the auto rounds' first checkpoint; then 500, 1,000 (docs/design.md §16)
 AUTO_MAX_ROUNDS = 1000     # the most rounds of the auto plan (the agreement issue's bar)
-AUTO_ANNEAL = 2.0          # the auto plan's inverse temperature in the first half of its first burn-in (rounds
-                           # 2-63): the start's copies of a cluster merge there instead of by drift (docs/design.md §16)
+AUTO_ANNEAL = 2.0          # the auto plan's inverse temperature of its second chain in the first half of its first
+                           # burn-in (rounds 2-63): the start's copies of a cluster merge there instead of by drift,
+                           # while the first chain's plain burn-in keeps what tempering would merge (docs/design.md §16)
 AUTO_CHAINS = 2            # chains of the auto plan, side by side in the same rounds: settled only when they agree,
                            # else the answer (the chain of higher posterior) may be a poor mode (docs/design.md §16)
 MAX_STORED_DRAWS = 500     # kept draws stored per window (the answer's draws and the memberships' rounds)
