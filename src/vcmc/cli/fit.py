@@ -82,10 +82,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"with --iterations auto: the most iterations a chain may run (default {n_iter.default})")
     p.add_argument("--rounds", type=_rounds, default=argparse.SUPPRESS, metavar="R|auto",
                    dest="aggregation.rounds",
-                   help="rounds of the run (default auto: in this session min(iterations, 10000) global-informed "
-                        "rounds from C+ components with split-merge moves, which agree with full-data MCMC on real "
-                        "data split by a natural variable; the one-shot pass in a Flower deployment); 1: the "
-                        "paper's one-shot pass; R > 1: R - 1 rounds after it (docs/design.md §16)")
+                   help="rounds of the run (default auto: at most 1,000 global-informed rounds of two chains from "
+                        "C+ components, stopping at round 250, 500 or 1,000 once they settled and agree, wherever "
+                        "every silo can take part: in this session, and in a deployment whose silos have their "
+                        "rounds' keys; else the one-shot pass); 1: the paper's one-shot pass; R > 1: R - 1 rounds "
+                        "after it (docs/design.md §16)")
     for opt in _option_flags():
         if opt.negate:
             p.add_argument(opt.flag, action="store_true", default=argparse.SUPPRESS, dest=opt.key,
