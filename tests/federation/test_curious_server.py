@@ -17,6 +17,9 @@ import pytest
 
 pytest.importorskip("flwr")
 
+# one worker runs the whole module, so its deployment (a module fixture) starts once under pytest -n 2
+pytestmark = pytest.mark.xdist_group("curious-server")
+
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parent / "curious_app"))
 from flowerlab import Lab, make_node_key  # noqa: E402

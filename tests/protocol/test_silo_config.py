@@ -53,7 +53,7 @@ def test_round_trip_through_the_flower_encoding(config):
 def test_every_option_of_the_silo_sections_is_a_field_of_the_encoding():
     """Adding an option to a silo section adds it to the message (nothing to write in the protocol)."""
     keys = {k[len("config."):] for k in _request().to_arrays() if k.startswith("config.") and "__" not in k}
-    announced = {"aggregation.strategy", "aggregation.rounds", "aggregation.round-secure-sum"}
+    announced = {"aggregation.strategy", "aggregation.rounds"}
     expected = {o.key for o in options() if o.section in SILO_SECTIONS} | announced
     assert keys == expected == {o.key for o in silo_options()}
     # the server-only sections stay with the server

@@ -4,7 +4,6 @@ least, checked against a direct computation and on a hidden group."""
 import math
 
 import numpy as np
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -85,17 +84,3 @@ def test_rows_without_an_observed_value_are_never_misfits():
     rows, worst = misfits(codes, (2, 2), np.zeros(4, dtype=np.int64), profiles, share=1.0)
     assert sorted(rows.tolist()) == [1, 2]
     assert worst[rows.tolist().index(1)] == 3        # row 1: its second value (probability 0.1)
-
-
-@pytest.mark.parametrize("share", [0.0, -0.1, 0.2])
-def test_the_gate_refuses_a_share_out_of_range(share):
-    from types import SimpleNamespace
-
-    from vcmc.exceptions import ConfigError
-    from vcmc.protocol.rounds import RoundBirthRequest
-    from vcmc.silo.endpoints.rounds import admit_birth
-    from vcmc.silo.policy import SiloPolicy
-
-    gate = SimpleNamespace(policy=SiloPolicy.own_data(), state=SimpleNamespace(secure_secrets=[]))
-    with pytest.raises(ConfigError, match="share of worst-explained rows"):
-        admit_birth(gate, RoundBirthRequest(share=share))

@@ -107,7 +107,8 @@ def test_silo_labels_use_the_silos_own_weights_and_leave_the_chain_unchanged(sil
 @pytest.mark.parametrize("fields, match", [
     ({"silo_weight_prior": -1.0}, "silo_weight_prior"), ({"silo_weight_prior": float("nan")}, "silo_weight_prior"),
     ({"n_chains": 3}, "n_chains"), ({"checkpoints": np.array([5, 5])}, "checkpoints"),
-    ({"anneal": 0.5}, "anneal"), ({"birth_share": 0.5}, "birth"),
+    ({"anneal": 0.5}, "anneal"), ({"birth_share": 0.5}, "birth_share"), ({"birth_share": -0.1}, "birth_share"),
+    ({"birth_share": float("nan")}, "birth_share"),
     ({"names": ("someone-else",)}, "once among them"), ({"start": np.arange(3)[None] + 90}, "start"),
     ({"beta": np.full(3, 0.5)}, "beta"),
 ])

@@ -206,7 +206,8 @@ def _result(one_shot: GlobalResult, transport, names, answer, labels, trace_byte
         "n_draws": int(np.asarray(answer.pi_draws).shape[0]), "components": n_components,
         "kept_components": np.asarray(answer.clusters).tolist(), "labels": str(config.aggregation.round_labels),
         "secure_sum": secure, "log_joint_grid": float(answer.log_joint_grid), "seconds": seconds,
-        "per_round": per_round, "stability": stability, "births": births, "chosen_chain": int(answer.chosen)}
+        "per_round": per_round, "stability": stability, "births": births, "chosen_chain": int(answer.chosen),
+        "disclosed": _disclosed(secure, answer, trace_bytes)}
     diagnostics["classification"] = classification_quality([labels[n] for n in names], names)
     ks, n_k = np.unique(kept_k if kept_k.size else trace_k, return_counts=True)
     local_k = (one_shot.diagnostics.get("n_clusters_posterior") or {}).get("local", {})
@@ -228,6 +229,19 @@ def _result(one_shot: GlobalResult, transport, names, answer, labels, trace_byte
         assignments=local_rows(transport, "local_assignments", names),
         memberships=local_rows(transport, "local_memberships", names), n_chains=1, timings=timings,
         config=one_shot.config, seed=one_shot.seed, diagnostics=diagnostics, matching=None)
+
+
+def _disclosed(secure: bool, answer, trace_bytes) -> dict:
+    """What the rounds disclosed to the server in total (docs/federation.md, "The rounds")."""
+    k, t = np.asarray(answer.pi_draws).shape[1], np.asarray(answer.pi_draws).shape[0]
+    return {"per_round": ("nothing: every vector masked and padded with the silos' group secret, uniform to the "
+                          "server alone or summed") if secure
+            else "each silo's plain counts (the analyst's own session)",
+            "answer": f"{t} stored draws of the weights and profiles of {k} clusters of at least the minimum cluster "
+                      "size, the trace of K and of the log joint" + (" (on its grid)" if secure else ""),
+            "per_silo": "the labels' cluster-level sums (an assign reply's rules) and the assessment's sums (an assess "
+                        "reply's rules)",
+            "bytes_relayed": int(sum(trace_bytes))}
 
 
 def _unsettled(stability: dict, n_rounds: int) -> str:

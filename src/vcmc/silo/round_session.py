@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from vcmc.pooled.chain import ChainPlan, Seeds
+if TYPE_CHECKING:   # the pooled chain imports numba: loaded when a round is answered, not for a hello
+    from vcmc.pooled.chain import ChainPlan, Seeds
 
 
 @dataclasses.dataclass
@@ -36,11 +38,15 @@ class RoundSession:
     births: dict = dataclasses.field(default_factory=lambda: {"columns": [], "rows": [], "components": []})
 
     def chain_plan(self) -> ChainPlan:
+        from vcmc.pooled.chain import ChainPlan
+
         p = dict(self.plan)
         return ChainPlan(**{**p, "beta_cols": tuple(p["beta_cols"]), "n_modalities": tuple(p["n_modalities"]),
                             "checkpoints": tuple(p["checkpoints"])})
 
     def seeds(self) -> Seeds:
+        from vcmc.pooled.chain import Seeds
+
         return Seeds(int(self.seed_entropy), tuple(self.seed_prefix))
 
     def export(self) -> dict[str, np.ndarray]:

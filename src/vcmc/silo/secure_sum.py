@@ -85,7 +85,7 @@ def read_private_key(path) -> str:
             raise ValueError
     except (OSError, ValueError):
         raise ConfigError(f"node config 'rounds-key': {str(path)!r} is not a readable file holding a 32-byte "
-                          "hex key (make one with 'vcmc node keygen')") from None
+                          "hex key (make one with 'vcmc keygen')") from None
     return text
 
 

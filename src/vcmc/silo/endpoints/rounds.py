@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from vcmc.exceptions import ConfigError, DisclosureError, NotFittedError
-from vcmc.pooled.chain import ChainPlan, PooledChain, choose_births, log_joint_grid
 from vcmc.protocol import AssessRequest, AssignReply
 from vcmc.protocol.rounds import (
     RoundAssessRequest,
@@ -34,6 +34,9 @@ from vcmc.rows import rounds
 from vcmc.silo import secure_sum
 from vcmc.silo.endpoints import assess, assign, endpoint
 from vcmc.silo.round_session import RoundSession
+
+if TYPE_CHECKING:   # the pooled chain's draws import numba: loaded when a round is answered, not for a hello
+    from vcmc.pooled.chain import PooledChain
 
 silo_log = logging.getLogger("vcmc.silo")
 ASSESS_KEY = 2     # the silos' streams of the assessment after the rounds: (..., ROUNDS_KEY, 0, silo, ASSESS_KEY)
@@ -117,6 +120,8 @@ def answer_start(silo, request: RoundStartRequest) -> RoundVectorReply:
     fields = {k: v for k, v in request.to_arrays().items() if not k.startswith("__")}
     context = secure_sum.context_digest(silo.gate.run_key or "", fields)
     min_size = max(int(request.min_size), silo.gate.min_size)
+    from vcmc.pooled.chain import ChainPlan
+
     plan = ChainPlan(n_components=int(request.n_components), alpha=float(request.alpha),
                      beta_cols=tuple(float(b) for b in np.asarray(request.beta)), n_modalities=silo.n_modalities,
                      checkpoints=tuple(int(r) for r in np.asarray(request.checkpoints)), stop=bool(request.stop),
@@ -239,6 +244,8 @@ def _shares_to_births(silo, session: RoundSession, request: RoundSweepRequest) -
 def _births_to_start(silo, session: RoundSession, request: RoundSweepRequest) -> RoundVectorReply:
     """Round 0: the births from every participant's births vector; the start of the rows' allocations, whose
     counts are round 1's vector."""
+    from vcmc.pooled.chain import PooledChain, choose_births
+
     plan = session.chain_plan()
     columns = []
     if session.birth_budget > 0:
@@ -295,6 +302,8 @@ def answer_result(silo, request: RoundResultRequest) -> RoundResultReply:
     pi, prof = chain.draws()
     first, _ = chain.plan.window(chain.window)
     lj = np.asarray(chain.trace_lj[ch], dtype=np.float64)
+    from vcmc.pooled.chain import log_joint_grid
+
     grid = 0.0 if silo.own_session else log_joint_grid(silo.n_modalities, chain.plan.min_size)
     if grid > 0:
         lj = np.floor(lj / grid + 0.5) * grid
