@@ -162,3 +162,19 @@ def test_silos_sharing_a_process_get_the_same_draw_whether_or_not_it_was_remembe
     c = PooledChain(plan, Seeds(3))
     c.advance([start])
     np.testing.assert_array_equal(c.advance([nxt])[0].log_profiles, first[0].log_profiles)
+
+
+def test_of_two_chains_only_the_second_is_annealed_and_only_in_its_burn_in():
+    plan = _plan(checkpoints=(40,), n_chains=2, anneal=2.0, anneal_until=10)
+    rng = np.random.default_rng(2)
+    counts, start = _toy_counts(rng)
+    chain = PooledChain(plan, Seeds(8))
+    state, temps = [start, start], []
+    while (draws := chain.advance(state)) is not None:
+        temps.append([d.inverse_temperature for d in draws])
+        state = [counts(d) for d in draws]
+    temps = np.asarray(temps)                      # rounds 2, 3, ...
+    assert np.all(temps[:, 0] == 1.0)
+    assert np.all(temps[:9, 1] == 2.0) and np.all(temps[9:, 1] == 1.0)
+    single = PooledChain(_plan(checkpoints=(40,), anneal=2.0, anneal_until=10), Seeds(8))
+    assert single.advance([start])[0].inverse_temperature == 2.0     # one chain: it is the annealed one
