@@ -98,3 +98,13 @@ def test_vcmc_fit_silo_policy_writes_a_preview(tmp_path):
     bad = tmp_path / "bad.toml"
     bad.write_text('rounds-peers = "a=b"\n')
     assert main(["fit", *files, "--out", str(tmp_path / "fit2"), "--silo-policy", str(bad)]) != 0
+
+
+def test_a_preview_with_fewer_silos_than_the_operators_min_peers_is_the_one_shot_pass_and_says_why(sim):
+    two = sim.silos[:2]
+    result = vcmc.fit(two, config=config_from_mapping({**QUICK, "aggregation.rounds": 0}), rng=5, silo_policy={})
+    plan = result.diagnostics["rounds_plan"]
+    assert plan["rounds"] == 1 and "min-peers" in plan["reason"] and "rounds" not in result.diagnostics
+    three = vcmc.fit(two, config=config_from_mapping({**QUICK, "aggregation.rounds": 0}), rng=5,
+                     silo_policy={"min-peers": 2})
+    assert three.diagnostics["rounds_plan"]["rounds"] > 1 and three.diagnostics["rounds"]["secure_sum"]

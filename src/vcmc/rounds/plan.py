@@ -74,8 +74,8 @@ def resolve_rounds(config: FitConfig, *, own_session: bool, method: str = "vcmc"
             rounds, reason = 1, "one Gibbs iteration per silo: no rounds"
         elif not (ready if ready is not None else own_session):
             rounds, reason = 1, ("a deployment whose silos are not all set up for the rounds (node config "
-                                 "rounds-key and rounds-peers, docs/federation.md, 'The rounds'), so the one-shot "
-                                 "pass")
+                                 "rounds-key and rounds-peers, and at least each operator's min-peers participants; "
+                                 "docs/federation.md, 'The rounds'), so the one-shot pass")
         else:
             rounds = AUTO_MAX_ROUNDS
             reason = (f"at most {AUTO_MAX_ROUNDS} rounds, stopping once the kept rounds settled, which agree with "
