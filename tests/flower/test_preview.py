@@ -108,3 +108,13 @@ def test_a_preview_with_fewer_silos_than_the_operators_min_peers_is_the_one_shot
     three = vcmc.fit(two, config=config_from_mapping({**QUICK, "aggregation.rounds": 0}), rng=5,
                      silo_policy={"min-peers": 2})
     assert three.diagnostics["rounds_plan"]["rounds"] > 1 and three.diagnostics["rounds"]["secure_sum"]
+
+
+def test_operators_with_different_minimum_cluster_sizes_run_one_chain_at_the_largest(sim):
+    # each silo's chain must be the same chain: the participants agree the largest minimum at the births round
+    policy = {"silos": {"silo_1": {"min-cluster-size": 25}}}
+    result = vcmc.fit(sim, config=config_from_mapping(QUICK), rng=5, silo_policy=policy)
+    sizes = result.partition_counts.sum(axis=0)
+    assert result.diagnostics["rounds"]["secure_sum"] and result.n_clusters >= 1
+    assert result.diagnostics["deployment_preview"]["node_config"]["silo_1"] == {"min-cluster-size": 25}
+    assert sizes.min() >= 1

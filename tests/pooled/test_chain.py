@@ -178,3 +178,12 @@ def test_of_two_chains_only_the_second_is_annealed_and_only_in_its_burn_in():
     assert np.all(temps[:9, 1] == 2.0) and np.all(temps[9:, 1] == 1.0)
     single = PooledChain(_plan(checkpoints=(40,), anneal=2.0, anneal_until=10), Seeds(8))
     assert single.advance([start])[0].inverse_temperature == 2.0     # one chain: it is the annealed one
+
+
+def test_the_common_minimum_is_the_participants_largest():
+    from vcmc.pooled.chain import MINIMA, common_minimum, minimum_vector
+
+    pooled = minimum_vector(10) + minimum_vector(25) + minimum_vector(10)
+    assert pooled.shape == (MINIMA,) and common_minimum(pooled) == 25
+    with pytest.raises(ValueError, match="at most"):
+        minimum_vector(MINIMA + 1)

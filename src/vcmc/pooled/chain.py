@@ -405,6 +405,30 @@ def choose_births(pooled: np.ndarray, budget: int, min_size: int) -> list[int]:
     return [int(j) for j in order[:max(int(budget), 0)] if counts[j] >= min_size]
 
 
+MINIMA = 1024   # the largest minimum cluster size the silos' common minimum is agreed over (``minimum_vector``)
+
+
+def minimum_vector(min_size: int) -> np.ndarray:
+    """A silo's minimum cluster size as a one-hot vector (MINIMA,): summed over the participants (masked as any
+    round's vector), it gives every silo the same common minimum, the largest (``common_minimum``), so that every
+    silo's chain keeps the same clusters and stops at the same round whatever each operator set (docs/design.md
+    §16, "One model in both modes")."""
+    m = int(min_size)
+    if not 1 <= m <= MINIMA:
+        raise ValueError(f"the rounds agree a minimum cluster size of at most {MINIMA}; this silo's is {m}")
+    out = np.zeros(MINIMA)
+    out[m - 1] = 1.0
+    return out
+
+
+def common_minimum(pooled: np.ndarray) -> int:
+    """The largest minimum cluster size among the participants, from the sum of their ``minimum_vector``."""
+    held = np.flatnonzero(np.asarray(pooled) > 0)
+    if held.size == 0:
+        raise ValueError("no participant's minimum cluster size in the pooled vector")
+    return int(held.max()) + 1
+
+
 def log_joint_grid(n_modalities, min_size: int) -> float:
     """The grid (nats) a deployment's released log joints are rounded to: ``min_size`` rows' worth of log
     density, a row's worth taken as ``sum_q log K_q`` (its ``-log p(x)`` under uniform profiles, above a typical
