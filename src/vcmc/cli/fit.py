@@ -82,10 +82,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"with --iterations auto: the most iterations a chain may run (default {n_iter.default})")
     p.add_argument("--rounds", type=_rounds, default=argparse.SUPPRESS, metavar="R|auto",
                    dest="aggregation.rounds",
-                   help="rounds of the run (default auto: in this session min(iterations, 10000) global-informed "
-                        "rounds from C+ components with split-merge moves, which agree with full-data MCMC on real "
-                        "data split by a natural variable; the one-shot pass in a Flower deployment); 1: the "
-                        "paper's one-shot pass; R > 1: R - 1 rounds after it (docs/design.md §16)")
+                   help="rounds of the run (default auto: at most 1,000 global-informed rounds of two chains from "
+                        "C+ components, stopping at round 250, 500 or 1,000 once they settled and agree, wherever "
+                        "every silo can take part: in this session, and in a deployment whose silos have their "
+                        "rounds' keys; else the one-shot pass); 1: the paper's one-shot pass; R > 1: R - 1 rounds "
+                        "after it (docs/design.md §16)")
     for opt in _option_flags():
         if opt.negate:
             p.add_argument(opt.flag, action="store_true", default=argparse.SUPPRESS, dest=opt.key,
@@ -109,6 +110,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "result.json; the same command again in --out resumes with it)")
     p.add_argument("--jobs", type=int, default=1, metavar="J", help="worker processes (at most J, whatever the "
                    "number of silos)")
+    p.add_argument("--silo-policy", metavar="FILE", default=None,
+                   help="a deployment preview: every silo built as a SuperNode's node config builds it, from FILE's "
+                        "node-config keys (TOML or JSON: the privacy keys such as min-cluster-size, "
+                        "suppress-cells-below, round-to and the policy keys such as allow-strategies, min-peers, for "
+                        "every silo at the top "
+                        "level, a silo's own under [silos.NAME]; an empty file is the operators' defaults), the "
+                        "rounds' keys generated for the run, the silos in this process; result.json says so "
+                        "(diagnostics.deployment_preview; docs/federation.md)")
     p.add_argument("--save-summaries", action="store_true",
                    help="save silo summaries in DIR/summaries so server steps can be re-run")
     p.add_argument("--report", action="store_true",
@@ -312,6 +321,11 @@ def run(args) -> int:
 
     normalisation = Normalisation(strip_whitespace=args.strip_whitespace, case_insensitive=args.case_insensitive)
     na_values = [t for group in (args.na_values or []) for t in group]
+    preview = None
+    if args.silo_policy is not None:
+        from vcmc.flower.preview import read_silo_policy
+
+        preview = read_silo_policy(args.silo_policy)      # checked before any data is read
     info: dict = {}
     silos = load_silos(args.files, silo_column=args.silo_column, schema_path=args.schema,
                        id_column=args.id_column, na_values=na_values, normalisation=normalisation,
@@ -322,7 +336,8 @@ def run(args) -> int:
                   else vars(args).get("clusters") if args.method == "fed-kmodes" else None)
 
     def key_of(seed):
-        return _guard.run_key(method=args.method, config=config, seed=seed, silos=silos, n_clusters=n_clusters,
+        method = args.method if preview is None else f"{args.method} (deployment preview {preview!r})"
+        return _guard.run_key(method=method, config=config, seed=seed, silos=silos, n_clusters=n_clusters,
                               normalisation=normalisation, na_values=na_values)
 
     # the seed is fixed here, so that the line printed on Ctrl-C can give the command that resumes; without
@@ -337,7 +352,7 @@ def run(args) -> int:
         result = fit(silos, config=config, method=args.method, rng=seed, jobs=args.jobs,
                      policy=FaultPolicy(min_silos=args.min_silos),
                      save_dir=(out / "summaries") if args.save_summaries else None, n_clusters=n_clusters,
-                     state_dir=out / "silo-state" if resume else None)
+                     state_dir=out / "silo-state" if resume else None, silo_policy=args.silo_policy)
     except KeyboardInterrupt:
         print(_guard.interrupted_line(out, argv, seed, resume=resume, n_silos=len(silos)),  # noqa: T201
               file=sys.stderr)

@@ -34,6 +34,11 @@ from vcmc.results import GlobalResult
 
 AUTO_FIRST_CHECK = 250     # the auto rounds' first checkpoint; then 500, 1,000 (docs/design.md §16)
 AUTO_MAX_ROUNDS = 1000     # the most rounds of the auto plan (the agreement issue's bar)
+AUTO_ANNEAL = 2.0          # the auto plan's inverse temperature of its second chain in the first half of its first
+                           # burn-in (rounds 2-63): the start's copies of a cluster merge there instead of by drift,
+                           # while the first chain's plain burn-in keeps what tempering would merge (docs/design.md §16)
+AUTO_CHAINS = 2            # chains of the auto plan, side by side in the same rounds: settled only when they agree,
+                           # else the answer (the chain of higher posterior) may be a poor mode (docs/design.md §16)
 MAX_STORED_DRAWS = 500     # kept draws stored per window (the answer's draws and the memberships' rounds)
 START_CAP_PER_PRIOR = 4    # aggregation.round_components = 0: at most 4 x prior.n_components start components
 POOLED_K_DEFINITION = "occupied components of the pooled chain"   # as vcmc.research.baselines.full_mcmc's
@@ -95,8 +100,10 @@ def plan_of(one_shot: GlobalResult, config, *, secure: bool, root: np.random.See
     first_burn = (checkpoints[0] - 1) // 2
     return {"start": start, "n_components": max(int(prior.n_components), used + birth_budget),
             "alpha": float(prior.alpha), "beta": beta_per_column(prior.beta, one_shot.n_modalities),
-            "checkpoints": np.asarray(checkpoints, dtype=np.int64), "stop": bool(stop), "n_chains": 1,
-            "anneal": float(agg.round_anneal), "anneal_until": 1 + first_burn // 2,
+            "checkpoints": np.asarray(checkpoints, dtype=np.int64), "stop": bool(stop),
+            "n_chains": AUTO_CHAINS if stop else 1,
+            "anneal": max(float(agg.round_anneal), AUTO_ANNEAL) if stop else float(agg.round_anneal),
+            "anneal_until": 1 + first_burn // 2,
             "max_stored": MAX_STORED_DRAWS, "min_size": max(1, int(config.privacy.min_cluster_size)),
             "birth_share": float(agg.round_births), "birth_budget": birth_budget,
             "silo_weight_prior": float(prior.alpha) if agg.round_labels == "silo" else 0.0, "secure": secure,

@@ -237,19 +237,25 @@ def _shares_to_births(silo, session: RoundSession, request: RoundSweepRequest) -
         if not silo.gate.policy.reproducible_rounds:
             # the streams from the group secret: nobody outside the silos knows them
             session.seed_entropy, session.seed_prefix = str(secure_sum.seed_entropy(group)), []
+    from vcmc.pooled.chain import minimum_vector
+
     births = rounds.birth_vector(silo, session.birth_share) if session.birth_budget > 0 else np.zeros(0)
-    return _reply(silo, session, 0, pack([births]))
+    # and its minimum cluster size, so that every silo runs the chain with the participants' largest
+    return _reply(silo, session, 0, pack([births, minimum_vector(session.chain_plan().min_size)]))
 
 
 def _births_to_start(silo, session: RoundSession, request: RoundSweepRequest) -> RoundVectorReply:
     """Round 0: the births from every participant's births vector; the start of the rows' allocations, whose
     counts are round 1's vector."""
-    from vcmc.pooled.chain import PooledChain, choose_births
+    from vcmc.pooled.chain import MINIMA, PooledChain, choose_births, common_minimum
 
+    vector = _pooled(silo, session, request).astype(np.float64)
+    # the chain's minimum cluster size: the largest of the participants' (the same in every silo)
+    session.plan = {**session.plan, "min_size": common_minimum(vector[-MINIMA:])}
     plan = session.chain_plan()
     columns = []
     if session.birth_budget > 0:
-        pooled = _pooled(silo, session, request).astype(np.float64)
+        pooled = vector[:-MINIMA]
         columns = choose_births(pooled, session.birth_budget, plan.min_size)
         session.births = {"columns": columns, "rows": [int(pooled[j]) for j in columns],
                           "components": list(range(session.used, session.used + len(columns)))}
