@@ -34,14 +34,6 @@ def admit(gate, request: SummarizeRequest) -> SummarizeRequest:
         raise ConfigError("summarize: n_silos must be in [1, 10000] and the spawn key at most 16 numbers")
     if int(config.postprocess.summary_draws) > gate.policy.max_draws:
         raise ConfigError(f"summarize: at most {gate.policy.max_draws} summary draws may be asked for")
-    if gate.policy.max_runs_per_day is not None:
-        from vcmc.silo.run_ledger import admit_run
-
-        if gate.run_key is None:
-            raise ConfigError(f"silo {gate.silo.name!r}: max-runs-per-day needs the run's identity (a deployment)")
-        n_runs = admit_run(gate.policy.budget_dir, gate.run_key, gate.policy.max_runs_per_day, silo=gate.silo.name)
-        silo_log.info("silo %r: run %d of the last 24 hours (at most %d)", gate.silo.name, n_runs,
-                      gate.policy.max_runs_per_day)
     st = gate.state
     st.summarized, st.announced, st.strategy = False, False, strategy
     st.beta = float(config.prior.beta)
