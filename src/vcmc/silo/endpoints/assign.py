@@ -95,7 +95,7 @@ def answer(silo, request: AssignRequest) -> AssignReply:
 def release(gate, request, reply: AssignReply) -> AssignReply:
     """An assign reply as it may leave (``release_sums``). Another request answered by an ``AssignReply`` (the
     global-informed rounds' finish) keeps the rule of each entry on its own (``release_per_entry``) until the
-    rounds' own release adopts ``release_sums`` (issue 42: the rounds are being rewritten apart)."""
+    rounds' own release adopts ``release_sums`` (their protocol is being rewritten apart, docs/design.md §16)."""
     if not isinstance(request, AssignRequest):
         return release_per_entry(gate, reply)
     return release_sums(gate, reply)

@@ -149,6 +149,9 @@ def release(gate, request, reply: SiloSummary) -> SiloSummary:
     mean, radius = rc.sent_profile_spread(np.asarray(changes.get("profile_draws", reply.profile_draws)),
                                           reply.n_modalities)
     gate.state.sent_profile_mean, gate.state.sent_profile_radius = mean.tolist(), radius.tolist()
+    if privacy.dp_epsilon is not None:
+        # the epsilon of each noised release of this run, for the server's account (vcmc.federation.accounting)
+        changes["diagnostics"] = {**reply.diagnostics, "dp_epsilon": float(privacy.dp_epsilon)}
     return reply.with_changes(**changes)
 
 
