@@ -420,4 +420,4 @@ def structural_worths(auxiliary, *, model: str, spec_json: str, k: int, params, 
         score[sl.start + k:sl.stop] = reach ** 2 / var + 1.0
         loglik += float(np.max(0.92 + np.abs(block[k:]) + reach ** 2 / (2 * var)))
         moments += [np.full((k, 1), top), np.full((k, 1), top ** 2)]
-    return {"loglik": loglik, "score": score, "hessian": 2.0 * np.outer(score, score), "moments": np.hstack(moments)}
+    return {"loglik": loglik, "score": score, "hessian": np.outer(score, score), "moments": np.hstack(moments)}

@@ -127,7 +127,8 @@ def release(gate, request, reply: SiloSummary) -> SiloSummary:
         # the table was noised, suppressed and rounded once when it was built (``Gate.protect_table``, so a
         # cached summary re-sent spends no new privacy budget); suppression and rounding are re-applied here,
         # which leaves a protected table unchanged and protects any table that was not
-        counts, _ = suppress_small_cells(reply.counts, privacy.suppress_cells_below, reply.n_modalities)
+        counts, _ = suppress_small_cells(reply.counts, privacy.suppress_cells_below, reply.n_modalities, columns=True,
+                                         round_to=privacy.round_to)
         changes["counts"] = round_counts(counts, privacy.round_to)
     if protected and gate.silo.local is not None:
         # the point estimate of the profiles must not undo the table's protection (size x estimate would
