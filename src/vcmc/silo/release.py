@@ -129,7 +129,8 @@ def protect_table_at(gate, cluster: np.ndarray, modality: np.ndarray, *, limit: 
         families = table_families(modality.shape, gate.silo.n_modalities, rows=~withheld, columns=True)
         cells = complementary_withholding(modality, cells, families, float(below))
     cluster = np.where(withheld, 0.0, round_real(cluster, privacy.round_to))
-    modality = np.where(cells, 0.0, round_real(modality, privacy.round_to))
+    # a cluster sent as 0 sends no modality count (one that rounding took to 0 included)
+    modality = np.where(cells | (cluster == 0)[..., None], 0.0, round_real(modality, privacy.round_to))
     return cluster, modality
 
 

@@ -17,13 +17,11 @@ from vcmc.silo.release import (
     cluster_limit,
     noised_vector,
     on_grid,
-    protect_vector,
     round_real,
     scalar_grid,
     scalars_exact,
     small,
     withheld_entries,
-    withhold,
 )
 
 
@@ -93,31 +91,9 @@ def answer(silo, request: AssignRequest) -> AssignReply:
 
 
 def release(gate, request, reply: AssignReply) -> AssignReply:
-    """An assign reply as it may leave (``release_sums``). Another request answered by an ``AssignReply`` (the
-    global-informed rounds' finish) keeps the rule of each entry on its own (``release_per_entry``) until the
-    rounds' own release adopts ``release_sums`` (their protocol is being rewritten apart, docs/design.md §16)."""
-    if not isinstance(request, AssignRequest):
-        return release_per_entry(gate, reply)
+    """An assign reply as it may leave (``release_sums``): also the global-informed rounds' finish, whose reply
+    is an ``AssignReply`` (signature kept for it)."""
     return release_sums(gate, reply)
-
-
-def release_per_entry(gate, reply: AssignReply) -> AssignReply:
-    """Every per-cluster quantity under the minimum size withheld (before and after rounding), the counts
-    noised, suppressed and rounded, the real sums rounded; the scalars as computed."""
-    privacy = gate.privacy
-    counts = noised_vector(gate, reply.counts)
-    withheld = small(counts, gate.min_size)
-    expected = None if reply.expected is None else np.asarray(reply.expected, dtype=np.float64)
-    probability = None if reply.probability is None else np.asarray(reply.probability, dtype=np.float64)
-    if expected is not None:
-        expected = round_real(np.where(withheld | small(expected, gate.min_size), 0.0, expected), privacy.round_to)
-    if probability is not None:
-        probability = round_real(np.where(withheld | small(probability, gate.min_size), 0.0, probability),
-                                 privacy.round_to)
-    counts = withhold(protect_vector(gate, np.where(withheld, 0, counts)), gate.min_size)
-    expected = None if expected is None else withhold(expected, gate.min_size)
-    probability = None if probability is None else withhold(np.where(counts == 0, 0.0, probability), gate.min_size)
-    return dataclasses.replace(reply, counts=counts, expected=expected, probability=probability)
 
 
 def release_sums(gate, reply: AssignReply) -> AssignReply:
