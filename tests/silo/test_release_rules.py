@@ -199,6 +199,30 @@ def test_property_lca_sums_give_no_withheld_part_back(suppress, round_to, data):
     assert not _gives_back(cross, sent, [*rows, np.arange(k * k)], suppress)
 
 
+@settings(max_examples=40, deadline=None)
+@given(suppress=st.sampled_from([5, 8, 11]), round_to=st.sampled_from([1, 5]), data=st.data())
+def test_property_assessment_counts_give_no_suppressed_cell_back(suppress, round_to, data):
+    # each variable's block of observed (and replicated) counts sums to n_observed, which the reply carries
+    from vcmc.protocol import AssessReply, AssessRequest
+
+    gate = _gate(10, round_to, suppress)
+    rng = np.random.default_rng(data.draw(st.integers(0, 999)))
+    n = data.draw(st.integers(10, 60))
+    observed = np.concatenate([rng.multinomial(n, rng.dirichlet(np.ones(m) * 0.5)) for m in N_MOD])
+    replicated = np.stack([np.concatenate([rng.multinomial(n, np.ones(m) / m) for m in N_MOD]) for _ in range(2)])
+    pi, prof = np.full((2, 2), 0.5), np.tile([0.5, 0.5, 1 / 3, 1 / 3, 1 / 3], (2, 2, 1))
+    reply = AssessReply(n_rows=n, n_observed=np.full(5, n), observed=observed, replicated=replicated,
+                        pair_n_observed=np.zeros(0, int), pair_observed=np.zeros(0, int),
+                        pair_replicated=np.zeros((2, 0), int), occupied=np.ones((2, 2), np.int8), lppd=-50.0,
+                        p_waic=2.0, elpd=-52.0, elpd_m2=3.0)
+    out = gate.release(AssessRequest(pi=pi, profiles=prof, pairs=np.zeros((0, 2), int), seed_entropy=1,
+                                     spawn_key=(0,)), reply)
+    blocks = [np.arange(OFFSETS[q], OFFSETS[q + 1]) for q in range(len(N_MOD))]
+    assert not _gives_back(observed, out.observed, blocks, suppress)
+    for r in range(2):
+        assert not _gives_back(replicated[r], out.replicated[r], blocks, suppress)
+
+
 def test_pair_counts_complete_groups_are_complemented():
     # the server asked for column 0 with every column of the second variable: those three counts sum to the
     # count of column 0 (the assessment's ``observed``), so a lone suppressed one would follow
