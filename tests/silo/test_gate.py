@@ -503,7 +503,7 @@ def _assess_reply(rng, r, p, e, c):
 @given(limits=_limits, seed=st.integers(0, 2 ** 31), r=st.integers(1, 4), e=st.integers(0, 3), c=st.integers(1, 3))
 def test_property_assess_replies(limits, seed, r, e, c):
     # no unrounded count in any assess reply when rounding is set; the WAIC sums on the grid rounding implies
-    from vcmc.silo.endpoints.assess import waic_grid
+    from vcmc.silo.endpoints.assess import waic_grid, waic_grids
 
     min_size, round_to, suppress = limits
     g = _fake_gate(*limits)
@@ -521,9 +521,10 @@ def test_property_assess_replies(limits, seed, r, e, c):
         if suppress > 1 and round_to == 1:          # (rounding after suppression may land a kept cell under it)
             assert not np.any((v >= 1) & (v < suppress)), field
     assert set(np.unique(out.occupied)) <= {0, 1}
-    # a deployment's WAIC sums are on the grid of max(min-cluster-size, round-to) rows' worth, whatever is set
-    grid = waic_grid((2, 3), request.pi, request.profiles, max(min_size, round_to))
-    for value in (out.lppd, out.p_waic):
+    # a deployment's WAIC sums are each on its grid of max(min-cluster-size, round-to) rows' worth, whatever is set
+    grids = waic_grids((2, 3), request.pi, request.profiles, max(min_size, round_to))
+    assert grids[0] == waic_grid((2, 3), request.pi, request.profiles, max(min_size, round_to))
+    for value, grid in zip((out.lppd, out.p_waic, out.elpd_m2), grids, strict=True):
         assert abs(value / grid - round(value / grid)) < 1e-6
     assert out.elpd == pytest.approx(out.lppd - out.p_waic)
     own = Gate(g.silo, SiloPolicy.own_data())       # the analyst's own session: exact where nothing is protected

@@ -387,9 +387,10 @@ def _binade(values) -> float:
 
 def structural_worths(auxiliary, *, model: str, spec_json: str, k: int, params, where: str) -> dict[str, object]:
     """What a typical row adds to each sum of a structural reply (``structural_sums``), entry by entry, from the
-    request's parameters and, for a numeric column, the power of two at or above its median absolute value
-    (``_binade``: of the whole column, whichever rows the parameters weight, so that the grid follows no one
-    row). A scalar sum is released on a grid of several rows' worth of it (``vcmc.silo.endpoints.lca``).
+    request's parameters and, for a numeric column, the power of two at or above its median absolute value (of
+    a numeric outcome's distance from each class's mean, for its mean and log-sd terms) (``_binade``: of the
+    whole column, whichever rows the parameters weight, so that the grid follows no one row). A scalar sum is
+    released on a grid of several rows' worth of it (``vcmc.silo.endpoints.lca``).
 
     Returns ``loglik`` (float), ``score`` (D,), ``hessian`` (D, D) and ``moments`` (K, M) worths.
     """
@@ -415,7 +416,9 @@ def structural_worths(auxiliary, *, model: str, spec_json: str, k: int, params, 
         top = _binade(values)
         block = params[sl] if params.shape == (layout[-1][1].stop,) else np.zeros(2 * k)
         mu, var = block[:k], np.exp(2 * block[k:])
-        reach = top + np.abs(mu)
+        # a typical row's distance from each class's mean at the request's parameters (the median's binade:
+        # no one row moves it), so the grid of a mean's or a log-sd's sum scales with 1 / var as the sum does
+        reach = np.array([_binade(values - m) for m in mu])
         score[sl.start:sl.start + k] = reach / var
         score[sl.start + k:sl.stop] = reach ** 2 / var + 1.0
         loglik += float(np.max(0.92 + np.abs(block[k:]) + reach ** 2 / (2 * var)))

@@ -10,6 +10,7 @@ import numpy as np
 
 from vcmc.disclosure import pair_families, round_counts, small_cells, suppress_small_cells
 from vcmc.exceptions import ConfigError, DisclosureError
+from vcmc.model import profile_offsets
 from vcmc.protocol import AssessReply, AssessRequest
 from vcmc.silo import checks as rc
 from vcmc.silo.endpoints import endpoint
@@ -88,6 +89,39 @@ def waic_grid(n_modalities, pi: np.ndarray, profiles: np.ndarray, rows: int) -> 
     return float(int(rows) * predictive_entropy(n_modalities, pi, profiles).mean())
 
 
+def waic_grids(n_modalities, pi: np.ndarray, profiles: np.ndarray, rows: int, *,
+               n_synthetic: int = 256) -> tuple[float, float, float]:
+    """The grids of the three WAIC sums, each ``rows`` rows' worth of its own per-row term: ``lppd``'s
+    ``waic_grid`` (the predictive entropy); ``p_waic``'s the mean over rows of ``var_t log p(x | theta_t)`` and
+    ``elpd_m2``'s the variance over rows of ``elpd_x``, both over ``n_synthetic`` rows drawn from the model's
+    own predictive at the announced draws (a fixed stream: a function of the draws alone, never of the rows). A
+    row's variance over draws is a small fraction of its log density, so ``p_waic`` on the log density's grid
+    would be rounded away (measured: docs/federation.md)."""
+    if int(rows) <= 0:
+        return 0.0, 0.0, 0.0
+    offsets = profile_offsets(n_modalities)
+    pi = np.atleast_2d(np.asarray(pi, dtype=np.float64))
+    prof = np.asarray(profiles, dtype=np.float64)
+    gen = np.random.default_rng(0x3A17)
+    r, c = pi.shape
+    draw = gen.integers(r, size=n_synthetic)
+    weights = pi[draw] / pi[draw].sum(axis=1, keepdims=True)
+    cluster = (weights.cumsum(axis=1) > gen.random(n_synthetic)[:, None]).argmax(axis=1)
+    log_p = np.log(pi / pi.sum(axis=1, keepdims=True) + 1e-300)[None, :, :].repeat(n_synthetic, axis=0)   # (S, R, C)
+    for q in range(offsets.size - 1):
+        block = prof[draw, cluster, offsets[q]:offsets[q + 1]]
+        block = block / block.sum(axis=1, keepdims=True)
+        x = (block.cumsum(axis=1) > gen.random(n_synthetic)[:, None]).argmax(axis=1)
+        log_p += np.log(prof[:, :, offsets[q] + x].transpose(2, 0, 1) + 1e-300)
+    top = log_p.max(axis=2, keepdims=True)
+    log_row = (top + np.log(np.exp(log_p - top).sum(axis=2, keepdims=True)))[:, :, 0]              # (S, R)
+    t_top = log_row.max(axis=1, keepdims=True)
+    lppd = (t_top + np.log(np.exp(log_row - t_top).mean(axis=1, keepdims=True)))[:, 0]
+    var = log_row.var(axis=1)
+    return (waic_grid(n_modalities, pi, prof, rows), float(int(rows) * max(var.mean(), 1e-6)),
+            float(int(rows) * max((lppd - var).var(), 1e-6)))
+
+
 def release_at(gate, reply: AssessReply, pi: np.ndarray, profiles, *, pairs=None) -> AssessReply:
     """The assessment's sums as they may leave, for the draws ``pi`` and ``profiles`` it was made at (``pairs``:
     the request's, for the complementary suppression of the pair counts)."""
@@ -110,14 +144,14 @@ def release_at(gate, reply: AssessReply, pi: np.ndarray, profiles, *, pairs=None
     occupied = np.asarray(reply.occupied)
     if occupied.size and not np.isin(occupied, (0, 1)).all():
         raise DisclosureError(f"silo {gate.silo.name!r}: an assess reply's occupancy must be 0/1 indicators")
-    grid = 0.0 if scalars_exact(gate) else waic_grid(n_mod, pi, profiles(), rows_of_grid(gate))
-    if grid > 0:
-        # the WAIC sums: the review read an exact cell count from two lppd values; rounded like a count
-        # (``waic_grid``), and elpd from the rounded parts so that the message stays consistent
-        lppd = on_grid(float(reply.lppd), grid)
-        p_waic = max(on_grid(float(reply.p_waic), grid), 0.0)
+    if not scalars_exact(gate):
+        # the WAIC sums: the review read an exact cell count from two lppd values; each rounded to its grid of
+        # rows' worth (``waic_grids``), and elpd from the rounded parts so that the message stays consistent
+        g_lppd, g_var, g_m2 = waic_grids(n_mod, pi, profiles(), rows_of_grid(gate))
+        lppd = on_grid(float(reply.lppd), g_lppd)
+        p_waic = max(on_grid(float(reply.p_waic), g_var), 0.0)
         changes.update(lppd=lppd, p_waic=p_waic, elpd=lppd - p_waic,
-                       elpd_m2=max(on_grid(float(reply.elpd_m2), grid ** 2), 0.0))
+                       elpd_m2=max(on_grid(float(reply.elpd_m2), g_m2), 0.0))
     return dataclasses.replace(reply, **changes)
 
 
