@@ -104,8 +104,6 @@ REFUSED = {
     # checked where an operator allows them: tests/silo/test_gate.py)
     "nan-divergence": "divergence requests belong",
     "negative-divergence": "divergence requests belong",
-    "lca-estep": "lca_estep requests belong",
-    "lca-structural": "lca_structural requests belong",
     "assign-without-announcement": "announced first",
     "announce-one-person-profile": "farther than",
     "announce-server-weights": "not one of the silo's own draws",

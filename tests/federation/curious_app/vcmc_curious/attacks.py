@@ -25,7 +25,6 @@ from vcmc.protocol import (
     SiloConfig,
     SummarizeRequest,
 )
-from vcmc.protocol.lca import LcaEStepRequest, LcaStructuralRequest
 
 
 def _raw_record(arrays: dict) -> RecordDict:
@@ -91,10 +90,6 @@ def run_attacks(grid, plan: dict) -> dict:
                                                pi=uniform_pi, profiles=one))
     ask("assess-before-summary", AssessRequest(pi=uniform_pi, profiles=one, pairs=np.zeros((0, 2), np.int64),
                                                seed_entropy=1, spawn_key=(2, 0)))
-    # -- the latent class analysis' rounds at the server's parameters (no summary needed where allowed)
-    ask("lca-estep", LcaEStepRequest(pi=uniform_pi[0], profiles=one[0]))
-    ask("lca-structural", LcaStructuralRequest(model="covariate", spec_json="[]", pi=uniform_pi[0], profiles=one[0],
-                                               log_error=np.zeros((k_guess, k_guess)), params=np.zeros(k_guess - 1)))
     # -- a message on the wrong handler: a summarize request sent as query.hello
     wrong = FlowerMessage(encode_record(summarize(honest)), dst_node_id=tr.node_ids[silo],
                           message_type="query.hello", group_id="wrong")
