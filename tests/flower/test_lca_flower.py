@@ -52,7 +52,11 @@ def _files(folder: Path, n=(120, 120, 120)):
 
 
 def _node_config(name, path, schema, **extra):
-    return {"data-path": str(path), "schema-path": str(schema), "silo-name": name, "allow-strategies": "lca",
+    """The operators allow the measurement model's rounds and the structural ones, and send scalar sums exact
+    (``exact-scalars``: otherwise a deployment's log-likelihoods, entropies and structural sums leave on a grid,
+    docs/federation.md, and the numbers differ from the analyst's own session by up to half a grid)."""
+    return {"data-path": str(path), "schema-path": str(schema), "silo-name": name,
+            "allow-strategies": "lca,lca-structural", "exact-scalars": "true",
             "covariates": "age,sex", "distal": "death,score", **extra}
 
 
@@ -281,7 +285,8 @@ def test_real_flower_lca_equals_vcmc_fit_k(tmp_path):
         lab.start_superlink()
         for i, (name, csv) in enumerate(paths.items()):
             lab.start_supernode(f'data-path="{csv}" schema-path="{schema}" silo-name="{name}" '
-                                f'allow-strategies="lca" covariates="age,sex" distal="death,score"',
+                                f'allow-strategies="lca,lca-structural" exact-scalars=true '
+                                f'covariates="age,sex" distal="death,score"',
                                 log=f"supernode{i}.log")
         out = tmp_path / "flower"
         run_config = " ".join([f'out-dir="{out}"', f'schema-path="{schema}"', f"seed={SEED}", "min-nodes=3",

@@ -81,6 +81,15 @@ class TransportBase:
     own_session: bool = False
     rounds_ready: bool | None = None
 
+    @property
+    def releases(self):
+        """The noised releases this transport received from each silo (``vcmc.federation.accounting``)."""
+        from vcmc.federation.accounting import ReleaseLedger
+
+        if "_releases" not in self.__dict__:
+            self._releases = ReleaseLedger()
+        return self._releases
+
     def __enter__(self):
         return self
 

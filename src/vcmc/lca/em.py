@@ -25,6 +25,15 @@ from vcmc.protocol.lca import LcaEStepReply, LcaEStepRequest
 
 Ask = Callable[[Mapping[str, Message]], Mapping[str, Message]]
 
+PARAMETER_TOL = 1e-6
+"""Largest change of a weight or profile probability under which EM has converged when the log-likelihood
+summed over the silos did not change at all (the silos sent it on a grid, docs/design.md §13)."""
+
+
+def _moved(old, new) -> float:
+    """The largest absolute change of any parameter between two points ``(pi, profiles)``."""
+    return float(max(np.max(np.abs(np.asarray(a) - np.asarray(b))) for a, b in zip(old, new, strict=True)))
+
 
 def ask_all(call: Ask, names, request: Message) -> dict[str, Message]:
     """Send the same request to every silo; a failed silo stops the analysis (its reason is said)."""
@@ -116,8 +125,11 @@ def run_em(call: Ask, names, n_modalities, pi, profiles, *, max_iter: int = 1000
         totals = estep(call, names, pi, profiles)
         rounds += 1
         avg = totals.loglik / max(totals.n_rows, 1)
+        old = (pi, profiles)
         pi, profiles = m_step(totals, n_modalities)
-        if abs(avg - previous) < tol:
+        # a deployment's silos send the log-likelihood on a grid (docs/design.md §13): an unchanged sum there
+        # says nothing of convergence, so EM goes on while the parameters still move
+        if abs(avg - previous) < tol and (avg != previous or _moved(old, (pi, profiles)) < PARAMETER_TOL):
             converged = True
             break
         previous = avg
