@@ -60,59 +60,129 @@ def write_comparison(table: pd.DataFrame, out) -> dict[str, Path]:
             "figure": atomic_write_bytes(out / "comparison.png", png(comparison_figure(table)))}
 
 
-def item_figure(profiles: pd.DataFrame):
-    """poLCA's plot: per class (panel) and variable (group), the modality probabilities stacked, with the
-    95% interval of each modality's probability beside a point."""
-    from vcmc.report.figures import new_figure
+#: A binary item's modality shown in the item-response plot without naming it (its "yes").
+_YES = {"1", "yes", "y", "true", "present"}
 
-    classes = sorted(profiles["cluster"].unique())
+
+def class_label(cluster, weight=None, size=None) -> str:
+    """``class 2 (31%, n = 480)``: a class's number with its share and size, as legends and tables name it."""
+    parts = [] if weight is None or not np.isfinite(float(weight)) else [f"{100 * float(weight):.0f}%"]
+    if size is not None:
+        parts.append(f"n = {int(size):,}")
+    return f"class {cluster}" + (f" ({', '.join(parts)})" if parts else "")
+
+
+def item_figure(profiles: pd.DataFrame, *, weights=None, sizes=None, estimate: str = "probability",
+                what: str = "class"):
+    """The item-response plot of a latent class paper: one line per class across the items, with 95% intervals.
+
+    A binary item shows the probability of its second modality (its "yes"; the tick names the modality when it
+    is not 1/yes/true), any other variable one point per modality (``variable=modality``). The legend names
+    each class with its share (``weights``) and size (``sizes``); ``estimate`` is the column of the point
+    estimate (``probability`` in ``item_probabilities.csv``, ``estimate`` in a Bayesian fit's ``profiles.csv``)."""
+    from vcmc.report.figures import FONT, new_figure
+
+    classes = list(dict.fromkeys(profiles["cluster"]))
     variables = list(dict.fromkeys(profiles["variable"]))
-    fig = new_figure(max(6.0, 0.45 * len(variables) + 2.0), 1.6 + 1.6 * len(classes))
-    axes = np.atleast_1d(fig.subplots(len(classes), 1, sharex=True))
-    cmap = __import__("matplotlib").colormaps["tab10"]
-    for ax, c in zip(axes, classes, strict=True):
-        sub = profiles[profiles["cluster"] == c]
-        for j, v in enumerate(variables):
-            rows = sub[sub["variable"] == v]
-            bottom = 0.0
-            for m, r in enumerate(rows.itertuples()):
-                ax.bar(j, r.probability, bottom=bottom, color=cmap(m % 10), width=0.7, edgecolor="white")
-                bottom += r.probability
-            last = rows.iloc[-1]     # the last modality's probability and its interval, drawn from the top
-            ax.errorbar(j, 1.0 - last.probability, yerr=[[last.ci95_high - last.probability],
-                                                         [last.probability - last.ci95_low]],
-                        fmt="none", ecolor="black", elinewidth=0.8, capsize=2)
-        ax.set_ylim(0, 1)
-        ax.set_ylabel(f"class {c}", fontsize=8)
-    axes[-1].set_xticks(range(len(variables)), variables, rotation=60, ha="right", fontsize=7)
+    first = profiles[profiles["cluster"] == classes[0]]
+    ticks, keys = [], []
+    for v in variables:
+        mods = [str(m) for m in first.loc[first["variable"] == v, "modality"]]
+        if len(mods) == 2:
+            ticks.append(str(v) if mods[1].strip().lower() in _YES else f"{v}={mods[1]}")
+            keys.append((v, mods[1]))
+        else:
+            ticks += [f"{v}={m}" for m in mods]
+            keys += [(v, m) for m in mods]
+    n = len(keys)
+    fig = new_figure(max(6.0, 0.32 * n + 2.5), 3.6)
+    ax = fig.add_subplot()
+    cmap = __import__("matplotlib").colormaps["tab10" if len(classes) <= 10 else "tab20"]
+    x = np.arange(n)
+    offset = np.linspace(-0.18, 0.18, len(classes)) if len(classes) > 1 else np.zeros(1)
+    for i, c in enumerate(classes):
+        sub = profiles[profiles["cluster"] == c].assign(variable=lambda d: d["variable"].astype(str),
+                                                        modality=lambda d: d["modality"].astype(str))
+        sub = sub.set_index(["variable", "modality"])
+        rows = sub.loc[[(str(v), str(m)) for v, m in keys]]
+        est = rows[estimate].to_numpy(float)
+        lo = rows["ci95_low"].to_numpy(float)
+        hi = rows["ci95_high"].to_numpy(float)
+        w = None if weights is None else weights[i]
+        size = None if sizes is None else sizes[i]
+        label = class_label(c, w, size).replace("class", what, 1)
+        ax.errorbar(x + offset[i], est, yerr=[np.clip(est - lo, 0, None), np.clip(hi - est, 0, None)], fmt="-o",
+                    ms=3.5, lw=1.2, elinewidth=0.8, capsize=1.5, color=cmap(i % cmap.N), label=label)
+    ax.set_xticks(x, ticks, rotation=60, ha="right", fontsize=FONT)
+    ax.set_xlim(-0.6, n - 0.4)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_ylabel("probability (95% interval)", fontsize=FONT)
+    ax.set_xlabel("item (binary items: probability of the second modality, e.g. yes)", fontsize=FONT)
+    ax.tick_params(axis="y", labelsize=FONT)
+    ax.grid(axis="y", lw=0.3, alpha=0.6)
+    ax.legend(fontsize=FONT - 0.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False,
+              title=f"{what} (share, size)" if sizes is not None else f"{what} (share)", title_fontsize=FONT)
     return fig
 
 
 def forest_figure(covariates: pd.DataFrame | None, distal: pd.DataFrame | None):
-    """Estimates with 95% intervals: covariates' log odds (against class 1) and outcomes by class."""
-    from vcmc.report.figures import new_figure
+    """Forest plot: covariates as odds ratios against class 1 (log axis, the intercept left out), and each
+    distal outcome's probability (or mean) by class, with 95% intervals and labelled axes."""
+    from vcmc.report.figures import FONT, new_figure
 
-    panels = [(t, d) for t, d in (("covariates: log odds against class 1", covariates),
-                                  ("distal outcomes by class", distal)) if d is not None and len(d)]
-    n_rows = sum(len(d) for _, d in panels)
-    fig = new_figure(7.0, 1.0 + 0.22 * n_rows + 0.5 * len(panels))
-    axes = np.atleast_1d(fig.subplots(len(panels), 1, height_ratios=[max(len(d), 1) for _, d in panels]))
-    for ax, (title, d) in zip(axes, panels, strict=True):
-        labels = [f"class {r.cluster}: " + (f"{r.term}" if "term" in d else f"{r.outcome}={r.level}")
-                  for r in d.itertuples()]
+    panels = []
+    if covariates is not None and len(covariates):
+        cov = covariates[covariates["term"].astype(str) != "intercept"]
+        if len(cov):
+            panels.append(("covariates", "covariates of class membership", cov))
+    if distal is not None and len(distal):
+        for name, d in distal.groupby("outcome", sort=False):
+            panels.append(("distal", f"outcome {name} by class", d))
+    if not panels:
+        fig = new_figure(4.0, 1.0)
+        fig.text(0.5, 0.5, "no covariate or outcome estimate", ha="center", va="center", fontsize=FONT)
+        return fig
+    n_rows = sum(len(d) for _, _, d in panels)
+    fig = new_figure(7.0, 1.0 + 0.24 * n_rows + 0.7 * len(panels))
+    axes = np.atleast_1d(fig.subplots(len(panels), 1, height_ratios=[max(len(d), 1) for _, _, d in panels]))
+    for ax, (kind, title, d) in zip(axes, panels, strict=True):
         y = np.arange(len(d))[::-1]
-        est = d["estimate"].to_numpy(float)
-        ax.errorbar(est, y, xerr=[est - d["ci95_low"].to_numpy(float), d["ci95_high"].to_numpy(float) - est],
-                    fmt="o", ms=3, color="#4c72b0", ecolor="black", elinewidth=0.8, capsize=2)
-        if "term" in d:
-            ax.axvline(0.0, color="grey", lw=0.8, ls="--")
-        ax.set_yticks(y, labels, fontsize=7)
-        ax.set_title(title, fontsize=9)
+        est, lo, hi = (d[c].to_numpy(float) for c in ("estimate", "ci95_low", "ci95_high"))
+        if kind == "covariates":
+            est, lo, hi = np.exp(est), np.exp(lo), np.exp(hi)
+            labels = [f"class {r.cluster} vs 1: {r.term}" for r in d.itertuples()]
+            ax.set_xscale("log")
+            ax.axvline(1.0, color="grey", lw=0.8, ls="--")
+            ax.set_xlabel("odds ratio against class 1 (95% interval; log scale)", fontsize=FONT)
+        else:
+            labels = [f"class {r.cluster}: " + ("mean" if str(r.level) == "mean" else f"P({r.outcome} = {r.level})")
+                      for r in d.itertuples()]
+            numeric = set(map(str, d["level"])) == {"mean"}
+            ax.set_xlabel("mean (95% interval)" if numeric else "probability (95% interval)", fontsize=FONT)
+        ax.errorbar(est, y, xerr=[np.clip(est - lo, 0, None), np.clip(hi - est, 0, None)], fmt="o", ms=3.5,
+                    color="#4c72b0", ecolor="black", elinewidth=0.8, capsize=2)
+        ax.set_yticks(y, labels, fontsize=FONT - 0.5)
+        ax.tick_params(axis="x", labelsize=FONT)
+        ax.set_title(title, fontsize=FONT + 1)
+        ax.grid(axis="x", lw=0.3, alpha=0.6)
     return fig
 
 
-def write_analysis(analysis, out, *, settings: dict | None = None) -> dict[str, Path]:
-    """Every table and figure of one K (the three-step models' only when they were fitted)."""
+def lca_memberships(codes, n_modalities, pi, profiles) -> np.ndarray:
+    """Each row's class memberships (n, K) at the fitted model (StepMix's ``predict_proba``: probabilities
+    clipped as in its E-step; a missing cell contributes nothing)."""
+    from vcmc.silo.lca import one_hot, responsibilities
+
+    return responsibilities(one_hot(np.asarray(codes), n_modalities), np.asarray(pi, float),
+                            np.asarray(profiles, float))[0]
+
+
+def write_analysis(analysis, out, *, settings: dict | None = None, silos=None, rows: dict | None = None,
+                   schema=None) -> dict[str, Path]:
+    """Every table and figure of one K (the three-step models' only when they were fitted). With ``silos``
+    (the analyst's own, in process), also each row's memberships and most probable class
+    (``memberships.csv``, ``assignments.csv``: the formats of ``vcmc fit``; ``rows`` the row numbers in each
+    silo's file) and ``schema.json`` (``schema``), so that ``vcmc predict`` scores new rows with the fit."""
     from vcmc.report.figures import png
 
     out = Path(out)
@@ -121,9 +191,20 @@ def write_analysis(analysis, out, *, settings: dict | None = None) -> dict[str, 
     paths: dict[str, Path] = {}
     stats = pd.DataFrame([{"k": f.k, **f.statistics}])
     paths["fit_statistics"] = _csv(stats, out / "fit_statistics.csv")
+    sizes = None
+    if silos is not None:
+        from vcmc.silo.memberships import write_membership_files
+
+        member_rows = []
+        for silo in silos:
+            m = lca_memberships(silo.data.codes, f.n_modalities, f.pi, f.profiles)
+            member_rows.append((silo.name, m, np.argmax(m, axis=1)))
+        sizes = np.sum([np.bincount(r[2], minlength=f.k) for r in member_rows], axis=0)
+        paths.update(write_membership_files(out, member_rows, n_clusters=f.k, rows=rows))
     profiles = analysis.profiles_table()
     paths["item_probabilities"] = _csv(profiles, out / "item_probabilities.csv")
-    paths["item_figure"] = atomic_write_bytes(out / "item_probabilities.png", png(item_figure(profiles)))
+    paths["item_figure"] = atomic_write_bytes(out / "item_probabilities.png",
+                                              png(item_figure(profiles, weights=f.pi, sizes=sizes)))
     cov = analysis.covariates.table() if analysis.covariates is not None else None
     dis = analysis.distal.table() if analysis.distal is not None else None
     if cov is not None:
@@ -133,17 +214,34 @@ def write_analysis(analysis, out, *, settings: dict | None = None) -> dict[str, 
         paths["distal_tests"] = _csv(analysis.distal.equality_tests(), out / "distal_tests.csv")
     if cov is not None or dis is not None:
         paths["forest"] = atomic_write_bytes(out / "forest.png", png(forest_figure(cov, dis)))
+    if schema is not None:
+        paths["schema"] = out / "schema.json"
+        schema.to_json(paths["schema"])
+    items = analysis.items
     doc = {"method": "maximum-likelihood latent class model, federated EM (docs/design.md §15)",
            "k": f.k, "n_rows": f.n_rows, "weights": [float(v) for v in f.pi],
+           "weights_se": None if items is None else [_num(v) for v in items.weight_se],
+           "weights_ci95": None if items is None else [[_num(a), _num(b)] for a, b in items.weight_ci],
+           "sizes": None if sizes is None else [int(v) for v in sizes],
+           "profiles": [[float(v) for v in row] for row in f.profiles],
+           "n_modalities": [int(m) for m in f.n_modalities],
+           "standard_errors": None if items is None else items.method,
            "statistics": {k: (None if isinstance(v, float) and not np.isfinite(v) else v)
                           for k, v in f.statistics.items()},
            "converged": bool(f.converged), "em_iterations": int(f.n_iter), "em_rounds": int(f.n_rounds),
            "start_log_likelihoods": [float(v) for v in f.start_logliks],
+           "starts_at_best": int(f.n_best), "best_tolerance": float(f.best_tolerance),
            "reference_cluster": 1 if cov is not None else None,
            "classification_error": None if analysis.error is None else np.asarray(analysis.error).tolist(),
+           "warnings": list(analysis.warnings),
            "settings": settings or {}}
     paths["lca"] = atomic_write_json(out / "lca.json", doc, indent=2)
     return paths
+
+
+def _num(v):
+    v = float(v)
+    return v if np.isfinite(v) else None
 
 
 def write_lca_report(out, *, comparison: pd.DataFrame | None = None, analysis=None, html_path=None) -> Path:
