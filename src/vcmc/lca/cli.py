@@ -356,7 +356,7 @@ def bayesian_three_step(args, out: Path, result_json, result, silo_data, covaria
 
     from vcmc.atomic import atomic_write_bytes, atomic_write_text
     from vcmc.lca.analysis import three_step_at
-    from vcmc.lca.outputs import _csv, forest_figure
+    from vcmc.lca.outputs import forest_figure, write_csv
     from vcmc.report.figures import png
 
     positions = info.get("rows") or {}
@@ -381,10 +381,10 @@ def bayesian_three_step(args, out: Path, result_json, result, silo_data, covaria
     cov = analysis.covariates.table() if analysis.covariates is not None else None
     dis = analysis.distal.table() if analysis.distal is not None else None
     if cov is not None:
-        paths["covariates"] = _csv(cov, out / "covariates.csv")
+        paths["covariates"] = write_csv(cov, out / "covariates.csv")
     if dis is not None:
-        paths["distal"] = _csv(dis, out / "distal.csv")
-        paths["distal_tests"] = _csv(analysis.distal.equality_tests(), out / "distal_tests.csv")
+        paths["distal"] = write_csv(dis, out / "distal.csv")
+        paths["distal_tests"] = write_csv(analysis.distal.equality_tests(), out / "distal_tests.csv")
     if cov is not None or dis is not None:
         paths["forest"] = atomic_write_bytes(out / "forest.png", png(forest_figure(cov, dis)))
     path = Path(result_json)

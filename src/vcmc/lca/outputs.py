@@ -22,7 +22,7 @@ from vcmc.atomic import atomic_path, atomic_write_bytes, atomic_write_json, atom
 CRITERIA = ("aic", "bic", "sabic", "caic", "waic")
 
 
-def _csv(df: pd.DataFrame, path: Path) -> Path:
+def write_csv(df: pd.DataFrame, path: Path) -> Path:
     with atomic_path(path) as tmp:
         df.to_csv(tmp, index=False)
     return path
@@ -56,7 +56,7 @@ def write_comparison(table: pd.DataFrame, out) -> dict[str, Path]:
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    return {"comparison": _csv(table, out / "comparison.csv"),
+    return {"comparison": write_csv(table, out / "comparison.csv"),
             "figure": atomic_write_bytes(out / "comparison.png", png(comparison_figure(table)))}
 
 
@@ -190,7 +190,7 @@ def write_analysis(analysis, out, *, settings: dict | None = None, silos=None, r
     f = analysis.fit
     paths: dict[str, Path] = {}
     stats = pd.DataFrame([{"k": f.k, **f.statistics}])
-    paths["fit_statistics"] = _csv(stats, out / "fit_statistics.csv")
+    paths["fit_statistics"] = write_csv(stats, out / "fit_statistics.csv")
     sizes = None
     if silos is not None:
         from vcmc.silo.memberships import write_membership_files
@@ -202,16 +202,16 @@ def write_analysis(analysis, out, *, settings: dict | None = None, silos=None, r
         sizes = np.sum([np.bincount(r[2], minlength=f.k) for r in member_rows], axis=0)
         paths.update(write_membership_files(out, member_rows, n_clusters=f.k, rows=rows))
     profiles = analysis.profiles_table()
-    paths["item_probabilities"] = _csv(profiles, out / "item_probabilities.csv")
+    paths["item_probabilities"] = write_csv(profiles, out / "item_probabilities.csv")
     paths["item_figure"] = atomic_write_bytes(out / "item_probabilities.png",
                                               png(item_figure(profiles, weights=f.pi, sizes=sizes)))
     cov = analysis.covariates.table() if analysis.covariates is not None else None
     dis = analysis.distal.table() if analysis.distal is not None else None
     if cov is not None:
-        paths["covariates"] = _csv(cov, out / "covariates.csv")
+        paths["covariates"] = write_csv(cov, out / "covariates.csv")
     if dis is not None:
-        paths["distal"] = _csv(dis, out / "distal.csv")
-        paths["distal_tests"] = _csv(analysis.distal.equality_tests(), out / "distal_tests.csv")
+        paths["distal"] = write_csv(dis, out / "distal.csv")
+        paths["distal_tests"] = write_csv(analysis.distal.equality_tests(), out / "distal_tests.csv")
     if cov is not None or dis is not None:
         paths["forest"] = atomic_write_bytes(out / "forest.png", png(forest_figure(cov, dis)))
     if schema is not None:
