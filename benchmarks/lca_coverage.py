@@ -62,9 +62,9 @@ def replicate(seed: int, missing: float) -> dict:
     n_k = f.pi[order] * f.n_rows
     cd = np.sqrt(p * (1 - p) / n_k[:, None])
     return {"seed": seed, "loglik": f.loglik, "starts": len(f.start_logliks), "starts_at_best": f.n_best,
-            "covered": ((lo <= PROFILES) & (PROFILES <= hi)).tolist(),
-            "covered_complete_data": ((p - 1.96 * cd <= PROFILES) & (PROFILES <= p + 1.96 * cd)).tolist(),
-            "weight_covered": ((a.items.weight_ci[order, 0] <= WEIGHTS) & (WEIGHTS <= a.items.weight_ci[order, 1])
+            "covered": ((lo <= PROFILES) & (hi >= PROFILES)).tolist(),
+            "covered_complete_data": ((p - 1.96 * cd <= PROFILES) & (p + 1.96 * cd >= PROFILES)).tolist(),
+            "weight_covered": ((a.items.weight_ci[order, 0] <= WEIGHTS) & (a.items.weight_ci[order, 1] >= WEIGHTS)
                                ).tolist(),
             "se": se.tolist(), "se_complete_data": cd.tolist(), "estimate": p.tolist(),
             "intervals": sorted(set(a.items.interval[order][:, 1::2].ravel().tolist())),

@@ -38,6 +38,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--jobs", type=int, default=1, metavar="J",
                    help="worker processes fitting the K in parallel (the result does not depend on it)")
     p.add_argument("--report", action="store_true", help="also write DIR/report.html")
+    p.add_argument("--bayesian", metavar="FIT_DIR", default=None,
+                   help="the folder of a Bayesian vcmc fit of the same files: its posterior of K joins the table "
+                        "(column p_bayes) and the report's guide to K")
 
 
 def run(args) -> int:

@@ -203,14 +203,23 @@ def run_compare(args) -> int:
 
     if getattr(args, "jobs", 1) < 1:
         raise ConfigError(f"--jobs must be a whole number >= 1 (worker processes); got {args.jobs}")
+    posterior = None
+    if getattr(args, "bayesian", None):
+        from vcmc.lca.guide import bayesian_k
+
+        posterior = bayesian_k(args.bayesian)
     out, key, seed, mode, (silos, _, _) = _begin_run(
         args, command="vcmc compare", what="run",
         parts=_settings(args, "k", "starts", "max_em_iterations", "waic_draws", "id_column", "na_values", "exclude",
-                        "report", "silo_column", "min_best", "max_starts"),
+                        "report", "silo_column", "min_best", "max_starts", "bayesian"),
         prepare=lambda: load(args))
     table, fits = compare(silos, args.k, n_starts=args.starts, max_iter=args.max_em_iterations, rng=seed,
                           waic_draws=args.waic_draws, jobs=getattr(args, "jobs", 1),
                           min_best=getattr(args, "min_best", None), max_starts=getattr(args, "max_starts", None))
+    if posterior is not None:
+        from vcmc.lca.guide import with_bayesian
+
+        table = with_bayesian(table, posterior)
     paths = write_comparison(table, out)
     if args.report:
         paths["report"] = write_lca_report(out, comparison=table)

@@ -18,6 +18,11 @@ import numpy as np
 import pandas as pd
 
 from vcmc.atomic import atomic_path, atomic_write_bytes, atomic_write_json, atomic_write_text
+from vcmc.report.figures import class_label, forest_figure, item_figure
+
+__all__ = ["CRITERIA", "LcaTables", "class_label", "comparison_figure", "forest_figure", "is_lca_folder",
+           "item_figure", "lca_memberships", "lca_report_from_folder", "write_analysis", "write_comparison",
+           "write_csv", "write_lca_report"]
 
 CRITERIA = ("aic", "bic", "sabic", "caic", "waic")
 
@@ -58,114 +63,6 @@ def write_comparison(table: pd.DataFrame, out) -> dict[str, Path]:
     out.mkdir(parents=True, exist_ok=True)
     return {"comparison": write_csv(table, out / "comparison.csv"),
             "figure": atomic_write_bytes(out / "comparison.png", png(comparison_figure(table)))}
-
-
-#: A binary item's modality shown in the item-response plot without naming it (its "yes").
-_YES = {"1", "yes", "y", "true", "present"}
-
-
-def class_label(cluster, weight=None, size=None) -> str:
-    """``class 2 (31%, n = 480)``: a class's number with its share and size, as legends and tables name it."""
-    parts = [] if weight is None or not np.isfinite(float(weight)) else [f"{100 * float(weight):.0f}%"]
-    if size is not None:
-        parts.append(f"n = {int(size):,}")
-    return f"class {cluster}" + (f" ({', '.join(parts)})" if parts else "")
-
-
-def item_figure(profiles: pd.DataFrame, *, weights=None, sizes=None, estimate: str = "probability",
-                what: str = "class"):
-    """The item-response plot of a latent class paper: one line per class across the items, with 95% intervals.
-
-    A binary item shows the probability of its second modality (its "yes"; the tick names the modality when it
-    is not 1/yes/true), any other variable one point per modality (``variable=modality``). The legend names
-    each class with its share (``weights``) and size (``sizes``); ``estimate`` is the column of the point
-    estimate (``probability`` in ``item_probabilities.csv``, ``estimate`` in a Bayesian fit's ``profiles.csv``)."""
-    from vcmc.report.figures import FONT, new_figure
-
-    classes = list(dict.fromkeys(profiles["cluster"]))
-    variables = list(dict.fromkeys(profiles["variable"]))
-    first = profiles[profiles["cluster"] == classes[0]]
-    ticks, keys = [], []
-    for v in variables:
-        mods = [str(m) for m in first.loc[first["variable"] == v, "modality"]]
-        if len(mods) == 2:
-            ticks.append(str(v) if mods[1].strip().lower() in _YES else f"{v}={mods[1]}")
-            keys.append((v, mods[1]))
-        else:
-            ticks += [f"{v}={m}" for m in mods]
-            keys += [(v, m) for m in mods]
-    n = len(keys)
-    fig = new_figure(max(6.0, 0.32 * n + 2.5), 3.6)
-    ax = fig.add_subplot()
-    cmap = __import__("matplotlib").colormaps["tab10" if len(classes) <= 10 else "tab20"]
-    x = np.arange(n)
-    offset = np.linspace(-0.18, 0.18, len(classes)) if len(classes) > 1 else np.zeros(1)
-    for i, c in enumerate(classes):
-        sub = profiles[profiles["cluster"] == c].assign(variable=lambda d: d["variable"].astype(str),
-                                                        modality=lambda d: d["modality"].astype(str))
-        sub = sub.set_index(["variable", "modality"])
-        rows = sub.loc[[(str(v), str(m)) for v, m in keys]]
-        est = rows[estimate].to_numpy(float)
-        lo = rows["ci95_low"].to_numpy(float)
-        hi = rows["ci95_high"].to_numpy(float)
-        w = None if weights is None else weights[i]
-        size = None if sizes is None else sizes[i]
-        label = class_label(c, w, size).replace("class", what, 1)
-        ax.errorbar(x + offset[i], est, yerr=[np.clip(est - lo, 0, None), np.clip(hi - est, 0, None)], fmt="-o",
-                    ms=3.5, lw=1.2, elinewidth=0.8, capsize=1.5, color=cmap(i % cmap.N), label=label)
-    ax.set_xticks(x, ticks, rotation=60, ha="right", fontsize=FONT)
-    ax.set_xlim(-0.6, n - 0.4)
-    ax.set_ylim(-0.02, 1.02)
-    ax.set_ylabel("probability (95% interval)", fontsize=FONT)
-    ax.set_xlabel("item (binary items: probability of the second modality, e.g. yes)", fontsize=FONT)
-    ax.tick_params(axis="y", labelsize=FONT)
-    ax.grid(axis="y", lw=0.3, alpha=0.6)
-    ax.legend(fontsize=FONT - 0.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False,
-              title=f"{what} (share, size)" if sizes is not None else f"{what} (share)", title_fontsize=FONT)
-    return fig
-
-
-def forest_figure(covariates: pd.DataFrame | None, distal: pd.DataFrame | None):
-    """Forest plot: covariates as odds ratios against class 1 (log axis, the intercept left out), and each
-    distal outcome's probability (or mean) by class, with 95% intervals and labelled axes."""
-    from vcmc.report.figures import FONT, new_figure
-
-    panels = []
-    if covariates is not None and len(covariates):
-        cov = covariates[covariates["term"].astype(str) != "intercept"]
-        if len(cov):
-            panels.append(("covariates", "covariates of class membership", cov))
-    if distal is not None and len(distal):
-        for name, d in distal.groupby("outcome", sort=False):
-            panels.append(("distal", f"outcome {name} by class", d))
-    if not panels:
-        fig = new_figure(4.0, 1.0)
-        fig.text(0.5, 0.5, "no covariate or outcome estimate", ha="center", va="center", fontsize=FONT)
-        return fig
-    n_rows = sum(len(d) for _, _, d in panels)
-    fig = new_figure(7.0, 1.0 + 0.24 * n_rows + 0.7 * len(panels))
-    axes = np.atleast_1d(fig.subplots(len(panels), 1, height_ratios=[max(len(d), 1) for _, _, d in panels]))
-    for ax, (kind, title, d) in zip(axes, panels, strict=True):
-        y = np.arange(len(d))[::-1]
-        est, lo, hi = (d[c].to_numpy(float) for c in ("estimate", "ci95_low", "ci95_high"))
-        if kind == "covariates":
-            est, lo, hi = np.exp(est), np.exp(lo), np.exp(hi)
-            labels = [f"class {r.cluster} vs 1: {r.term}" for r in d.itertuples()]
-            ax.set_xscale("log")
-            ax.axvline(1.0, color="grey", lw=0.8, ls="--")
-            ax.set_xlabel("odds ratio against class 1 (95% interval; log scale)", fontsize=FONT)
-        else:
-            labels = [f"class {r.cluster}: " + ("mean" if str(r.level) == "mean" else f"P({r.outcome} = {r.level})")
-                      for r in d.itertuples()]
-            numeric = set(map(str, d["level"])) == {"mean"}
-            ax.set_xlabel("mean (95% interval)" if numeric else "probability (95% interval)", fontsize=FONT)
-        ax.errorbar(est, y, xerr=[np.clip(est - lo, 0, None), np.clip(hi - est, 0, None)], fmt="o", ms=3.5,
-                    color="#4c72b0", ecolor="black", elinewidth=0.8, capsize=2)
-        ax.set_yticks(y, labels, fontsize=FONT - 0.5)
-        ax.tick_params(axis="x", labelsize=FONT)
-        ax.set_title(title, fontsize=FONT + 1)
-        ax.grid(axis="x", lw=0.3, alpha=0.6)
-    return fig
 
 
 def lca_memberships(codes, n_modalities, pi, profiles) -> np.ndarray:
@@ -245,21 +142,14 @@ def _num(v):
 
 
 def write_lca_report(out, *, comparison: pd.DataFrame | None = None, analysis=None, html_path=None) -> Path:
-    """``report.html``: fit statistics, the K comparison, item-response probabilities, covariates, outcomes.
+    """``report.html``: the guide to K, fit statistics, item-response probabilities, covariates, outcomes.
 
     From the fitted objects (``--report`` at fit time); ``lca_report_from_folder`` builds the same page from
     the files the commands wrote (``vcmc report DIR``).
     """
-    tables = LcaTables(comparison=comparison)
     if analysis is not None:
-        f = analysis.fit
-        tables = LcaTables(
-            comparison=comparison, k=f.k, statistics=dict(f.statistics), n_rows=f.n_rows, em_iterations=f.n_iter,
-            converged=f.converged, weights=[float(w) for w in f.pi], profiles=analysis.profiles_table(),
-            covariates=analysis.covariates.table() if analysis.covariates is not None else None,
-            distal=analysis.distal.table() if analysis.distal is not None else None,
-            distal_tests=analysis.distal.equality_tests() if analysis.distal is not None else None)
-    return _render_report(Path(out), tables, html_path)
+        return lca_report_from_folder(out, out=html_path, comparison=comparison)
+    return _render_report(Path(out), LcaTables(comparison=comparison), html_path)
 
 
 @dataclass(frozen=True)
@@ -277,6 +167,12 @@ class LcaTables:
     covariates: pd.DataFrame | None = None
     distal: pd.DataFrame | None = None
     distal_tests: pd.DataFrame | None = None
+    weights_ci: list | None = None
+    sizes: list | None = None
+    starts: int | None = None
+    starts_at_best: int | None = None
+    warnings: tuple = ()
+    standard_errors: str | None = None
 
 
 def is_lca_folder(folder) -> bool:
@@ -287,7 +183,7 @@ def is_lca_folder(folder) -> bool:
                                                       or (folder / "comparison.csv").is_file())
 
 
-def lca_report_from_folder(folder, out=None) -> Path:
+def lca_report_from_folder(folder, out=None, *, comparison: pd.DataFrame | None = None) -> Path:
     """``vcmc report DIR`` on a ``vcmc compare`` or ``vcmc fit --k`` folder: the page ``--report`` writes,
     from the folder's files (``comparison.csv``; ``lca.json``, ``item_probabilities.csv``, ``covariates.csv``,
     ``distal.csv``, ``distal_tests.csv``)."""
@@ -306,7 +202,7 @@ def lca_report_from_folder(folder, out=None) -> Path:
         except (ValueError, pd.errors.ParserError) as exc:
             raise DataError(f"{path}: not a table vcmc wrote ({type(exc).__name__}); rerun the command") from None
 
-    comparison = table("comparison.csv")
+    comparison = table("comparison.csv") if comparison is None else comparison
     if comparison is not None and "k" not in comparison.columns:
         raise DataError(f"{folder / 'comparison.csv'}: no column 'k'; expected vcmc compare's comparison.csv")
     tables = LcaTables(comparison=comparison)
@@ -324,10 +220,62 @@ def lca_report_from_folder(folder, out=None) -> Path:
             n_rows=doc.get("n_rows"), em_iterations=doc.get("em_iterations"), converged=doc.get("converged"),
             weights=doc.get("weights"), profiles=profiles, covariates=table("covariates.csv", dtype={"term": str}),
             distal=table("distal.csv", dtype={"outcome": str, "level": str}),
-            distal_tests=table("distal_tests.csv", dtype={"outcome": str}))
+            distal_tests=table("distal_tests.csv", dtype={"outcome": str}),
+            weights_ci=doc.get("weights_ci95"), sizes=doc.get("sizes"),
+            starts=len(doc.get("start_log_likelihoods") or []) or None, starts_at_best=doc.get("starts_at_best"),
+            warnings=tuple(doc.get("warnings") or ()), standard_errors=doc.get("standard_errors"))
     elif comparison is None:
         raise DataError(f"{folder}: neither lca.json (vcmc fit --k) nor comparison.csv (vcmc compare)")
     return _render_report(folder, tables, out)
+
+
+def _p(v) -> str:
+    """A probability for the page: three decimals, '<0.001' below (never 1e-87)."""
+    from vcmc.report.html import fmt_prob
+
+    return fmt_prob(v)
+
+
+def guide_section(comparison: pd.DataFrame):
+    """The guide to K: the criteria side by side, where they disagree and why, and what to report."""
+    from vcmc.lca.guide import k_guide
+    from vcmc.report import html
+    from vcmc.report.figures import png
+
+    g = k_guide(comparison)
+    heads = ["K", "log-likelihood", "BIC", "SABIC", "AIC", "CAIC", "WAIC", "relative entropy", "smallest class",
+             "EM starts at best"] + (["Bayesian P(K)"] if "p_bayes" in comparison else [])
+    chosen = g["choices"]
+    rows = []
+    for r in comparison.sort_values("k").itertuples():
+        def crit(col, name, r=r):
+            v = getattr(r, col, float("nan"))
+            mark = " *" if chosen.get(name) == int(r.k) else ""
+            return html.Cell(html.fmt(v, 1) + mark, "num")
+        starts = (f"{int(r.starts_at_best)} / {int(r.starts)}" if hasattr(r, "starts_at_best")
+                  and pd.notna(r.starts_at_best) else "–")
+        rows.append([int(r.k), html.Cell(html.fmt(r.log_likelihood, 2), "num"), crit("bic", "BIC"),
+                     crit("sabic", "SABIC"), crit("aic", "AIC"), crit("caic", "CAIC"), crit("waic", "WAIC"),
+                     html.Cell(html.fmt(r.relative_entropy, 3), "num"),
+                     html.Cell(html.pct(r.smallest_class) if hasattr(r, "smallest_class") else "–", "num"),
+                     html.Cell(starts, "num")]
+                    + ([html.Cell(html.fmt(r.p_bayes, 2), "num")] if "p_bayes" in comparison else []))
+    body = ("<p>Every criterion of the number of classes K side by side (lower is better; * the K each chooses), "
+            "with the relative entropy (1: every row certain of its class), the smallest class's share of the "
+            "rows, how many EM starts reached each K's best log-likelihood"
+            + (" and the over-fitted Bayesian fit's posterior probability of K" if "p_bayes" in comparison else "")
+            + ".</p>")
+    body += html.table(heads, rows)
+    body += "<h3>Where they agree, where they do not, and why</h3><ul>" + "".join(
+        f"<li>{html.esc(f)}</li>" for f in g["findings"]) + "</ul>"
+    if g["recommendation"]:
+        body += f'<div class="rule"><strong>What to report.</strong> {html.esc(g["recommendation"])}</div>'
+    body += html.note("The rule behind the recommendation is stated in docs/design.md §15.5; the worked example on "
+                      "NHEFS is in docs/nhefs.md.")
+    body += html.figure(png(comparison_figure(comparison)), alt="criteria by K",
+                        caption="Information criteria and relative entropy by number of classes (* each criterion's "
+                                "minimum).", file="comparison.png")
+    return html.Section("comparison", "Choosing the number of classes", body)
 
 
 def _render_report(out: Path, t: LcaTables, html_path=None) -> Path:
@@ -335,37 +283,39 @@ def _render_report(out: Path, t: LcaTables, html_path=None) -> Path:
     from vcmc.report.figures import png
 
     sections = []
-    comparison = t.comparison
-    if comparison is not None:
-        rows = [[int(r.k)] + [getattr(r, c) for c in comparison.columns[1:]] for r in comparison.itertuples()]
-        best = {c: int(comparison["k"].iloc[int(np.nanargmin(comparison[c]))]) for c in CRITERIA
-                if c in comparison and np.any(np.isfinite(comparison[c].to_numpy(float)))}
-        body = (html.table(list(comparison.columns), rows)
-                + html.note("Lower is better for every criterion; chosen K: "
-                            + ", ".join(f"{c.upper()} {k}" for c, k in best.items()) + ".")
-                + html.figure(png(comparison_figure(comparison)), alt="criteria by K",
-                              caption="Information criteria and relative entropy by number of classes.",
-                              file="comparison.png"))
-        sections.append(html.Section("comparison", "Choosing the number of classes", body))
+    if t.comparison is not None:
+        sections.append(guide_section(t.comparison))
     if t.k is not None:
-        stats = [[k, v] for k, v in t.statistics.items()]
-        sections.append(html.Section("fit", f"Fit statistics (K = {t.k})",
-                                     html.table(["statistic", "value"], stats)
-                                     + html.kv([("rows", t.n_rows), ("EM iterations", t.em_iterations),
-                                                ("converged", t.converged),
-                                                ("class weights", ", ".join(f"{w:.3f}" for w in t.weights or []))])))
+        stats = [[k, html.Cell(html.fmt(v, 3) if isinstance(v, float) else str(v), "num")]
+                 for k, v in t.statistics.items()]
+        w = t.weights or []
+        ci = t.weights_ci or [None] * len(w)
+        sizes = t.sizes or [None] * len(w)
+        classes = [[class_label(i + 1), _p(w[i]), "–" if not ci[i] else f"[{_p(ci[i][0])}, {_p(ci[i][1])}]",
+                    "–" if sizes[i] is None else f"{int(sizes[i]):,}"] for i in range(len(w))]
+        starts = ("–" if t.starts is None else f"{t.starts_at_best} of {t.starts} starts reached the best "
+                  "log-likelihood")
+        body = (html.table(["statistic", "value"], stats)
+                + html.kv([("rows", t.n_rows), ("EM iterations", t.em_iterations), ("converged", t.converged),
+                           ("EM starts", starts)])
+                + html.table(["class", "weight", "95% interval", "rows assigned (modal class)"], classes))
+        body += "".join(f'<div class="warn">{html.esc(x)}</div>' for x in t.warnings)
+        sections.append(html.Section("fit", f"Fit statistics (K = {t.k})", body))
         profiles = t.profiles
+        shown = profiles.assign(**{c: profiles[c].map(lambda v: html.fmt(v, 4)) for c in ("probability", "se")},
+                                **{c: profiles[c].map(_p) for c in ("ci95_low", "ci95_high")})
         sections.append(html.Section("items", "Item-response probabilities", html.figure(
-            png(item_figure(profiles)), alt="item-response probabilities",
-            caption="Per class, the probability of each modality of each variable (stacked), with the 95% "
-                    "interval of the last modality's probability.", file="item_probabilities.png")
-            + html.table(list(profiles.columns), profiles.values.tolist(), tall=True)))
+            png(item_figure(profiles, weights=t.weights, sizes=t.sizes)), alt="item-response probabilities",
+            caption="Each class's probability of each item (binary items: of the second modality, e.g. yes; other "
+                    "variables: of each modality) with its 95% interval; the legend gives each class's share and "
+                    "size.", file="item_probabilities.png")
+            + (html.note(html.esc(f"Standard errors: {t.standard_errors}; at the boundary (a probability "
+                                  "estimated at 0 or 1) a profile-likelihood interval and no standard error."))
+               if t.standard_errors else "")
+            + html.table(list(shown.columns), shown.values.tolist(), tall=True)))
         cov, dis = t.covariates, t.distal
         if cov is not None:
-            sections.append(html.Section("covariates", "Covariates of class membership",
-                                         html.note("Multinomial logit, bias-adjusted (ML) three-step; log odds "
-                                                   "against the reference class 1.")
-                                         + html.table(list(cov.columns), cov.values.tolist())))
+            sections.append(html.Section("covariates", "Covariates of class membership", covariate_table(cov)))
         if dis is not None:
             tests = t.distal_tests
             sections.append(html.Section("distal", "Distal outcomes by class",
@@ -374,8 +324,23 @@ def _render_report(out: Path, t: LcaTables, html_path=None) -> Path:
                                             html.table(list(tests.columns), tests.values.tolist()))))
         if cov is not None or dis is not None:
             sections.append(html.Section("forest", "Forest plot", html.figure(
-                png(forest_figure(cov, dis)), alt="forest plot", caption="Estimates with 95% intervals.",
-                file="forest.png")))
+                png(forest_figure(cov, dis)), alt="forest plot",
+                caption="Covariates: odds ratios of each class against class 1 (log scale; the intercept left "
+                        "out). Outcomes: probability or mean by class. 95% intervals.", file="forest.png")))
     text = html.document("vcmc latent class analysis", html.note(
         "Maximum-likelihood latent class model fitted by federated EM rounds of whole-silo sums."), sections)
     return atomic_write_text(Path(html_path) if html_path is not None else out / "report.html", text)
+
+
+def covariate_table(cov: pd.DataFrame) -> str:
+    """The covariate table with odds ratios beside the log odds (``covariates.csv`` keeps the log odds)."""
+    from vcmc.report import html
+
+    rows = [[int(r.cluster), r.term, html.Cell(html.fmt(r.estimate, 3), "num"), html.Cell(html.fmt(r.se, 3), "num"),
+             html.Cell("–" if r.term == "intercept" else html.fmt_ratio(np.exp(r.estimate)), "num"),
+             html.Cell("–" if r.term == "intercept" else
+                       f"[{html.fmt_ratio(np.exp(r.ci95_low))}, {html.fmt_ratio(np.exp(r.ci95_high))}]", "num")]
+            for r in cov.itertuples()]
+    return (html.note("Multinomial logit, bias-adjusted (ML) three-step; log odds and odds ratios of each class "
+                      "against the reference class 1.")
+            + html.table(["class", "term", "log odds", "se", "odds ratio", "95% interval"], rows))
