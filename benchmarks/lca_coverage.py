@@ -101,7 +101,7 @@ def main() -> None:
         "coverage_range": [float(covered.mean(axis=0).min()), float(covered.mean(axis=0).max())],
         "coverage_complete_data": float(cd.mean()),
         "coverage_weights": float(w.mean()),
-        "mean_se_over_sd_of_estimates": float(np.mean(se.mean(axis=0) / est.std(axis=0, ddof=1))),
+        "mean_se_over_sd_of_estimates": float(np.mean(np.nanmean(se, axis=0) / est.std(axis=0, ddof=1))),
         "mean_complete_data_se_over_sd": float(np.mean(np.array([r["se_complete_data"] for r in reps]).mean(axis=0)
                                                        / est.std(axis=0, ddof=1))),
         "starts_at_best_min": int(min(r["starts_at_best"] for r in reps)),

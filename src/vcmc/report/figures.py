@@ -384,7 +384,7 @@ def item_figure(profiles: pd.DataFrame, *, weights=None, sizes=None, estimate: s
     return fig
 
 
-def forest_figure(covariates: pd.DataFrame | None, distal: pd.DataFrame | None):
+def forest_figure(covariates: pd.DataFrame | None, distal: pd.DataFrame | None, *, what: str = "class"):
     """Forest plot: covariates as odds ratios against class 1 (log axis, the intercept left out), and each
     distal outcome's probability (or mean) by class, with 95% intervals and labelled axes."""
 
@@ -392,10 +392,13 @@ def forest_figure(covariates: pd.DataFrame | None, distal: pd.DataFrame | None):
     if covariates is not None and len(covariates):
         cov = covariates[covariates["term"].astype(str) != "intercept"]
         if len(cov):
-            panels.append(("covariates", "covariates of class membership", cov))
+            panels.append(("covariates", f"covariates of {what} membership", cov))
     if distal is not None and len(distal):
         for name, d in distal.groupby("outcome", sort=False):
-            panels.append(("distal", f"outcome {name} by class", d))
+            levels = list(dict.fromkeys(map(str, d["level"])))
+            if len(levels) == 2:           # a binary outcome: its second level (death = 1) says it all
+                d = d[d["level"].astype(str) == levels[1]]
+            panels.append(("distal", f"outcome {name} by {what}", d))
     if not panels:
         fig = new_figure(4.0, 1.0)
         fig.text(0.5, 0.5, "no covariate or outcome estimate", ha="center", va="center", fontsize=FONT)
@@ -408,12 +411,23 @@ def forest_figure(covariates: pd.DataFrame | None, distal: pd.DataFrame | None):
         est, lo, hi = (d[c].to_numpy(float) for c in ("estimate", "ci95_low", "ci95_high"))
         if kind == "covariates":
             est, lo, hi = np.exp(est), np.exp(lo), np.exp(hi)
-            labels = [f"class {r.cluster} vs 1: {r.term}" for r in d.itertuples()]
+            from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+            labels = [f"{what} {r.cluster} vs 1: {r.term}" for r in d.itertuples()]
             ax.set_xscale("log")
             ax.axvline(1.0, color="grey", lw=0.8, ls="--")
-            ax.set_xlabel("odds ratio against class 1 (95% interval; log scale)", fontsize=FONT)
+            span = np.concatenate([lo, hi, [1.0]])
+            span = span[np.isfinite(span) & (span > 0)]
+            nice = np.array([b * 10.0 ** e for e in range(-4, 5) for b in (1, 2, 5)])
+            ticks = nice[(nice >= span.min() / 1.01) & (nice <= span.max() * 1.01)]
+            if ticks.size < 2:
+                ticks = nice[(nice >= span.min() / 3) & (nice <= span.max() * 3)]
+            ax.xaxis.set_major_locator(FixedLocator(ticks))
+            ax.xaxis.set_minor_locator(NullLocator())
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            ax.set_xlabel(f"odds ratio against {what} 1 (95% interval; log scale)", fontsize=FONT)
         else:
-            labels = [f"class {r.cluster}: " + ("mean" if str(r.level) == "mean" else f"P({r.outcome} = {r.level})")
+            labels = [f"{what} {r.cluster}: " + ("mean" if str(r.level) == "mean" else f"P({r.outcome} = {r.level})")
                       for r in d.itertuples()]
             numeric = set(map(str, d["level"])) == {"mean"}
             ax.set_xlabel("mean (95% interval)" if numeric else "probability (95% interval)", fontsize=FONT)
