@@ -73,13 +73,6 @@ def test_missing_code_modality(tmp_path, capsys):
     assert re.search(rf"warning: column 'sex': the value '-9' \({n_f} rows\).*--na-values -9", err), err
 
 
-def test_disjoint_modalities(tmp_path, capsys):
-    rc, _, err = fit_case(tmp_path, capsys, _case("disjoint-modalities"))
-    assert rc == 0, err
-    assert ("warning: column 'smoker': the silos share no value: silo(s) 'a' use 'N', 'Y'; silo(s) 'b', 'c' use "
-            "'no', 'yes'") in err, err
-
-
 def test_same_data_two_names(tmp_path, capsys):
     rc, _, err = fit_case(tmp_path, capsys, _case("same-data-two-names"))
     assert rc == 0, err

@@ -351,6 +351,34 @@ def _number_variants(keys) -> list[tuple[list[str], float]]:
     return [(sorted(m, key=lambda x: (len(x), x)), v) for v, m in groups.items() if len(m) > 1]
 
 
+def _disjoint_codings(columns, files_of, sources) -> list[str]:
+    """Columns whose files fall into groups sharing no value, one group with two values or more (``1``/``2`` in
+    one site, ``no``/``yes`` in the others): inferred, each spelling would become a modality of its own and the
+    clusters would split by site. A schema file that lists the values is the way to say they are different."""
+    out = []
+    for c in columns:
+        groups: list[tuple[set[str], set[str]]] = []
+        for src in sources:
+            seen = {lab for lab, where in files_of[c].items() if src in where}
+            if not seen:
+                continue
+            linked = [g for g in groups if g[1] & seen]
+            names, labels = {src}, set(seen)
+            for g in linked:
+                names |= g[0]
+                labels |= g[1]
+                groups.remove(g)
+            groups.append((names, labels))
+        if len(groups) > 1 and any(len(labels) > 1 for _, labels in groups):
+            parts = [f"{', '.join(sorted(names))} use {format_values(sort_modalities(labels))}"
+                     for names, labels in sorted(groups, key=lambda g: sorted(g[0]))]
+            out.append(f"column {c!r}: the files share no value ({'; '.join(parts)}): one coding spelled two ways "
+                       "would become separate modalities and split the clusters by file. Recode the files to one "
+                       "coding (e.g. yes/no everywhere), or, if they really are different values, give a schema "
+                       "file (--schema) that lists them")
+    return out
+
+
 def _one_text(v) -> str:
     return v if isinstance(v, str) else str(v)
 
@@ -422,6 +450,7 @@ def _infer_from_frames(frames: list[tuple[pd.DataFrame, str]], *, max_levels: in
                             f"{', '.join(where)}); they would become separate modalities. Write one spelling "
                             f"in every file (e.g. {members[0]!r} for each of {format_values(members[1:])}), or give "
                             "a schema file (--schema) if they really are different codes")
+    problems += _disjoint_codings(columns, files_of, [src for _, src in frames])
     if problems:
         raise SchemaError(f"schema inference refused ({sources}): " + "; ".join(problems) + ".")
     suspects: dict[str, list[str]] = {}

@@ -553,13 +553,17 @@ class Schema:
                         f"{source}, column {var.name!r}: {len(bad)} distinct value(s) in {rows.size} row(s) "
                         f"are not among the {var.n_modalities} modalities of the schema (values not quoted); "
                         "every value must be a modality of the schema or missing.")
+                known = int(np.count_nonzero((codes >= 0)))
+                fix = ("This file codes the column with none of the schema's values: another coding of the same "
+                       "answers (1/2 for no/yes?); recode the file to the schema's values, do not add them to the "
+                       "schema (they would become separate modalities)." if known == 0 else
+                       "Add them to the shared schema if they are valid.")
                 raise DataError(
                     f"{source}, column {var.name!r}: value(s) {format_values(bad)} (data row(s) "
                     f"{format_values(rows.tolist())}, 0-based) are not modalities of the schema; "
                     "expected one of "
                     f"{format_values(var.modalities, 20)} or a missing value. "
-                    + _unknown_value_hint(bad, var.modalities, normalisation)
-                    + "Add them to the shared schema if they are valid.")
+                    + _unknown_value_hint(bad, var.modalities, normalisation) + fix)
             if changes is not None and column_changes:
                 modality = {k: m for k, m in zip(keys, var.modalities, strict=True)}
                 changes[var.name] = [(raw, None if lab is None else modality.get(lab, lab), n)
