@@ -13,15 +13,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import TypeVar
-
-T = TypeVar("T")
 
 #: Seconds between two checks of the main thread while it waits.
 POLL = 0.1
 
 
-def interruptible(fn: Callable[..., T], *args, **kwargs) -> T:
+def interruptible[T](fn: Callable[..., T], *args, **kwargs) -> T:
     """``fn(*args, **kwargs)``, run so that a signal's ``KeyboardInterrupt`` reaches the main thread at once.
 
     Outside the main thread (a worker process's thread, a notebook's worker) it is a plain call.

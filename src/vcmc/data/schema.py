@@ -553,7 +553,7 @@ class Schema:
                         f"{source}, column {var.name!r}: {len(bad)} distinct value(s) in {rows.size} row(s) "
                         f"are not among the {var.n_modalities} modalities of the schema (values not quoted); "
                         "every value must be a modality of the schema or missing.")
-                known = int(np.count_nonzero((codes >= 0)))
+                known = int(np.count_nonzero(codes >= 0))
                 fix = ("This file codes the column with none of the schema's values: another coding of the same "
                        "answers (1/2 for no/yes?); recode the file to the schema's values, do not add them to the "
                        "schema (they would become separate modalities)." if known == 0 else
