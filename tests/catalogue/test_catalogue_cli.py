@@ -222,16 +222,15 @@ def test_out_read_only(tmp_path, capsys):
         ro.chmod(0o555)
         ctx = contextlib.nullcontext(ro)
     with ctx:
-        rc, err, seconds = _fast_error(capsys, *files, "--out", str(ro / "results"), *FAST)
+        rc, err = _fast_error(capsys, *files, "--out", str(ro / "results"), *FAST)
     assert rc == 1 and re.search(r"--out .*results: cannot write there \((Read-only file system|Permission "
                                  r"denied)\)", err), err
-    assert seconds < 1.0
 
 
 def test_out_empty(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    rc, err, seconds = _fast_error(capsys, *_files(tmp_path), "--out", "", *FAST)
-    assert rc == 1 and "--out must name a folder for the results; got ''" in err and seconds < 1.0
+    rc, err = _fast_error(capsys, *_files(tmp_path), "--out", "", *FAST)
+    assert rc == 1 and "--out must name a folder for the results; got ''" in err
     assert not (tmp_path / "result.json").exists()
 
 
@@ -244,8 +243,8 @@ def test_out_another_run(tmp_path, capsys):
     out = str(tmp_path / "out")
     assert run(capsys, *files, "--out", out, *FAST)[0] == 0
     before = _snapshot(tmp_path / "out")
-    rc, err, seconds = _fast_error(capsys, *files, "--out", out, "--iterations", "200", "--seed", "2")
-    assert rc == 1 and "holds the results of another run" in err and "--overwrite" in err and seconds < 1.0
+    rc, err = _fast_error(capsys, *files, "--out", out, "--iterations", "200", "--seed", "2")
+    assert rc == 1 and "holds the results of another run" in err and "--overwrite" in err
     assert _snapshot(tmp_path / "out") == before
 
 
@@ -285,10 +284,9 @@ def test_out_no_space(tmp_path, capsys, monkeypatch):
 
     monkeypatch.setattr(apply_mod, "run_apply_step", lambda *a, **k: (_ for _ in ()).throw(
         AssertionError("the sampler ran")))
-    rc, err, seconds = _fast_error(capsys, *_files(tmp_path), "--out", str(tmp_path / "out"),
+    rc, err = _fast_error(capsys, *_files(tmp_path), "--out", str(tmp_path / "out"),
                                    "--iterations", "20000", "--seed", "1")
     assert rc == 1 and re.search(r"0\.2 MB free, the run writes up to about [\d.]+ MB \(posterior\.nc", err), err
-    assert seconds < 1.0
 
 
 def _cli(*args, **kw):

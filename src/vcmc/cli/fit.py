@@ -297,6 +297,16 @@ def load_silos(files, *, silo_column=None, schema_path=None, id_column=None, na_
     return silos
 
 
+def _clusters_of(paths) -> list[dict]:
+    """The clusters holding rows, as ``result.json`` lists them (weight, interval, size)."""
+    import json
+
+    if "result" not in paths:
+        return []
+    doc = json.loads(Path(paths["result"]).read_text(encoding="utf-8"))
+    return [c for c in doc.get("clusters", []) if (c.get("size") or 0) > 0]
+
+
 def run(args) -> int:
     from vcmc.cli import _guard
 
@@ -376,6 +386,10 @@ def run(args) -> int:
     for w in result.diagnostics.get("warnings", []) if isinstance(result.diagnostics, dict) else []:
         print(f"warning: {w}", file=sys.stderr)  # noqa: T201
     _guard.say_result_warnings(out, config)
+    from vcmc.report.sections import weakly_identified
+
+    for w in weakly_identified(_clusters_of(paths)):
+        print(f"warning: {w}", file=sys.stderr)  # noqa: T201
     if info["normalised"]:
         n = sum(item["cells"] for item in info["normalised"])
         print(f"note: {n} cell(s) normalised as asked (--strip-whitespace / --case-insensitive / --na-values); "  # noqa: T201

@@ -393,7 +393,8 @@ def _levels_problem(src: str, c: str, n_levels: int, n_obs: int, shown, max_leve
                 if n_levels >= n_obs else
                 "fewer than two rows per value: it looks like a numeric or free-text variable whose "
                 "modalities this silo cannot estimate. Recode it into fewer categories (e.g. age "
-                "bands), remove it")
+                f"bands), leave it out of the clustering (--exclude {c}, or vcmc schema --covariates/--distal "
+                "for a covariate or outcome), remove it")
         raise SchemaError(f"{src}, column {c!r}: {n_levels} distinct values in {n_obs} rows "
                           f"(e.g. {format_values(shown[:4], 4)}); {what}, or give a schema file (--schema) that "
                           "lists its modalities if it really is categorical.")
@@ -401,7 +402,9 @@ def _levels_problem(src: str, c: str, n_levels: int, n_obs: int, shown, max_leve
         raise SchemaError(
             f"{src}, column {c!r}: {n_levels} distinct values (e.g. {format_values(shown[:3], 3)}); expected a "
             f"categorical variable with at most max_levels={max_levels} modalities. Free text or identifiers "
-            "must be removed (a row identifier: --id-column / id_column=), or raise max_levels.")
+            "must be removed (a row identifier: --id-column / id_column=), or raise max_levels. A covariate or "
+            f"outcome (age, a score) stays in the file: --exclude {c} leaves it out of the clustering, or vcmc "
+            "schema --covariates/--distal declares it.")
 
 
 def _infer_from_frames(frames: list[tuple[pd.DataFrame, str]], *, max_levels: int, na_values,

@@ -376,11 +376,19 @@ def characterisation_section(ctx: Context) -> Section:
 
 
 # ----------------------------------------------------------------------------------------------- K posterior
+#: Where the report sends a reader who must choose K for a paper (docs/design.md §15.5).
+K_GUIDE = ("<div class=\"rule\"><strong>Choosing K for a paper.</strong> This posterior counts the groups the "
+           "over-fitted model's sparse prior cannot empty, small ones included; information criteria charge each "
+           "class for its parameters and may choose fewer. <code>vcmc compare FILES --k 1-8 --bayesian DIR --report"
+           "</code> puts both side by side, says where and why they disagree, and what to report (docs/nhefs.md "
+           "is a worked example).</div>")
+
+
 def k_posterior(ctx: Context) -> Section:
     diag = ctx.fit.diagnostics
     g, loc = k_distribution(diag.get("n_clusters_posterior"))
     local = local_diagnostics(ctx.fit)
-    body = ""
+    body = K_GUIDE
     if not g and not loc:
         body += unavailable("the posterior distribution of the number of clusters "
                             "(diagnostics.n_clusters_posterior)", "Shown instead: the fit's point values.")

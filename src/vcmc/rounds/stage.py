@@ -228,7 +228,10 @@ def _assess(result: GlobalResult, transport, names, log_prof, config, root, poli
     result.timings["rounds_assessment"] = seconds
     result.timings["total"] = result.timings.get("total", 0.0) + seconds
     diag["warnings"] = [("the matching checks describe the one-shot pass; they were not recomputed after the "
-                         "rounds") if w == ONE_SHOT_ASSESSMENT else w for w in diag["warnings"]] + notes
+                         "rounds (nothing to do: the result's clusters are the rounds', the pooled model's sampler "
+                         "across the silos, not a matching; a warning above about the silos' resolution describes "
+                         "the one-shot pass that the rounds were run to correct)") if w == ONE_SHOT_ASSESSMENT else w
+                        for w in diag["warnings"]] + notes
 
 
 def _births(one_shot: GlobalResult, transport, names, every: FaultPolicy, config) -> dict:
