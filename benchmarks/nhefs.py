@@ -188,6 +188,37 @@ def stepmix(args, files, k, lca) -> dict:
     return out
 
 
+def screenshots(args) -> None:
+    """Screenshots of the reports' sections in headless Chromium (Debian's ``chromium``, via Playwright), as a
+    reader sees them: the guide to K, the fixed-K item-response plot and forest plot, the Bayesian report's
+    item-response plot."""
+    from playwright.sync_api import sync_playwright
+
+    work, out = Path(args.work), Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    k = json.loads((out / "nhefs.json").read_text())["k"] if (out / "nhefs.json").is_file() else args.k
+    shots = [(work / "compare" / "report.html", "#comparison", "guide-to-k.png"),
+             (work / f"k{k}" / "report.html", "#fit", "fixed-k-fit.png"),
+             (work / f"k{k}" / "report.html", "#items figure", "fixed-k-items.png"),
+             (work / f"k{k}" / "report.html", "#forest", "fixed-k-forest.png"),
+             (work / "bayes" / "report.html", "#items figure", "bayesian-items.png"),
+             (work / "bayes" / "report.html", "#three-step", "bayesian-covariates.png")]
+    import shutil
+
+    exe = os.environ.get("VCMC_CHROMIUM") or shutil.which("chromium")
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=exe, args=["--no-sandbox", "--disable-gpu",
+                                                                "--disable-dev-shm-usage"])
+        for page_path, selector, name in shots:
+            page = browser.new_page(viewport={"width": 1200, "height": 900})
+            page.goto(page_path.resolve().as_uri(), wait_until="load")
+            if page.locator(selector).count():
+                page.locator(selector).first.screenshot(path=str(out / name))
+                print(f"{out / name}")
+            page.close()
+        browser.close()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="what", required=True)
@@ -204,8 +235,12 @@ def main() -> None:
     r.add_argument("--jobs", type=int, default=2)
     r.add_argument("--stepmix-python", default=os.environ.get("VCMC_STEPMIX_PYTHON"))
     r.add_argument("--stepmix-k-max", type=int, default=8)
+    sh = sub.add_parser("screenshots")
+    sh.add_argument("--work", default="nhefs-runs")
+    sh.add_argument("--k", type=int, default=2)
+    sh.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "docs" / "results" / "nhefs"))
     args = ap.parse_args()
-    prepare(args) if args.what == "prepare" else run(args)
+    {"prepare": prepare, "run": run, "screenshots": screenshots}[args.what](args)
 
 
 if __name__ == "__main__":

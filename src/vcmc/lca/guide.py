@@ -119,6 +119,7 @@ def k_guide(table: pd.DataFrame) -> dict:
         findings.append("The over-fitted Bayesian model answers another question: how many groups its sparse "
                         "prior cannot empty, small or not; it does not charge a class for its parameters as the BIC "
                         "does, and it finds more classes when some are small or differ on a few items only.")
+    low = []
     for k in table["k"]:
         r = _row(table, k)
         notes = []
@@ -127,12 +128,17 @@ def k_guide(table: pd.DataFrame) -> dict:
                          "log-likelihood (it may be a local maximum, and its criteria too high)")
         if "smallest_class" in r and pd.notna(r["smallest_class"]) and float(r["smallest_class"]) < SMALL_CLASS:
             notes.append(f"its smallest class holds {100 * float(r['smallest_class']):.1f}% of the rows")
-        if (int(k) in set(chosen.values()) or notes) and pd.notna(r.get("relative_entropy")) \
-                and float(r["relative_entropy"]) < LOW_ENTROPY:
-            notes.append(f"relative entropy {float(r['relative_entropy']):.2f} (< {LOW_ENTROPY}: modal class "
-                         "assignments misclassify many rows; use the bias-adjusted three-step estimates)")
+        if pd.notna(r.get("relative_entropy")) and float(r["relative_entropy"]) < LOW_ENTROPY:
+            low.append((int(k), float(r["relative_entropy"])))
         if notes:
             findings.append(f"K = {int(k)}: " + "; ".join(notes) + ".")
+    if low:
+        ks = ", ".join(str(k) for k, _ in low)
+        lo, hi = min(v for _, v in low), max(v for _, v in low)
+        span = f"{lo:.2f}" if lo == hi else f"{lo:.2f} to {hi:.2f}"
+        findings.append(f"Relative entropy {span} at K = {ks} (under {LOW_ENTROPY}): modal class assignments "
+                        "misclassify many rows, so covariates and outcomes must be related to the classes by the "
+                        "bias-adjusted three-step estimates (vcmc's), not by the assigned classes.")
     main = _row(table, bic)
     reliable = "starts_at_best" not in main or bic == 1 or int(main["starts_at_best"]) >= 2
     if not reliable:

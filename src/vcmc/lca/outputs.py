@@ -259,7 +259,7 @@ def guide_section(comparison: pd.DataFrame):
                      html.Cell(html.fmt(r.relative_entropy, 3), "num"),
                      html.Cell(html.pct(r.smallest_class) if hasattr(r, "smallest_class") else "–", "num"),
                      html.Cell(starts, "num")]
-                    + ([html.Cell(html.fmt(r.p_bayes, 2), "num")] if "p_bayes" in comparison else []))
+                    + ([html.Cell(html.fmt_prob(r.p_bayes), "num")] if "p_bayes" in comparison else []))
     body = ("<p>Every criterion of the number of classes K side by side (lower is better; * the K each chooses), "
             "with the relative entropy (1: every row certain of its class), the smallest class's share of the "
             "rows, how many EM starts reached each K's best log-likelihood"
