@@ -352,7 +352,7 @@ def _number_variants(keys) -> list[tuple[list[str], float]]:
 
 
 def _disjoint_codings(columns, files_of, sources) -> list[str]:
-    """Columns whose files fall into groups sharing no value, one group with two values or more (``1``/``2`` in
+    """Columns whose files fall into groups sharing no value, two of them with two values or more (``1``/``2`` in
     one site, ``no``/``yes`` in the others): inferred, each spelling would become a modality of its own and the
     clusters would split by site. A schema file that lists the values is the way to say they are different."""
     out = []
@@ -369,7 +369,9 @@ def _disjoint_codings(columns, files_of, sources) -> list[str]:
                 labels |= g[1]
                 groups.remove(g)
             groups.append((names, labels))
-        if len(groups) > 1 and any(len(labels) > 1 for _, labels in groups):
+        # two codings: at least two groups of files with two values or more each (a file whose rows all hold
+        # one value of its own, a region, is a fact, warned about when the silos are built, not refused)
+        if sum(1 for _, labels in groups if len(labels) > 1) > 1:
             parts = [f"{', '.join(sorted(names))} use {format_values(sort_modalities(labels))}"
                      for names, labels in sorted(groups, key=lambda g: sorted(g[0]))]
             out.append(f"column {c!r}: the files share no value ({'; '.join(parts)}): one coding spelled two ways "
