@@ -103,7 +103,7 @@ def _server_run(grid, run_config):
 def _in_process(paths, out):
     assert main(["fit", *map(str, paths.values()), "--k", str(K), "--covariates", "age,sex", "--distal",
                  "death,score", "--starts", str(STARTS), "--max-em-iterations", str(EM_ITER), "--seed", str(SEED),
-                 "--min-best", "1", "--out", str(out)]) == 0
+                 "--min-best", "1", "--standard-errors", "complete-data", "--out", str(out)]) == 0
     return out
 
 
@@ -298,5 +298,5 @@ def test_real_flower_lca_equals_vcmc_fit_k(tmp_path):
     local = tmp_path / "local"
     assert main(["fit", *map(str, paths.values()), "--k", str(K), "--covariates", "age,sex", "--distal",
                  "death,score", "--starts", "1", "--max-em-iterations", "5", "--seed", str(SEED),
-                 "--min-best", "1", "--out", str(local)]) == 0
+                 "--min-best", "1", "--standard-errors", "complete-data", "--out", str(local)]) == 0
     _assert_same_analysis(out, local)

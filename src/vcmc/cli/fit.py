@@ -139,6 +139,11 @@ def _add_lca_arguments(p: argparse.ArgumentParser) -> None:
                    help="outcome columns (binary, categorical or numeric) by class, bias-adjusted three-step -> "
                         "distal.csv and distal_tests.csv, at --k K or the Bayesian fit's clusters (default: the "
                         "schema's outcome columns)")
+    g.add_argument("--standard-errors", choices=("observed", "complete-data"), default="observed",
+                   help="with --k: the item-response probabilities' standard errors from the model's observed "
+                        "information (missing values and classification uncertainty included; 2 E-step rounds per "
+                        "free parameter, profile intervals at 0 or 1) or the complete-data ones of each class's "
+                        "rows that observed the item (one round; a Flower run's default, lca-standard-errors)")
     add_common_arguments(g)
 
 

@@ -266,7 +266,7 @@ def _measurement_coding(silos, n_modalities) -> tuple[int, ...]:
 def analyse(silos, k: int, *, covariates: AuxiliarySpec | None = None, distal: AuxiliarySpec | None = None,
             n_starts: int = 10, max_iter: int = 1000, rng: RngLike = None, transport=None, n_modalities=None,
             schema=None, min_best: int | None = None, max_starts: int | None = None,
-            standard_errors: bool = True, profile_intervals: bool = True) -> LcaAnalysis:
+            standard_errors: bool | str = True, profile_intervals: bool = True) -> LcaAnalysis:
     """Fit the K-class model, then (optionally) the three-step covariate and distal models.
 
     ``silos``: the ``LocalSilo`` objects (in process); in a deployment ``None``, with the ``transport``
@@ -275,6 +275,8 @@ def analyse(silos, k: int, *, covariates: AuxiliarySpec | None = None, distal: A
     measurement model: the analysis keeps it and says why the other model is missing (``warnings``).
     ``profile_intervals`` False gives a probability at the boundary the complete-data bound instead of its
     profile-likelihood interval (the ServerApp's choice: a profile costs hundreds of E-step rounds).
+    ``standard_errors``: True or "observed" (the observed information, docs/design.md §15.1), "complete-data"
+    (each class's rows that observed the item: one E-step round), False (none computed).
     """
     from vcmc.federation.transport import InProcessTransport
 
@@ -283,7 +285,9 @@ def analyse(silos, k: int, *, covariates: AuxiliarySpec | None = None, distal: A
     n_mod = _measurement_coding(silos, n_modalities)
     fit = fit_lca(tr.call, names, n_mod, int(k), n_starts=n_starts, max_iter=max_iter, rng=rng, min_best=min_best,
                   max_starts=max_starts)
-    items = item_information(tr.call, names, fit, profiles=profile_intervals) if standard_errors else None
+    items = (item_information(tr.call, names, fit, profiles=profile_intervals,
+                              observed=standard_errors in (True, "observed"))
+             if standard_errors else None)
     error, cov_fit, dis_fit, warnings = three_step(tr.call, names, fit, covariates, distal)
     if fit.k > 1 and fit.n_best < 2:
         warnings.append(f"only {fit.n_best} of {len(fit.start_logliks)} EM starts reached the best log-likelihood: "

@@ -279,11 +279,14 @@ def run_fit(args) -> int:
     out, key, seed, mode, (silos, cov_spec, dis_spec) = _begin_run(
         args, command="vcmc fit --k", what="run",
         parts={**_settings(args, "k", "starts", "max_em_iterations", "id_column", "na_values", "exclude", "report",
-                           "silo_column", "min_best", "max_starts"), "covariates": covariates, "distal": distal},
+                           "silo_column", "min_best", "max_starts", "standard_errors"), "covariates": covariates,
+               "distal": distal},
         prepare=lambda: load(args, covariates=covariates, distal=distal, positions=positions, schema=schema))
     analysis = analyse(silos, args.k, covariates=cov_spec, distal=dis_spec, n_starts=args.starts,
                        max_iter=args.max_em_iterations, rng=seed, min_best=getattr(args, "min_best", None),
-                       max_starts=getattr(args, "max_starts", None))
+                       max_starts=getattr(args, "max_starts", None),
+                       standard_errors=getattr(args, "standard_errors", "observed"),
+                       profile_intervals=getattr(args, "standard_errors", "observed") == "observed")
     settings = {"k": args.k, "starts": args.starts, "max_em_iterations": args.max_em_iterations, "seed": seed,
                 "files": [str(f) for f in args.files], "silo_column": args.silo_column,
                 "covariates": covariates, "distal": distal,

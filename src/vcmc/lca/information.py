@@ -180,23 +180,28 @@ def profile_upper(call: Ask, names, fit: LcaFit, k: int, lo: int, hi: int, col: 
     return float(u), rounds
 
 
-def item_information(call: Ask, names, fit: LcaFit, *, profiles: bool = True) -> ItemInformation:
+def item_information(call: Ask, names, fit: LcaFit, *, profiles: bool = True, observed: bool = True) -> ItemInformation:
     """Standard errors and 95% intervals of the weights and item-response probabilities of ``fit``.
 
     ``profiles`` False skips the profile intervals of boundary probabilities (their ``ci`` is then the
     complete-data bound ``[0, 1 - exp(-chi2 / (2 N_kq))]``, the profile of a class with its members known).
+    ``observed`` False skips the observed information (``2 D`` E-step rounds): the intervals are then the
+    complete-data ones of each class's rows that observed the item, ``p (1 - p) / N_kq`` (one round).
     """
     free = free_parameters(fit)
-    info, rounds = observed_information(call, names, fit, free)
+    info, rounds = observed_information(call, names, fit, free) if observed else (None, 0)
     totals = estep(call, names, fit.pi, fit.profiles)
     rounds += 1
     method = "observed information (central differences of the E-step score), Wald intervals on the logit scale"
     try:
-        cov = np.linalg.inv(info)
-        ok = np.all(np.isfinite(cov)) and np.all(np.diag(cov) > 0)
+        cov = np.linalg.inv(info) if observed else None
+        ok = observed and np.all(np.isfinite(cov)) and np.all(np.diag(cov) > 0)
     except np.linalg.LinAlgError:
         ok = False
-    if not ok:          # not identified at the estimate (or replies rounded by a gate): the complete-data bound
+    if not observed:
+        method = ("complete-data information p (1 - p) / N_kq of each class's rows that observed the item "
+                  "(asked for: the observed information was not computed)")
+    elif not ok:        # not identified at the estimate (or replies rounded by a gate): the complete-data bound
         cov = None
         method = ("complete-data information p (1 - p) / N_kq: the observed information is not positive definite "
                   "at the estimate (a class not identified, or rounded replies)")
