@@ -192,7 +192,7 @@ def log_posterior(labels: np.ndarray, codes: np.ndarray, n_modalities: list[int]
 
     from vcmc.config import PriorConfig
     from vcmc.model import beta_per_column, one_hot_counts
-    from vcmc.rounds.blocked_gibbs import log_joint
+    from vcmc.pooled.gibbs import log_joint
 
     prior = PriorConfig()
     _, z = np.unique(labels, return_inverse=True)

@@ -313,7 +313,7 @@ class FederatedLatentClassModel(ClusterMixin, BaseEstimator):
     def _point_statistics(self, X) -> dict:
         from vcmc.lca.em import n_parameters
         from vcmc.lca.statistics import fit_statistics
-        from vcmc.silo.lca import estep_sums
+        from vcmc.rows.lca import estep_sums
 
         codes = self._all_codes(X)
         sums = estep_sums(codes, self.schema_.n_modalities, self.weights_, self.profiles_)
@@ -360,7 +360,7 @@ class FederatedLatentClassModel(ClusterMixin, BaseEstimator):
 
     def predict_proba(self, X) -> np.ndarray:
         """Membership of new rows in the global clusters, averaged over posterior draws, (n_rows, n_clusters_)."""
-        from vcmc.silo.memberships import posterior_memberships
+        from vcmc.rows.memberships import posterior_memberships
 
         codes = self._codes(X)
         pi, prof = self._draws()

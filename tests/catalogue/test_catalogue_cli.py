@@ -69,7 +69,7 @@ FAILING = [c for c in cases.DATA_CASES if c.behaviour in ("error", "refusal")]
 
 @pytest.mark.parametrize("case", FAILING, ids=[c.id for c in FAILING])
 def test_data_case_stops_with_its_message_before_any_sampling(tmp_path, capsys, case, monkeypatch):
-    import vcmc.silo.apply as apply_mod
+    import vcmc.mcmc.apply as apply_mod
 
     def no_sampling(*a, **k):
         raise AssertionError("the sampler ran")
@@ -266,7 +266,7 @@ def test_out_same_run_resumes(tmp_path, capsys, monkeypatch):
     out = tmp_path / "out"
     assert run(capsys, *files, "--out", str(out), *FAST)[0] == 0
     first = {k: v for k, v in _snapshot(out).items() if k.endswith(".csv")}
-    import vcmc.silo.apply as apply_mod
+    import vcmc.mcmc.apply as apply_mod
 
     monkeypatch.setattr(apply_mod, "run_apply_step", lambda *a, **k: (_ for _ in ()).throw(
         AssertionError("the sampler ran again")))
@@ -280,7 +280,7 @@ def test_out_no_space(tmp_path, capsys, monkeypatch):
 
     real = shutil.disk_usage
     monkeypatch.setattr(space.shutil, "disk_usage", lambda p: real(p)._replace(free=200_000))
-    import vcmc.silo.apply as apply_mod
+    import vcmc.mcmc.apply as apply_mod
 
     monkeypatch.setattr(apply_mod, "run_apply_step", lambda *a, **k: (_ for _ in ()).throw(
         AssertionError("the sampler ran")))

@@ -44,7 +44,7 @@ def _main(capsys, *argv):
 
 
 def _no_sampling(monkeypatch):
-    import vcmc.silo.apply as apply_mod
+    import vcmc.mcmc.apply as apply_mod
 
     monkeypatch.setattr(apply_mod, "run_apply_step", lambda *a, **k: (_ for _ in ()).throw(
         AssertionError("the sampler ran")))

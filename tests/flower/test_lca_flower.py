@@ -227,7 +227,7 @@ def test_no_per_row_quantity_crosses_in_the_lca_flower_messages(tmp_path):
     count (prime, 151) as a dimension or a multiple of it as its size; the only text is the columns' coding
     the run config stated; the silos' refusals carry no value of the data."""
     from vcmc.flower.records import decode_record
-    from vcmc.protocol.lca import LCA_MESSAGE_TYPES
+    from vcmc.protocol import lca
 
     n_rows = 151
     paths, schema = _files(tmp_path, n=(n_rows,) * 3)
@@ -242,7 +242,7 @@ def test_no_per_row_quantity_crosses_in_the_lca_flower_messages(tmp_path):
                                "min-nodes": 3, "lca-starts": 2, "lca-max-em-iterations": 20, **run})
         except Exception as exc:         # the covariate run stops at site3's refusal, naming it
             assert "lca-covariates" in run and "site3" in str(exc) and "as covariates" in str(exc)
-    lca_kinds = {t.KIND for t in LCA_MESSAGE_TYPES}
+    lca_kinds = {t.KIND for t in vars(lca).values() if isinstance(t, type) and t.__module__ == lca.__name__}
     values = {str(v) for p in paths.values() for c in ("age", "score") for v in pd.read_csv(p)[c].dropna()}
     kinds, refusals = set(), 0
     for request, reply in grid.seen:

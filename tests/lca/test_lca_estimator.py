@@ -6,7 +6,7 @@ import pytest
 from vcmc.estimator import FederatedLatentClassModel
 from vcmc.lca.em import n_parameters
 from vcmc.lca.simulate import ITEMS, simulate_lca
-from vcmc.silo.lca import estep_sums
+from vcmc.rows.lca import estep_sums
 
 
 @pytest.mark.slow

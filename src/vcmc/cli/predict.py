@@ -120,7 +120,7 @@ def predict_memberships(fit: dict, codes: np.ndarray, n_draws: int | None = None
 
         return lca_memberships(codes, fit["schema"].n_modalities, fit["pi"][0], fit["profiles"][0])
     from vcmc.assessment import even_draws
-    from vcmc.silo.memberships import posterior_memberships
+    from vcmc.rows.memberships import posterior_memberships
 
     n_draws = fit["draws"] if n_draws is None else int(n_draws)
     if n_draws < 1:
@@ -152,7 +152,7 @@ def run(args) -> int:
     from vcmc.lca.cli import columns_arg
     from vcmc.outputs.folder import OutputError, remove_stale, same_folder
     from vcmc.outputs.runkey import check_previous_run, content_key, file_digest, seal_results, write_run_manifest
-    from vcmc.silo.memberships import write_membership_files
+    from vcmc.rows.memberships import write_membership_files
 
     fit_dir = Path(args.fit_dir)
     fit = load_fit(fit_dir)

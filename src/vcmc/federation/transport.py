@@ -76,8 +76,10 @@ class Transport(Protocol):
 class TransportBase:
     silos: tuple[str, ...] = ()
     # Whether every silo is in the analyst's own session (SiloPolicy.own_data: every row is the analyst's),
-    # which decides the auto rounds (vcmc.rounds.plan). A deployment's transport says no.
+    # and whether every silo can take part in the rounds (in a deployment: its keys are set, which its hello
+    # says), which decide the auto rounds (vcmc.rounds.plan). A deployment's transport says no to the first.
     own_session: bool = False
+    rounds_ready: bool | None = None
 
     def __enter__(self):
         return self
@@ -120,6 +122,8 @@ class InProcessTransport(TransportBase):
         self.silos = tuple(names)
         self.roundtrip = roundtrip
         self.own_session = all(bool(getattr(s, "own_session", False)) for s in silos)
+        self.rounds_ready = all(bool(getattr(s, "own_session", False)) or getattr(s, "rounds_key", None) is not None
+                                for s in silos)
 
     def silo(self, name: str):
         """The in-process silo object (tests and the in-process API read ``assignments`` from it)."""
@@ -170,9 +174,9 @@ class InProcessTransport(TransportBase):
 
 _ASSIGNMENTS = "__local_assignments__"
 _MEMBERSHIPS = "__local_memberships__"
-_PRELOAD = ["vcmc.federation._forkserver", "vcmc.silo.local", "vcmc.silo.apply", "vcmc.silo.build_summary",
-            "vcmc.silo.diagnostics", "vcmc.silo.divergence", "vcmc.silo.counts", "vcmc.silo.memberships",
-            "vcmc.silo.ppc", "arviz"]
+_PRELOAD = ["vcmc.federation._forkserver", "vcmc.silo.local", "vcmc.mcmc.apply", "vcmc.silo.build_summary",
+            "vcmc.mcmc.diagnostics", "vcmc.rows.divergence", "vcmc.rows.counts", "vcmc.rows.memberships",
+            "vcmc.rows.ppc", "arviz"]
 _PROGRESS = "__progress__"
 # A call's requests to one worker travel as one pickle: arrays the requests share (a round's weights and profiles,
 # the same draw for every silo) are then pickled, written and read once per worker instead of once per silo.
@@ -210,7 +214,7 @@ def _worker_main(conn, hosted, jobs: int, report_progress: bool = False, state_d
     try:
         # Import the apply step now (scipy, numba, arviz: seconds) so the handshake, not the first
         # request, pays for it and stage timings measure the work.
-        import vcmc.silo.apply  # noqa: F401
+        import vcmc.mcmc.apply  # noqa: F401
         import vcmc.silo.build_summary  # noqa: F401
     except Exception as exc:  # noqa: BLE001
         for name, _, _ in hosted:
@@ -392,6 +396,7 @@ class ProcessPoolTransport(TransportBase):
             ctx.set_forkserver_preload(_PRELOAD)
         self.silos = tuple(names)
         self.own_session = True          # the workers build every silo with the analyst's own policy
+        self.rounds_ready = True
         self.progress = progress
         self.hello: dict[str, HelloReply] = {}
         self._workers: list[_Worker] = []

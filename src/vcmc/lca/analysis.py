@@ -20,7 +20,7 @@ from vcmc.exceptions import ConfigError, DataError
 from vcmc.lca.em import LcaFit, fit_lca
 from vcmc.lca.information import ItemInformation, item_information
 from vcmc.lca.structural import CovariateFit, DistalFit, classification_error, fit_covariates, fit_distal
-from vcmc.silo.lca import AuxiliaryColumn, AuxiliarySpec, check_not_identifying
+from vcmc.rows.lca import AuxiliaryColumn, AuxiliarySpec, check_not_identifying
 
 COMPARISON_COLUMNS = ("k", "log_likelihood", "n_parameters", "aic", "bic", "sabic", "caic", "entropy",
                       "relative_entropy", "waic")
@@ -72,7 +72,7 @@ def infer_spec(frames: Mapping[str, pd.DataFrame], columns: list[tuple[str, str 
     the first is the reference. A column with about one value per row is refused (``check_not_identifying``).
     ``frames`` is keyed by how messages name each silo (its file, or ``silo 'name'``).
     """
-    from vcmc.silo.lca import cell_label
+    from vcmc.rows.lca import cell_label
 
     out = []
     for name, kind in columns:

@@ -68,7 +68,7 @@ def write_comparison(table: pd.DataFrame, out) -> dict[str, Path]:
 def lca_memberships(codes, n_modalities, pi, profiles) -> np.ndarray:
     """Each row's class memberships (n, K) at the fitted model (StepMix's ``predict_proba``: probabilities
     clipped as in its E-step; a missing cell contributes nothing)."""
-    from vcmc.silo.lca import one_hot, responsibilities
+    from vcmc.rows.lca import one_hot, responsibilities
 
     return responsibilities(one_hot(np.asarray(codes), n_modalities), np.asarray(pi, float),
                             np.asarray(profiles, float))[0]
@@ -90,7 +90,7 @@ def write_analysis(analysis, out, *, settings: dict | None = None, silos=None, r
     paths["fit_statistics"] = write_csv(stats, out / "fit_statistics.csv")
     sizes = None
     if silos is not None:
-        from vcmc.silo.memberships import write_membership_files
+        from vcmc.rows.memberships import write_membership_files
 
         member_rows = []
         for silo in silos:

@@ -21,7 +21,7 @@ from scipy import stats
 from vcmc.exceptions import ConfigError, ConvergenceError
 from vcmc.lca.em import Ask, LcaFit, ask_all
 from vcmc.protocol.lca import LcaClassifyRequest, LcaStructuralReply, LcaStructuralRequest
-from vcmc.silo.lca import AuxiliarySpec, covariate_terms, distal_layout
+from vcmc.rows.lca import AuxiliarySpec, covariate_terms, distal_layout
 
 Z95 = float(stats.norm.ppf(0.975))
 

@@ -589,30 +589,29 @@ def rounds(ctx: Context) -> Section:
         return Section("rounds", title, unavailable("the global-informed rounds (diagnostics.rounds)", why))
     per_round = [r for r in rd.get("per_round", []) if isinstance(r, dict)]
     stability = rd.get("stability") if isinstance(rd.get("stability"), dict) else {}
-    sm = rd.get("split_merge") if isinstance(rd.get("split_merge"), dict) else {}
+    disclosed = rd.get("disclosed") if isinstance(rd.get("disclosed"), dict) else {}
     pairs = [("rounds", f"{_count(rd.get('n_rounds'))} (burn-in {_count(rd.get('burn_in'))}, "
                         f"kept {_count(rd.get('n_kept'))})"),
              ("why these rounds", plan.get("reason", "–")),
-             ("components at the start", rd.get("components", "–")),
+             ("components of the pooled chain", rd.get("components", "–")),
              ("labels", rd.get("labels", "–")),
-             ("secure aggregation", rd.get("secure_sum", "–"))]
+             ("the server saw of each round", disclosed.get("per_round", "–"))]
     if stability:
         settled = "yes" if stability.get("stable") else "no"
-        pairs.append(("settled", f"{settled} (log joint R-hat {fmt(stability.get('rhat'))}; occupied components "
-                                 f"{stability.get('k_first', '–')} and {stability.get('k_second', '–')} "
-                                 "in the two halves of the kept rounds)"))
-    for move in ("split", "merge"):
-        if isinstance(sm.get(move), dict):
-            pairs.append((f"{move} moves accepted", f"{_count(sm[move].get('accepted'))} of "
-                                                   f"{_count(sm[move].get('proposed'))} proposed"))
-    sent = sum(int(r.get("bytes_sent") or 0) for r in per_round)
+        why = {"settled": "stopped once settled", "cap": "ran to its last round"}.get(stability.get("reason"), "")
+        pairs.append(("settled", f"{settled} (log joint R-hat {fmt(stability.get('rhat'))} over the kept rounds"
+                                 f"{'; ' + why if why else ''})"))
+        if stability.get("chains_agree") is False:
+            pairs.append(("two chains", "did not agree: the answer is the chain of higher posterior"))
+    sent = int(disclosed.get("bytes_relayed") or sum(int(r.get("bytes_sent") or 0) for r in per_round))
     if sent:
-        pairs.append(("sent by the silos", f"{sent / 1e6:,.1f} MB of count tables over the rounds"))
+        pairs.append(("relayed by the server", f"{sent / 1e6:,.1f} MB over the rounds"))
     if rd.get("seconds") is not None:
         pairs.append(("seconds", fmt(rd.get("seconds"), 1)))
     body = kv(pairs)
-    if stability and not stability.get("stable") and stability.get("said"):
-        body += f'<div class="warn">{esc(stability["said"])}</div>'
+    unsettled = [w for w in diag.get("warnings", []) if "did not settle" in w or "did not agree" in w]
+    if stability and not stability.get("stable") and unsettled:
+        body += f'<div class="warn">{esc(unsettled[0])}</div>'
     if per_round:
         body += ctx.add("rounds", F.rounds_figure([r.get("round") for r in per_round], [r.get("k") for r in per_round],
                                                   [r.get("log_joint") for r in per_round], int(rd.get("burn_in") or 0)),

@@ -2,22 +2,19 @@
 --rounds auto``: the default).
 
 The one-shot pass (the paper's) disagrees with full-data MCMC wherever a silo's own posterior under-resolves
-its clusters, and that is most real data split by a natural variable (docs/results/real/rounds/README.md: no
-dataset of six passes). The rounds are the pooled model's blocked Gibbs sampler across the silos
-(docs/design.md §16), and the configuration below is the one measured to reach the pooled analysis's own
-seed-to-seed agreement on those six datasets, on the generalisation suite and on the paper's six designs, and
-to stay within twice the one-shot run at the application's scale (docs/results/ehr/README.md):
+its clusters, and that is most real data split by a natural variable (docs/results/real/rounds/README.md). The
+rounds are the pooled model's blocked Gibbs sampler across the silos (docs/design.md §16), the same in the
+analyst's own session and in a deployment (the silos compute every draw from the pooled sums; the server only
+relays), so auto makes them wherever every silo can take part:
 
-- as many rounds as the silos' samplers run iterations, at most ``AUTO_MAX_ROUNDS`` (the length measured;
-  the kept half of a round's chain is then as long as full-data MCMC's at 10,000 iterations);
-- a start of ``prior.n_components`` components, the model full-data MCMC samples (unless
-  ``round_components`` is set);
-- the split-merge moves (unless ``round_secure_sum``, whose masked sums cannot carry them).
+- at most ``AUTO_MAX_ROUNDS``, stopping at the first checkpoint (250, 500, 1,000 rounds) where the kept rounds
+  settled (``vcmc.pooled.chain``);
+- from a start of ``prior.n_components`` components, the model full-data MCMC samples (unless
+  ``round_components`` is set).
 
-That holds where every silo is in the analyst's own session (``vcmc fit`` and the API: every row is the
-analyst's already, ``SiloPolicy.own_data``). A deployment's silos answer the rounds only when their operators
-allow them (``allow-strategies``) and never the moves, so there the default is the one-shot pass and the
-rounds are asked for explicitly (``--rounds R``): a plan that every default silo refuses would fail the run.
+A deployment's silos take part when their operators allow the rounds (the default ``allow-strategies``) and set
+their keys (node config ``rounds-key`` and ``rounds-peers``: every silo says so in its hello,
+``Transport.rounds_ready``); otherwise auto is the one-shot pass, and the plan's ``reason`` says why.
 ``resolve_rounds`` is the one place this is decided; every result records it (``diagnostics.rounds_plan``).
 """
 
@@ -27,12 +24,11 @@ import dataclasses
 
 from vcmc.config import FitConfig
 from vcmc.config.options import AUTO_ROUNDS
-
-AUTO_MAX_ROUNDS = 10_000
-"""Most rounds of the auto plan: the length that passes the real-data suite (docs/results/real/rounds/)."""
+from vcmc.rounds.stage import AUTO_MAX_ROUNDS
 
 
-def resolve_rounds(config: FitConfig, *, own_session: bool, method: str = "vcmc") -> tuple[FitConfig, dict]:
+def resolve_rounds(config: FitConfig, *, own_session: bool, method: str = "vcmc",
+                   ready: bool | None = None) -> tuple[FitConfig, dict]:
     """``config`` with its rounds decided, and the record of the decision for ``diagnostics.rounds_plan``.
 
     Parameters
@@ -41,16 +37,19 @@ def resolve_rounds(config: FitConfig, *, own_session: bool, method: str = "vcmc"
         ``aggregation.rounds = 0`` (auto) is decided here; any other value is kept as given.
     own_session : bool
         Whether every silo is in the analyst's own session (``Transport.own_session``).
+    ready : bool or None
+        Whether every silo can take part in the rounds (``Transport.rounds_ready``: in a deployment, its keys
+        are set); None: not known (taken as ready in the analyst's own session, not in a deployment).
     method : str
         The rounds refine VCMC's answer only; every other method runs its one pass.
 
     Returns
     -------
     config : FitConfig
-        With ``aggregation.rounds >= 1`` (and, for auto rounds, the start and the moves set).
+        With ``aggregation.rounds >= 1`` (and, for auto rounds, the start set).
     plan : dict
-        ``requested`` ("auto" or the number given), ``rounds``, ``round_components``, ``split_merge``,
-        ``secure_sum`` and, for auto, ``reason``.
+        ``requested`` ("auto" or the number given), ``rounds`` (the most), ``round_components``,
+        ``stop_when_settled``, ``secure_sum`` (a deployment's rounds are) and, for auto, ``reason``.
     """
     agg = config.aggregation
     requested = "auto" if agg.rounds == AUTO_ROUNDS else int(agg.rounds)
@@ -59,27 +58,25 @@ def resolve_rounds(config: FitConfig, *, own_session: bool, method: str = "vcmc"
         n_iter = int(config.sampler.n_iter)
         if method != "vcmc":
             rounds, reason = 1, f"the method {method!r} makes one pass (the rounds refine VCMC's answer)"
-        elif not own_session:
-            rounds, reason = 1, ("a deployment: the rounds need every silo operator's consent "
-                                 "(allow-strategies = rounds), so the default is the one-shot pass; set --rounds R "
-                                 "where they allow them (docs/federation.md)")
         elif n_iter < 2:
             rounds, reason = 1, "one Gibbs iteration per silo: no rounds"
+        elif not (ready if ready is not None else own_session):
+            rounds, reason = 1, ("a deployment whose silos are not all set up for the rounds (node config "
+                                 "rounds-key and rounds-peers, docs/federation.md, 'The rounds'), so the one-shot "
+                                 "pass")
         else:
-            rounds = min(n_iter, AUTO_MAX_ROUNDS)
-            reason = (f"the analyst's own session: {rounds} rounds (the silos' iterations, at most "
-                      f"{AUTO_MAX_ROUNDS}), which agree with the pooled analysis (docs/results/real/rounds/)")
+            rounds = AUTO_MAX_ROUNDS
+            reason = (f"at most {AUTO_MAX_ROUNDS} rounds, stopping once the kept rounds settled, which agree with "
+                      "the pooled analysis (docs/results/real/rounds/)")
         if rounds > 1:
             agg = dataclasses.replace(agg, rounds=rounds,
-                                      round_components=agg.round_components or int(config.prior.n_components),
-                                      round_split_merge=not agg.round_secure_sum)
+                                      round_components=agg.round_components or int(config.prior.n_components))
         else:
             agg = dataclasses.replace(agg, rounds=1)
         config = dataclasses.replace(config, aggregation=agg)
     plan = {"requested": requested, "rounds": int(agg.rounds),
             "round_components": int(agg.round_components) if agg.rounds > 1 else None,
-            "split_merge": bool(agg.round_split_merge) if agg.rounds > 1 else False,
-            "secure_sum": bool(agg.round_secure_sum) if agg.rounds > 1 else False}
+            "stop_when_settled": requested == "auto" and agg.rounds > 1, "secure_sum": not own_session}
     if reason is not None:
         plan["reason"] = reason
     return config, plan
