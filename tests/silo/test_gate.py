@@ -631,3 +631,27 @@ def test_rounds_a_silo_would_refuse_are_refused_before_sampling(silo_data, monke
     # the same silo runs a one-shot request
     monkeypatch.undo()
     assert silo.handle(_req(_with("aggregation", rounds=1))).n_clusters >= 1
+
+
+def test_a_silos_own_weights_leave_only_in_the_analysts_own_session(monkeypatch):
+    """After the rounds a silo may replicate at its own weights and send them (``AssessReply.weights``): only in
+    the analyst's own session without secure sum, where its round counts reach the server anyway."""
+    import dataclasses
+
+    from vcmc.exceptions import DisclosureError
+    from vcmc.silo.endpoints import rounds as round_endpoints
+
+    g = _fake_gate(1, 1, 0)
+    rng = np.random.default_rng(3)
+    reply = dataclasses.replace(_assess_reply(rng, 2, 5, 1, 2), weights=np.full((2, 2), 0.5))
+    asked = SimpleNamespace(pi=np.full((2, 2), 0.5), profiles=np.full((2, 2, 5), 0.5))
+    monkeypatch.setattr(round_endpoints, "assessed_draws", lambda silo, request: asked)
+    for own, secure, allowed in ((False, False, False), (True, True, False), (True, False, True)):
+        g.silo.own_session = own
+        monkeypatch.setattr(round_endpoints, "_session", lambda silo, secure=secure: SimpleNamespace(secure=secure))
+        if allowed:
+            out = round_endpoints.release_assess(g, None, reply)
+            np.testing.assert_array_equal(out.weights, reply.weights)
+        else:
+            with pytest.raises(DisclosureError, match="own weights"):
+                round_endpoints.release_assess(g, None, reply)

@@ -219,7 +219,9 @@ def _result(one_shot: GlobalResult, transport, names, answer, labels, trace_byte
     notes = [] if stability["stable"] else [_unsettled(stability, trace_k.size)]
     diagnostics["warnings"] = [w for w in diagnostics.get("warnings", []) if "labelled rows" not in w] \
         + one_cluster_silo_warnings(partition_counts, names) + notes \
-        + ["the matching checks describe the one-shot pass; they were not recomputed after the rounds"]
+        + ["the matching checks describe the one-shot pass; they were not recomputed after the rounds (nothing to "
+           "do: the result's clusters are the rounds', the pooled model's sampler across the silos, not a matching; "
+           "a warning above about the silos' resolution describes the one-shot pass that the rounds correct)"]
     timings = dict(one_shot.timings)
     timings["rounds"] = seconds
     timings["total"] = timings.get("total", 0.0) + seconds
@@ -257,7 +259,8 @@ def _unsettled(stability: dict, n_rounds: int) -> str:
 def _assess(result: GlobalResult, transport, names, answer, config, policy: FaultPolicy) -> None:
     """The model assessment (docs/design.md §14) of the rounds' answer, in place: each silo checks its rows at
     ``assessment.n_replicates`` of the answer's stored draws, which it has (``RoundAssessRequest``), with the
-    pooled weights: the model the rounds sample is the pooled one."""
+    weights its rows are labelled with: its own (``round_labels = "silo"``, the default, in the analyst's own
+    session without secure sum), else the pooled ones."""
     from vcmc.assessment import combine_assessment
     from vcmc.protocol import AssessRequest
     from vcmc.rows.ppc import choose_pairs
@@ -274,14 +277,19 @@ def _assess(result: GlobalResult, transport, names, answer, config, policy: Faul
         pi, prof = np.asarray(answer.pi_draws), np.asarray(answer.profile_draws)
         idx = evenly_spaced(pi.shape[0], int(request.n_replicates))
         pairs = choose_pairs(pi[idx].mean(axis=0), prof[idx].mean(axis=0), result.n_modalities, request.max_pairs)
-        as_checked = {n: AssessRequest(pi=pi[idx], profiles=prof[idx], pairs=pairs, seed_entropy=0, spawn_key=())
-                      for n in replies}
+        # each silo's replicates were drawn at the weights it says (its own, where its rows are labelled under
+        # them), so its expected counts are computed at those (docs/design.md §16)
+        own = {n: np.asarray(r.weights) for n, r in replies.items() if np.asarray(r.weights).size}
+        as_checked = {n: AssessRequest(pi=own.get(n, pi[idx]), profiles=prof[idx], pairs=pairs, seed_entropy=0,
+                                       spawn_key=()) for n in replies}
         assessment = combine_assessment(replies, as_checked, result.n_modalities)
         diag["ppc"], diag["waic"] = assessment["ppc"], assessment["waic"]
         diag["n_clusters_posterior"]["global_per_silo"] = assessment["k_global_per_silo"]
     seconds = time.perf_counter() - t0
     if replies:
-        diag["rounds"]["assessment"] = {"n_replicates": int(idx.size), "weights": "pooled", "seconds": seconds}
+        diag["rounds"]["assessment"] = {"n_replicates": int(idx.size), "seconds": seconds,
+                                        "weights": "silo" if len(own) == len(replies) else
+                                        "pooled" if not own else f"silo ({len(own)} of {len(replies)} silos)"}
     result.timings["rounds_assessment"] = seconds
     result.timings["total"] = result.timings.get("total", 0.0) + seconds
     diag["warnings"] = [*diag["warnings"], *notes]
