@@ -326,3 +326,19 @@ def test_the_sweep_keeps_weights_and_likelihoods_far_below_float64s_range_exact(
     got = st.summed[0][st.pattern_of_rows()[0]]
     np.testing.assert_allclose(got, want, rtol=1e-9)
     assert 0.05 < want[1] < 0.95                               # both components really matter for that row
+
+
+def test_a_servers_plan_runs_the_rounds_only_where_every_silo_will_take_part(silo_data):
+    # the hello says what a silo's operator requires (keys, min-peers), so that the auto plan over Flower falls
+    # back to the one-shot pass instead of a start every silo refuses
+    from vcmc.flower.server import rounds_ready
+    from vcmc.protocol import HelloRequest
+    from vcmc.silo.secure_sum import new_key
+
+    keyed = _ready(silo_data, SiloPolicy(min_peers=4), rounds_key=new_key()[0], rounds_peers={})
+    hello = keyed.handle(HelloRequest())
+    assert hello.rounds_key and hello.min_peers == 4
+    assert not rounds_ready({n: hello for n in "abc"}) and rounds_ready({n: hello for n in "abcd"})
+    unkeyed = _ready(silo_data, SiloPolicy()).handle(HelloRequest())
+    assert not unkeyed.rounds_key and not rounds_ready({"a": hello, "b": hello, "c": hello, "d": unkeyed})
+    assert LocalSilo(silo_data).handle(HelloRequest()).min_peers == 1               # the analyst's own session

@@ -276,6 +276,13 @@ def load_run_schema(rc: Mapping):
     return Schema.from_json(path)
 
 
+def rounds_ready(hellos: Mapping[str, HelloReply]) -> bool:
+    """Whether the auto plan may run the rounds (``vcmc.rounds.plan``): every silo's operator set its keys and the
+    run has at least each operator's ``min-peers`` participants (a silo refuses the start otherwise, which would
+    fail the run rather than fall back to the one-shot pass)."""
+    return bool(hellos) and all(bool(h.rounds_key) and len(hellos) >= int(h.min_peers) for h in hellos.values())
+
+
 def check_schema(schema, hellos: Mapping[str, HelloReply], path) -> None:
     """Refuse, before any sampling, a run-config schema whose fingerprint differs from a silo's coding."""
     fingerprint = schema.fingerprint()
@@ -361,8 +368,7 @@ def _run(grid, rc: Mapping, config, schema, out_dir: Path) -> Path:
                     "1, 2, ..., and no schema.json is written (vcmc predict needs it); give the ServerApp the "
                     "silos' shared schema file to name them")
     transport = FlowerTransport(grid, names, default_timeout=policy.timeout)
-    # the auto rounds where every silo's operator set its keys (vcmc.rounds.plan)
-    transport.rounds_ready = bool(hellos) and all(bool(h.rounds_key) for h in hellos.values())
+    transport.rounds_ready = rounds_ready(hellos)
     log.info("%d silos, in this order (seeds follow it): %s", len(transport.silos), ", ".join(transport.silos))
     log.info("fault policy: %s, round timeout %g s",
              "every silo required" if policy.min_silos is None else f"at least {policy.min_silos} silos",
