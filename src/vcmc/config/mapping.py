@@ -155,24 +155,15 @@ def _coerce_one(value, alt):
         if isinstance(value, str) and value.strip().lower() in ("true", "false", "yes", "no", "1", "0"):
             return value.strip().lower() in ("true", "yes", "1")
         raise ValueError("not a bool")
-    if alt is int:
+    if alt in (int, float):
+        article = "an" if alt is int else "a"
         if isinstance(value, bool):
-            raise TypeError("bool is not an int")
-        if isinstance(value, int):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
+            raise TypeError(f"bool is not {article} {alt.__name__}")
         if isinstance(value, str):
-            return int(value.strip())
-        raise TypeError("not an int")
-    if alt is float:
-        if isinstance(value, bool):
-            raise TypeError("bool is not a float")
-        if isinstance(value, int | float):
-            return float(value)
-        if isinstance(value, str):
-            return float(value.strip())
-        raise TypeError("not a float")
+            return alt(value.strip())
+        if isinstance(value, int) or (isinstance(value, float) and (alt is float or value.is_integer())):
+            return alt(value)
+        raise TypeError(f"not {article} {alt.__name__}")
     if alt is str:
         if isinstance(value, str):
             return value
