@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -22,10 +22,13 @@ class AssessReply(Reply):
     ``lppd_i = log mean_r p(x_i | theta_r)`` (``lppd``), ``v_i = var_r log p(x_i | theta_r)``
     (``p_waic``) and ``elpd_i = lppd_i - v_i`` (``elpd``), with ``elpd_m2`` the sum of squared deviations of
     ``elpd_i`` from their silo mean (for the standard error). ``n_suppressed``: counts suppressed.
+    ``weights`` (R, C): empty when the replicates were drawn at the request's weights; after the rounds, in the
+    analyst's own session with labels under the silo's own weights, the silo's own weights of each draw, at
+    which it replicated its rows (the server needs them for the checks' expected counts; docs/design.md §16).
     """
 
     KIND = "assess_reply"
-    VERSION = 1
+    VERSION = 2
 
     n_rows: int
     n_observed: np.ndarray
@@ -40,6 +43,7 @@ class AssessReply(Reply):
     elpd: float
     elpd_m2: float
     n_suppressed: int = 0
+    weights: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
 
     def check_reply(self, request, silo: str) -> None:
         if isinstance(request, AssessRequest):
@@ -56,6 +60,11 @@ class AssessReply(Reply):
             arr = np.asarray(getattr(self, name), dtype=float)
             if not np.all(np.isfinite(arr)) or np.any(arr < 0):
                 self.refuse(request, silo, f"{name} must hold finite non-negative counts")
+        w = np.asarray(self.weights, dtype=float)
+        if w.size and (w.ndim != 2 or w.shape[0] != np.shape(self.replicated)[0] or w.shape[1] !=
+                       np.shape(self.occupied)[-1] or not np.all(np.isfinite(w)) or np.any(w < 0)
+                       or not np.allclose(w.sum(axis=1), 1.0)):
+            self.refuse(request, silo, "weights must be (R, C) probability vectors, one per replicated dataset")
         if not all(np.isfinite(v) for v in (self.lppd, self.p_waic, self.elpd, self.elpd_m2)):
             self.refuse(request, silo, "the WAIC sums must be finite")
         if self.n_rows < 1 or self.p_waic < 0 or self.elpd_m2 < 0:

@@ -9,6 +9,7 @@ import dataclasses
 
 import numpy as np
 
+from vcmc.disclosure import complementary_withholding
 from vcmc.exceptions import ConfigError, DisclosureError
 from vcmc.protocol.lca import (
     LcaClassifyReply,
@@ -20,10 +21,21 @@ from vcmc.protocol.lca import (
 )
 from vcmc.silo import checks as rc
 from vcmc.silo.endpoints import endpoint
-from vcmc.silo.release import round_real, small
+from vcmc.silo.release import (
+    on_grid,
+    predictive_entropy,
+    protect_table_at,
+    round_real,
+    scalar_grid,
+    scalars_exact,
+    small,
+)
 
 
 def admit(gate, request):
+    if gate.privacy.dp_epsilon is not None and not gate.own_session:
+        raise DisclosureError(f"silo {gate.silo.name!r} does not take part in the latent class analysis under "
+                              "differential privacy: its sums are not noised")
     pi = rc.probabilities("lca pi", request.pi, ndim=1, floor=0.0, sums_to_one=False)
     rc.cap("lca", clusters=pi.shape[0], max_clusters=gate.policy.max_clusters)
     prof = rc.profiles("lca profiles", request.profiles, (pi.shape[0], gate.silo.n_columns), gate.silo.n_modalities,
@@ -80,49 +92,76 @@ def answer_structural(silo, request: LcaStructuralRequest) -> LcaStructuralReply
                               moments=np.asarray(sums["moments"], dtype=np.float64))
 
 
-def _protect(gate, v):
-    """Suppression and rounding of a count-like sum. The minimum cluster size is not applied to the EM sums
-    (EM needs every class's sums; an operator who allows "lca" accepts sums at server-chosen parameters,
-    docs/federation.md)."""
-    privacy = gate.privacy
-    v = np.asarray(v, dtype=np.float64)
-    if privacy.suppress_cells_below > 1:
-        v = np.where((v > 0) & (v < privacy.suppress_cells_below), 0.0, v)
-    return round_real(v, privacy.round_to)
-
-
-def _unprotected(gate) -> bool:
-    return gate.privacy.round_to <= 1 and gate.privacy.suppress_cells_below <= 1
+def _counts_protected(gate) -> bool:
+    return gate.privacy.round_to > 1 or gate.privacy.suppress_cells_below > 1
 
 
 def release_estep(gate, request, reply: LcaEStepReply) -> LcaEStepReply:
-    if _unprotected(gate):
-        return reply
-    return dataclasses.replace(reply, cluster=_protect(gate, reply.cluster), modality=_protect(gate, reply.modality))
+    """With suppression or rounding set: a class's expected count under the suppression threshold withheld with
+    its modality counts and with complements against the silo's row count (sent in the reply), cells
+    suppressed with complements in their blocks and columns, and rounding (``protect_table_at``; the minimum
+    cluster size is not applied: EM needs every class's sums). The log-likelihood on a grid of
+    ``rows_of_grid`` rows' worth of log density (``predictive_entropy`` of the request's point) and the entropy
+    of ``rows_of_grid`` times log K, except in the analyst's own session without protection."""
+    changes: dict[str, object] = {}
+    if _counts_protected(gate):
+        below = float(gate.privacy.suppress_cells_below)
+        cluster, modality = protect_table_at(gate, reply.cluster, reply.modality, limit=below if below > 1 else 0.0,
+                                             noise=False)
+        changes.update(cluster=cluster, modality=modality)
+    if not scalars_exact(gate):
+        k = max(int(np.asarray(request.pi).size), 2)
+        worth = float(predictive_entropy(gate.silo.n_modalities, np.asarray(request.pi)[None],
+                                         np.asarray(request.profiles)[None])[0])
+        changes["loglik"] = on_grid(float(reply.loglik), scalar_grid(gate, worth))
+        changes["entropy"] = max(on_grid(float(reply.entropy), scalar_grid(gate, np.log(k))), 0.0)
+    return dataclasses.replace(reply, **changes) if changes else reply
 
 
 def release_classify(gate, request, reply: LcaClassifyReply) -> LcaClassifyReply:
-    if _unprotected(gate):
+    """With suppression or rounding set: cells under the threshold suppressed, with complements in each row
+    (its sum is the class's expected count, an E-step's at the same point) and in the whole table (its sum is
+    the silo's row count), then rounding."""
+    if not _counts_protected(gate):
         return reply
-    return dataclasses.replace(reply, cross=_protect(gate, reply.cross))
+    privacy = gate.privacy
+    cross = np.maximum(np.asarray(reply.cross, dtype=np.float64), 0.0)
+    hidden = np.zeros(cross.shape, dtype=bool)
+    below = float(privacy.suppress_cells_below)
+    if below > 1:
+        rows = np.broadcast_to(np.arange(cross.shape[0])[:, None], cross.shape)
+        hidden = complementary_withholding(cross, small(cross, below), [rows, np.zeros(cross.shape, int)], below)
+    return dataclasses.replace(reply, cross=np.where(hidden, 0.0, round_real(cross, privacy.round_to)))
 
 
 def release_structural(gate, request: LcaStructuralRequest, reply: LcaStructuralReply) -> LcaStructuralReply:
     """The size floor of the structural (covariate or distal) sums: their score, Hessian and moments are
     per-class sums over the silo's rows weighted by the measurement model's posterior, so a class holding
     fewer than the minimum cluster size in this silo (in expectation, but more than none) would describe
-    those few people: the reply is refused (in a deployment; the analyst's own session sends it)."""
-    if not gate.policy.structural_floor:
-        return reply
-    from vcmc.rows.counts import soft_counts
+    those few people: the reply is refused (in a deployment; the analyst's own session sends it). Every sum
+    then leaves on a grid of ``rows_of_grid`` rows' worth of it (``vcmc.rows.lca.structural_worths``), except
+    in the analyst's own session without protection."""
+    if gate.policy.structural_floor:
+        from vcmc.rows.counts import soft_counts
 
-    pi = np.asarray(request.pi, dtype=np.float64)[None]
-    profiles = np.asarray(request.profiles, dtype=np.float64)[None]
-    cluster, _, _ = soft_counts(gate.silo.codes, gate.silo.n_modalities, pi, profiles)
-    if np.any(small(np.asarray(cluster)[0], gate.min_size)):
-        raise DisclosureError(f"silo {gate.silo.name!r}: a latent class holds fewer than the minimum cluster size "
-                              f"({gate.min_size}) of its rows; its structural sums are not sent")
-    return reply
+        pi = np.asarray(request.pi, dtype=np.float64)[None]
+        profiles = np.asarray(request.profiles, dtype=np.float64)[None]
+        cluster, _, _ = soft_counts(gate.silo.codes, gate.silo.n_modalities, pi, profiles)
+        if np.any(small(np.asarray(cluster)[0], gate.min_size)):
+            raise DisclosureError(f"silo {gate.silo.name!r}: a latent class holds fewer than the minimum cluster "
+                                  f"size ({gate.min_size}) of its rows; its structural sums are not sent")
+    if scalars_exact(gate):
+        return reply
+    from vcmc.rows.lca import structural_worths
+
+    worth = structural_worths(gate.silo.auxiliary, model=request.model, spec_json=request.spec_json,
+                              k=int(np.asarray(request.pi).size), params=request.params,
+                              where=f"silo {gate.silo.name!r}")
+    return dataclasses.replace(
+        reply, loglik=on_grid(float(reply.loglik), scalar_grid(gate, worth["loglik"])),
+        score=on_grid(reply.score, scalar_grid(gate, worth["score"])),
+        hessian=on_grid(reply.hessian, scalar_grid(gate, worth["hessian"])),
+        moments=on_grid(reply.moments, scalar_grid(gate, worth["moments"])))
 
 
 endpoint(LcaEStepRequest, admit=admit, answer=answer_estep, release=release_estep)
