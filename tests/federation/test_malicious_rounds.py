@@ -109,19 +109,31 @@ def _wire_grid(folder: Path, variant: str, **kwargs):
                      for i, name in enumerate((*SILOS, OUTSIDER))})
 
 
+@pytest.fixture(scope="module")
+def wire_attacked(federation):
+    """Every attack through Flower's wire encoding in this process: (what the server received, the WireGrid
+    whose silos' state the test may read)."""
+    from vcmc_malicious_rounds.attacks import run_round_attacks
+
+    folder, plan = federation
+    plan = {**plan, "out": str(folder / "attacks-flower-wire.json")}
+    grid = _wire_grid(folder, "flower-wire")
+    with _WireRun():
+        yield run_round_attacks(grid, plan, run_key="1"), grid
+
+
 @pytest.fixture(scope="module", params=["flower-wire", pytest.param("tls-auth", marks=pytest.mark.slow)])
 def attacked(request, federation):
-    """(what the server received, the WireGrid whose silos' state the test may read, or None)."""
+    """(what the server received, the WireGrid whose silos' state the test may read, or None). Over real Flower
+    the attacks on what the server relays (keys, shares, vectors, rounds) and the honest chain; the requests the
+    gate refuses at the door are the same code whatever the transport (``DOOR``, in process only), and each
+    message over real Flower is a ClientApp process."""
     folder, plan = federation
     variant = request.param
-    plan = {**plan, "out": str(folder / f"attacks-{variant}.json")}
     if variant == "flower-wire":
-        from vcmc_malicious_rounds.attacks import run_round_attacks
-
-        grid = _wire_grid(folder, variant)
-        with _WireRun():
-            yield run_round_attacks(grid, plan, run_key="1"), grid
+        yield request.getfixturevalue("wire_attacked")
         return
+    plan = {**plan, "out": str(folder / f"attacks-{variant}.json"), "door": False}
     (folder / "plan.json").write_text(json.dumps(plan))
     lab_dir = folder / "lab"
     lab_dir.mkdir()
@@ -144,7 +156,8 @@ def attacked(request, federation):
     yield results, None
 
 
-REFUSED = {
+DOOR = {
+    # attack: (the silos that must refuse it, the rule their refusal names)
     # attack: (the silos that must refuse it, the rule their refusal names)
     "plain-round-start": ((A,), "this round start asks for plain ones"),
     "unpinned-participant": ((B,), "participants ['mallory'] have no key pinned by its operator"),
@@ -156,9 +169,6 @@ REFUSED = {
     "birth-share-out-of-range": ((A,), "birth_share must be in [0, 0.1]"),
     "start-entry-out-of-range": ((B,), "start must be (3, K) integers in [-1, n_components)"),
     "sweep-before-start": ((C,), "no rounds were started in this run"),
-    "server-key-in-a-peers-place": ((A, B), "the share relayed from participant 2 does not decrypt under its "
-                                            "pinned key"),
-    "split-view": ((A, B, C), "does not decrypt under its pinned key"),
     "finish-before-stop": ((A,), "comes after the pooled chain stopped"),
     "result-before-stop": ((B,), "comes after the pooled chain stopped"),
     "assess-before-stop": ((C,), "comes after the pooled chain stopped"),
@@ -167,6 +177,11 @@ REFUSED = {
     "thin-answer-result": ((C,), "no component of the pooled chain holds the minimum cluster size (10)"),
     "thin-answer-result-2": ((A,), "no component of the pooled chain holds the minimum cluster size (10)"),
     "thin-answer-assess": ((C,), "no component of the pooled chain holds the minimum cluster size (10)"),
+}
+RELAYED = {
+    "server-key-in-a-peers-place": ((A, B), "the share relayed from participant 2 does not decrypt under its "
+                                            "pinned key"),
+    "split-view": ((A, B, C), "does not decrypt under its pinned key"),
     "vector-dropped": ((A,), "vectors must be (3, L) uint64, one per participant"),
     "round-skipped": ((B,), "answered once each, in order: round 1 is next, not 2"),
     "round-replayed": ((C,), "answered once each, in order: round 1 is next, not 0"),
@@ -181,18 +196,26 @@ def _uniform_words(vectors) -> np.ndarray:
     return np.abs(np.asarray(vectors, dtype=np.uint64).view(np.int64).astype(np.float64))
 
 
-@pytest.mark.flower
-@pytest.mark.parametrize("attack", sorted(REFUSED))
-def test_attack_is_refused(attacked, attack):
-    results, _ = attacked
+def _refused(results, attack, silos, rule):
     assert "abort" not in results, f"a step the attacks needed was not answered: {results['abort']}"
-    silos, rule = REFUSED[attack]
     got = results[attack]
     assert set(silos) <= set(got)
     for silo in silos:
         assert not got[silo]["ok"], f"silo {silo} answered {attack}: {got[silo]}"
         assert rule in got[silo]["reason"], got[silo]["reason"]
         assert set(got[silo]) == {"ok", "reason"}                 # nothing but the refusal's text came back
+
+
+@pytest.mark.flower
+@pytest.mark.parametrize("attack", sorted(RELAYED))
+def test_an_attack_on_what_the_server_relays_is_refused(attacked, attack):
+    _refused(attacked[0], attack, *RELAYED[attack])
+
+
+@pytest.mark.flower
+@pytest.mark.parametrize("attack", sorted(DOOR))
+def test_a_crafted_request_is_refused_at_the_door(wire_attacked, attack):
+    _refused(wire_attacked[0], attack, *DOOR[attack])
 
 
 @pytest.mark.flower
@@ -287,12 +310,10 @@ def _silo_state(grid, name: str):
 
 
 @pytest.mark.flower
-def test_the_plain_pooled_counts_are_not_the_sum_of_what_was_relayed(attacked):
-    # in process only: the pooled counts of the honest chain's last round, which the silos computed, from the
-    # secrets that never left them; the server's sum of the same vectors is noise
-    results, grid = attacked
-    if grid is None:
-        pytest.skip("the silos' secrets are on their SuperNodes' hosts")
+def test_the_plain_pooled_counts_are_not_the_sum_of_what_was_relayed(wire_attacked):
+    # in process (the silos' secrets are on their hosts): the pooled counts of the honest chain's last round,
+    # which the silos computed from the secrets that never left them; the server's sum of the same vectors is noise
+    results, grid = wire_attacked
     from vcmc.silo import secure_sum
 
     session = _silo_state(grid, A).round_session

@@ -164,7 +164,19 @@ def run_round_attacks(grid, plan: dict, *, run_key: str) -> dict:
     def crafted(**changes):
         return dataclasses.replace(start, **changes)
 
+    door = bool(plan.get("door", True))      # the gate's own rules: the same code whatever the transport
     # -- refused at the door: no chain needed (each silo's start budget is spent by these too)
+    if door:
+        _door_attacks(server, start, crafted, silos, outsider)
+    try:
+        _relay_attacks(server, start, crafted, silos, k_local, plan, run_key, thin=door)
+    except ChainBroken as broken:
+        server.results["abort"] = str(broken)
+    return server.results
+
+
+def _door_attacks(server, start, crafted, silos, outsider) -> None:
+    a, b, c = silos
     server.attacks({
         "plain-round-start": (a, crafted(secure=False)),
         "unpinned-participant": (b, crafted(names=(*silos, "mallory"),
@@ -185,67 +197,78 @@ def run_round_attacks(grid, plan: dict, *, run_key: str) -> dict:
         "sweep-before-start": (c, RoundSweepRequest(round=-1, vectors=np.zeros((3, 18), dtype=np.uint64),
                                                     tags=NO_TAGS)),
     })
-    try:
-        # -- the server's own key in a peer's place: c's shares replaced by ones under the server's key
-        shares = server.answered("forged-share:start", server.to_all("forged-share:start", start))
-        forged, context = own_key_in_a_peers_place(start, plan["publics"], c, run_key)
-        relayed = server.relay("forged-share", shares, -1)
-        vectors = relayed.vectors.copy()
-        vectors[silos.index(c)] = forged
-        server.results["server-context"] = context.hex()
-        server.to_all("server-key-in-a-peers-place", dataclasses.replace(relayed, vectors=vectors))
 
-        # -- split view: c is sent another start map than a and b (its own clusters in one component)
-        other = start.start.copy()
-        other[silos.index(c), :k_local[c]] = 0
-        shares = server.answered("split-view:start", server.send("split-view:start", {
-            a: start, b: start, c: crafted(start=other)}))
-        server.to_all("split-view", server.relay("split-view", shares, -1))
 
-        # -- a model within the caps that spreads the rows thin: 500 components, alpha and beta 1e6
-        thin = crafted(n_components=THIN_COMPONENTS, alpha=THIN_PRIOR, beta=np.full(start.beta.size, THIN_PRIOR),
-                       checkpoints=np.asarray([2]), birth_budget=0)
-        replies = server.answered("thin:start", server.to_all("thin:start", thin))
-        replies, r = server.rounds("thin", replies, -1, last=0)
-        server.attacks({"finish-before-stop": (a, RoundFinishRequest()),
-                        "result-before-stop": (b, RoundResultRequest()),
-                        "assess-before-stop": (c, RoundAssessRequest(n_replicates=1, max_pairs=0))})
-        replies, r = server.rounds("thin", replies, r)
-        server.attacks({"sweep-after-stop": (a, RoundSweepRequest(
-                            round=r, vectors=np.zeros((3, 4), dtype=np.uint64),
-                            tags=np.zeros((3, secure_sum.TAG_BYTES), dtype=np.uint8))),
-                        "thin-answer-finish": (b, RoundFinishRequest()),
-                        "thin-answer-result": (c, RoundResultRequest())})
-        server.attacks({"thin-answer-result-2": (a, RoundResultRequest()),
-                        "thin-answer-assess": (c, RoundAssessRequest(n_replicates=1, max_pairs=0))})
+def _relay_attacks(server, start, crafted, silos, k_local, plan, run_key, *, thin: bool) -> None:
+    a, b, c = silos
+    # -- the server's own key in a peer's place: c's shares replaced by ones under the server's key
+    shares = server.answered("forged-share:start", server.to_all("forged-share:start", start))
+    forged, context = own_key_in_a_peers_place(start, plan["publics"], c, run_key)
+    relayed = server.relay("forged-share", shares, -1)
+    vectors = relayed.vectors.copy()
+    vectors[silos.index(c)] = forged
+    server.results["server-context"] = context.hex()
+    server.to_all("server-key-in-a-peers-place", dataclasses.replace(relayed, vectors=vectors))
 
-        # -- the relayed vectors of a sweep: dropped, skipped, replayed, then altered, reordered, replaced
-        replies = server.answered("tamper:start", server.to_all("tamper:start", start))
-        replies, r = server.rounds("tamper", replies, -1, last=0)
-        honest = server.relay("tamper", replies, r)
-        server.attacks({
-            "vector-dropped": (a, dataclasses.replace(honest, vectors=honest.vectors[:2], tags=honest.tags[:2])),
-            "round-skipped": (b, dataclasses.replace(honest, round=r + 1)),
-            "round-replayed": (c, dataclasses.replace(honest, round=r - 1)),
-        })
-        plus_one = honest.vectors.copy()
-        plus_one[1, 0] += np.uint64(1)                            # one more row of b's in component 0
-        order = [1, 0, 2]
-        replaced_v, replaced_t = honest.vectors.copy(), honest.tags.copy()
-        replaced_v[0], replaced_t[0] = honest.vectors[1], honest.tags[1]   # a's vector replaced by b's
-        server.attacks({
-            "vector-altered": (a, dataclasses.replace(honest, vectors=plus_one)),
-            "vectors-reordered": (b, dataclasses.replace(honest, vectors=honest.vectors[order],
-                                                         tags=honest.tags[order])),
-            "vector-replaced": (c, dataclasses.replace(honest, vectors=replaced_v, tags=replaced_t)),
-        })
+    # -- split view: c is sent another start map than a and b (its own clusters in one component)
+    other = start.start.copy()
+    other[silos.index(c), :k_local[c]] = 0
+    shares = server.answered("split-view:start", server.send("split-view:start", {
+        a: start, b: start, c: crafted(start=other)}))
+    server.to_all("split-view", server.relay("split-view", shares, -1))
 
-        # -- the honest chain through the same server, every vector it relayed recorded
-        replies = server.answered("honest:start", server.to_all("honest:start", start))
-        replies, _ = server.rounds("honest", replies, -1)
-        server.to_all("honest:finish", RoundFinishRequest())
-        server.to_all("honest:result", RoundResultRequest())
-    except ChainBroken as broken:
-        server.results["abort"] = str(broken)
-    return server.results
+    if thin:
+        _thin_model_attacks(server, start, crafted, silos)
+    _tamper_and_honest(server, start, silos)
+
+
+def _thin_model_attacks(server, start, crafted, silos) -> None:
+    a, b, c = silos
+    # -- a model within the caps that spreads the rows thin: 500 components, alpha and beta 1e6
+    thin = crafted(n_components=THIN_COMPONENTS, alpha=THIN_PRIOR, beta=np.full(start.beta.size, THIN_PRIOR),
+                   checkpoints=np.asarray([2]), birth_budget=0)
+    replies = server.answered("thin:start", server.to_all("thin:start", thin))
+    replies, r = server.rounds("thin", replies, -1, last=0)
+    server.attacks({"finish-before-stop": (a, RoundFinishRequest()),
+                    "result-before-stop": (b, RoundResultRequest()),
+                    "assess-before-stop": (c, RoundAssessRequest(n_replicates=1, max_pairs=0))})
+    replies, r = server.rounds("thin", replies, r)
+    server.attacks({"sweep-after-stop": (a, RoundSweepRequest(
+                        round=r, vectors=np.zeros((3, 4), dtype=np.uint64),
+                        tags=np.zeros((3, secure_sum.TAG_BYTES), dtype=np.uint8))),
+                    "thin-answer-finish": (b, RoundFinishRequest()),
+                    "thin-answer-result": (c, RoundResultRequest())})
+    server.attacks({"thin-answer-result-2": (a, RoundResultRequest()),
+                    "thin-answer-assess": (c, RoundAssessRequest(n_replicates=1, max_pairs=0))})
+
+
+
+def _tamper_and_honest(server, start, silos) -> None:
+    a, b, c = silos
+    # -- the relayed vectors of a sweep: dropped, skipped, replayed, then altered, reordered, replaced
+    replies = server.answered("tamper:start", server.to_all("tamper:start", start))
+    replies, r = server.rounds("tamper", replies, -1, last=0)
+    honest = server.relay("tamper", replies, r)
+    server.attacks({
+        "vector-dropped": (a, dataclasses.replace(honest, vectors=honest.vectors[:2], tags=honest.tags[:2])),
+        "round-skipped": (b, dataclasses.replace(honest, round=r + 1)),
+        "round-replayed": (c, dataclasses.replace(honest, round=r - 1)),
+    })
+    plus_one = honest.vectors.copy()
+    plus_one[1, 0] += np.uint64(1)                            # one more row of b's in component 0
+    order = [1, 0, 2]
+    replaced_v, replaced_t = honest.vectors.copy(), honest.tags.copy()
+    replaced_v[0], replaced_t[0] = honest.vectors[1], honest.tags[1]   # a's vector replaced by b's
+    server.attacks({
+        "vector-altered": (a, dataclasses.replace(honest, vectors=plus_one)),
+        "vectors-reordered": (b, dataclasses.replace(honest, vectors=honest.vectors[order],
+                                                     tags=honest.tags[order])),
+        "vector-replaced": (c, dataclasses.replace(honest, vectors=replaced_v, tags=replaced_t)),
+    })
+
+    # -- the honest chain through the same server, every vector it relayed recorded
+    replies = server.answered("honest:start", server.to_all("honest:start", start))
+    replies, _ = server.rounds("honest", replies, -1)
+    server.to_all("honest:finish", RoundFinishRequest())
+    server.to_all("honest:result", RoundResultRequest())
 
