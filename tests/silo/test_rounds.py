@@ -130,6 +130,13 @@ def test_the_rounds_are_answered_once_each_and_in_order(silo_data):
         silo.handle(RoundFinishRequest())
 
 
+def test_no_sweep_is_answered_after_the_chain_stopped(silo_data):
+    silo = _ready(silo_data)
+    r = _alone(silo, checkpoints=np.array([3]))
+    with pytest.raises(DisclosureError, match="stopped at round 3; no further sweep"):
+        silo.handle(RoundSweepRequest(round=r, vectors=np.zeros((1, 4), dtype=np.uint64), tags=NO_TAGS))
+
+
 def test_a_deployment_refuses_rounds_without_its_operators_consent_or_keys(silo_data):
     from vcmc.silo.secure_sum import new_key
 
