@@ -88,11 +88,22 @@ def make_node_key(folder: Path, name: str) -> Path:
 
 
 class Lab:
-    """SuperLink + SuperNodes on loopback; ``close()`` stops them all and checks none is left behind."""
+    """SuperLink + SuperNodes on loopback; ``close()`` stops them all and checks none is left behind.
 
-    def __init__(self, tmp_path: Path, *, secure: bool = False):
+    ``max_clientapps`` (an int, 0 for no cap): every SuperNode is started with the operators' command
+    ``vcmc supernode`` (``--isolation process`` and vcmc's SuperExec, at most that many ClientApps alive at once
+    over the lab's SuperNodes, which share one slots folder); None: with ``flower-supernode`` itself
+    (``--isolation subprocess``, Flower's SuperExec). ``light_clientapp=False`` has vcmc's SuperExec start
+    Flower's own ``flwr-clientapp``."""
+
+    def __init__(self, tmp_path: Path, *, secure: bool = False, max_clientapps: int | None = None,
+                 light_clientapp: bool = True, poll_interval: float | None = None):
         self.tmp = tmp_path
         self.secure = secure
+        self.max_clientapps = max_clientapps
+        self.light_clientapp = light_clientapp
+        self.poll_interval = poll_interval
+        self.slots_dir = tmp_path / "launch-slots"
         self.home = tmp_path / "flwr"
         self.home.mkdir()
         self.env = dict(os.environ, FLWR_HOME=str(self.home), FLWR_TELEMETRY_ENABLED="0",
@@ -153,6 +164,17 @@ class Lab:
                         insecure: bool | None = None) -> subprocess.Popen:
         insecure = (not self.secure) if insecure is None else insecure
         security = ["--insecure"] if insecure else ["--root-certificates", str(self.tls["ca"])]
+        if self.max_clientapps is not None:     # the operators' command (docs/federation.md §3.3)
+            if key is not None:
+                security += ["--auth-key", str(key)]
+            extra = ["--max-clientapps", str(self.max_clientapps), "--slots-dir", str(self.slots_dir)]
+            if not self.light_clientapp:
+                extra.append("--flower-clientapp")
+            if self.poll_interval is not None:
+                extra += ["--poll-interval", f"{self.poll_interval:g}"]
+            return self.spawn(str(BIN / "vcmc"), "supernode", *security, "--superlink", f"127.0.0.1:{self.port}",
+                              "--host", "127.0.0.1", "--port", str(free_port()), *extra, "--node-config",
+                              node_config, log=log)
         if key is not None:
             security += ["--auth-supernode-private-key", str(key)]
         return self.spawn(str(BIN / "flower-supernode"), *security, "--superlink", f"127.0.0.1:{self.port}",
