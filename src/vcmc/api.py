@@ -42,13 +42,15 @@ def as_silos(silos) -> list:
 
 
 def make_transport(silos, config: FitConfig, *, jobs: int = 1, kind: str = "auto", progress=None,
-                   state_dir=None):
+                   state_dir=None, silo_privacy=None, silo_policy=None):
     """In-process silos (``kind="inprocess"``) or ``jobs`` worker processes hosting the silos (``"process"``).
 
     ``"auto"`` uses processes when ``jobs > 1`` and there is more than one silo; never more than ``jobs``
     processes, whatever the number of silos. ``progress`` is called
     with Gibbs iterations done (any silo) while the silos run their chains; with ``state_dir`` each silo
-    saves its finished apply step there and an identical later run reuses it.
+    saves its finished apply step there and an identical later run reuses it. ``silo_privacy`` and
+    ``silo_policy`` (default: ``config.privacy`` and the analyst's own policy) are every silo's operator limits,
+    as a deployment's SuperNodes apply them (``vcmc fit --node-config``).
     """
     from vcmc.federation.transport import InProcessTransport, ProcessPoolTransport
     from vcmc.silo.local import LocalSilo
@@ -56,10 +58,11 @@ def make_transport(silos, config: FitConfig, *, jobs: int = 1, kind: str = "auto
     if kind == "auto":
         kind = "process" if jobs > 1 and len(silos) > 1 else "inprocess"
     if kind == "inprocess":
-        return InProcessTransport([LocalSilo(d, privacy=config.privacy, progress=progress, state_dir=state_dir)
-                                   for d in silos])
+        return InProcessTransport([LocalSilo(d, privacy=silo_privacy or config.privacy, progress=progress,
+                                             state_dir=state_dir, policy=silo_policy) for d in silos])
     if kind == "process":
-        return ProcessPoolTransport(silos, privacy=config.privacy, state_dir=state_dir, max_workers=jobs,
+        return ProcessPoolTransport(silos, privacy=silo_privacy or config.privacy, state_dir=state_dir,
+                                    max_workers=jobs, policy=silo_policy,
                                     progress=None if progress is None else (lambda _silo, n: progress(n)))
     raise ConfigError(f"The 'transport' parameter of vcmc.fit must be one of 'auto', 'inprocess', "
                       f"'process'. Got {kind!r} instead.")
@@ -67,7 +70,8 @@ def make_transport(silos, config: FitConfig, *, jobs: int = 1, kind: str = "auto
 
 def fit(silos, *, config: FitConfig | None = None, method: str = "vcmc", rng: RngLike = None,
         jobs: int = 1, transport: str = "auto", policy=None, save_dir=None,
-        n_clusters: int | None = None, show_progress: bool | None = None, state_dir=None) -> GlobalResult:
+        n_clusters: int | None = None, show_progress: bool | None = None, state_dir=None, silo_privacy=None,
+        silo_policy=None) -> GlobalResult:
     """Cluster the silos' rows jointly without pooling them.
 
     Parameters
@@ -95,12 +99,20 @@ def fit(silos, *, config: FitConfig | None = None, method: str = "vcmc", rng: Rn
     state_dir : path, optional
         Each silo saves its finished apply step there (row-level state: on the silos' machine); running
         the same fit again resumes from it instead of re-running the samplers.
+    silo_privacy, silo_policy : PrivacyConfig and vcmc.silo.gate.SiloPolicy, optional
+        Every silo's operator limits, as a deployment's SuperNodes apply them (``vcmc fit --node-config``;
+        default: ``config.privacy`` and the analyst's own session, ``SiloPolicy.own_data``). With a policy
+        the run is the deployment's: the rounds' default is the one-shot pass and each round's counts are
+        released under the limits (``vcmc.rounds.plan``). VCMC and consensus only.
 
     Returns
     -------
     GlobalResult
     """
     spec = get_method(method)
+    if (silo_privacy is not None or silo_policy is not None) and spec.adapter is not None:
+        raise ConfigError(f"operator limits for the silos (vcmc fit --node-config) apply to the federated methods "
+                          f"'vcmc' and 'consensus' only; got method {method!r}")
     if not isinstance(jobs, int) or jobs < 1:
         raise ConfigError(f"The 'jobs' parameter of vcmc.fit must be an int >= 1. Got {jobs!r} instead.")
     config = config or FitConfig()
@@ -118,7 +130,7 @@ def fit(silos, *, config: FitConfig | None = None, method: str = "vcmc", rng: Rn
         total = len(data) * config.sampler.n_iter * config.sampler.n_chains
         with progress_bar(total, "Gibbs sampling in the silos", enabled=show_progress) as bar, \
                 make_transport(data, config, jobs=jobs, kind=transport, progress=bar.update,
-                               state_dir=state_dir) as tr:
+                               state_dir=state_dir, silo_privacy=silo_privacy, silo_policy=silo_policy) as tr:
             return run_vcmc(tr, config, rng=rng, method=method, policy=policy, save_dir=save_dir,
                             show_progress=show_progress)
     if spec.pooled_sampler:

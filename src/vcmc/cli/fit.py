@@ -109,6 +109,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "result.json; the same command again in --out resumes with it)")
     p.add_argument("--jobs", type=int, default=1, metavar="J", help="worker processes (at most J, whatever the "
                    "number of silos)")
+    p.add_argument("--node-config", metavar="TEXT", default=None,
+                   help="answer as a Flower deployment's silos do: every silo under the operator limits a "
+                        "SuperNode's node config sets, e.g. 'min-cluster-size=10 allow-strategies=\"contingency,"
+                        "rounds\"' (docs/federation.md §3.3; limits only, no paths): the rounds' default is then "
+                        "the one-shot pass and each round's counts are released under the limits, so the result "
+                        "equals a deployment's with the same options (docs/federation.md §3.6)")
     p.add_argument("--save-summaries", action="store_true",
                    help="save silo summaries in DIR/summaries so server steps can be re-run")
     p.add_argument("--report", action="store_true",
@@ -303,6 +309,12 @@ def run(args) -> int:
                           "maximum-likelihood K-class model")
     _guard.validate_args(args)
     config = config_from_args(args)
+    node_limits, silo_limits = {}, {}
+    if args.node_config is not None:
+        from vcmc.flower.node_config import limits_from_node_config, parse_node_config
+
+        node_limits = parse_node_config(args.node_config)
+        silo_limits = dict(zip(("silo_privacy", "silo_policy"), limits_from_node_config(node_limits), strict=True))
     out = _guard.check_out_dir(args.out)       # before reading any data or importing the samplers: < 1 s
 
     from vcmc.api import fit
@@ -323,7 +335,7 @@ def run(args) -> int:
 
     def key_of(seed):
         return _guard.run_key(method=args.method, config=config, seed=seed, silos=silos, n_clusters=n_clusters,
-                              normalisation=normalisation, na_values=na_values)
+                              normalisation=normalisation, na_values=na_values, node_limits=node_limits)
 
     # the seed is fixed here, so that the line printed on Ctrl-C can give the command that resumes; without
     # --seed, the seed a previous run of this same command drew in --out (it resumes)
@@ -337,7 +349,7 @@ def run(args) -> int:
         result = fit(silos, config=config, method=args.method, rng=seed, jobs=args.jobs,
                      policy=FaultPolicy(min_silos=args.min_silos),
                      save_dir=(out / "summaries") if args.save_summaries else None, n_clusters=n_clusters,
-                     state_dir=out / "silo-state" if resume else None)
+                     state_dir=out / "silo-state" if resume else None, **silo_limits)
     except KeyboardInterrupt:
         print(_guard.interrupted_line(out, argv, seed, resume=resume, n_silos=len(silos)),  # noqa: T201
               file=sys.stderr)
@@ -360,6 +372,9 @@ def run(args) -> int:
         print(f"  {kind:12s} {path}")  # noqa: T201
     for w in result.diagnostics.get("warnings", []) if isinstance(result.diagnostics, dict) else []:
         print(f"warning: {w}", file=sys.stderr)  # noqa: T201
+    other = (result.diagnostics.get("rounds_plan") or {}).get("other_mode") or {}
+    if other.get("differs"):      # the same options would give another answer in the other mode
+        print(f"note: {other['note']}", file=sys.stderr)  # noqa: T201
     _guard.say_result_warnings(out, config)
     if info["normalised"]:
         n = sum(item["cells"] for item in info["normalised"])

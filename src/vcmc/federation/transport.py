@@ -193,7 +193,7 @@ class _PipeProgress:
             self.conn.send((_PROGRESS, self.name, int(n)))
 
 
-def _worker_main(conn, hosted, jobs: int, report_progress: bool = False, state_dir=None) -> None:
+def _worker_main(conn, hosted, jobs: int, report_progress: bool = False, state_dir=None, policy=None) -> None:
     """Body of one worker process: build its silos' ``LocalSilo`` objects, say hello for each, then answer
     requests ``(silo name, encoded request)`` one at a time until told to stop.
 
@@ -222,7 +222,7 @@ def _worker_main(conn, hosted, jobs: int, report_progress: bool = False, state_d
             data = spec() if callable(spec) else spec
             silo = LocalSilo(data, privacy=privacy, jobs=jobs,
                              progress=_PipeProgress(conn, name) if report_progress else None,
-                             state_dir=state_dir)
+                             state_dir=state_dir, policy=policy)
             conn.send((name, silo.handle(HelloRequest()).to_arrays()))
             silos[name] = silo
         except Exception as exc:  # noqa: BLE001
@@ -341,6 +341,9 @@ class ProcessPoolTransport(TransportBase):
         ``functools.partial`` of a reader) runs inside the worker, so the parent never holds the data.
     privacy : PrivacyConfig or mapping of silo name to PrivacyConfig, optional
         Each silo's disclosure limits, as its operator would set them (default ``PrivacyConfig()``).
+    policy : vcmc.silo.gate.SiloPolicy, optional
+        Every silo's boundary limits, as a deployment's operators set them (default: the analyst's own
+        session, ``SiloPolicy.own_data``).
     jobs_per_silo : int
         Processes each silo may use for its chains (passed to ``LocalSilo``).
     max_workers : int, optional
@@ -370,7 +373,7 @@ class ProcessPoolTransport(TransportBase):
                  privacy: PrivacyConfig | Mapping[str, PrivacyConfig] | None = None,
                  jobs_per_silo: int = 1, max_workers: int | None = None, start_method: str = "forkserver",
                  startup_timeout: float = 300.0, progress: Callable[[str, int], None] | None = None,
-                 state_dir=None):
+                 state_dir=None, policy=None):
         specs = list(silos.items()) if isinstance(silos, Mapping) else [(s.name, s) for s in silos]
         names = [n for n, _ in specs]
         if len(set(names)) != len(names):
@@ -391,7 +394,8 @@ class ProcessPoolTransport(TransportBase):
             # process (not a fork of this one), so no lock or thread state is inherited from here.
             ctx.set_forkserver_preload(_PRELOAD)
         self.silos = tuple(names)
-        self.own_session = True          # the workers build every silo with the analyst's own policy
+        # the workers build every silo with the analyst's own policy, or with ``policy`` (the operators' limits)
+        self.own_session = policy is None
         self.progress = progress
         self.hello: dict[str, HelloReply] = {}
         self._workers: list[_Worker] = []
@@ -408,7 +412,7 @@ class ProcessPoolTransport(TransportBase):
             # daemon=False: a silo may start its own chain processes (jobs_per_silo > 1); daemons cannot.
             label = names[group[0]] if len(group) == 1 else f"worker-{k}"
             proc = ctx.Process(target=_worker_main, args=(child, hosted, jobs_per_silo, progress is not None,
-                                                          state_dir),
+                                                          state_dir, policy),
                                name=f"vcmc-silo-{label}", daemon=False)
             proc.start()
             child.close()

@@ -369,6 +369,12 @@ def _run(grid, rc: Mapping, config, schema, out_dir: Path) -> Path:
 
     if lca_requested(rc):     # the maximum-likelihood latent class analysis (docs/design.md §15) instead
         return _run_lca(transport, rc, schema, hellos, out_dir, seed, t_run)
+    from vcmc.pipeline import plan_rounds
+
+    _, plan = plan_rounds(config, transport, str(_get(rc, "method", "vcmc")))
+    log.info("rounds: %d (%s)", plan["rounds"], plan.get("reason") or "aggregation.rounds in the run config")
+    if plan["other_mode"]["differs"]:     # also in result.json, diagnostics.rounds_plan.other_mode
+        log.warning("note: %s", plan["other_mode"]["note"])
     result = run_vcmc(transport, config, rng=seed, method=str(_get(rc, "method", "vcmc")), policy=policy,
                       save_dir=out_dir / "summaries")
     from vcmc.report import write_outputs

@@ -24,12 +24,16 @@ from vcmc.outputs.folder import CORE_NAMES, OUTPUT_NAMES, OutputError
 RUN_MANIFEST = ".vcmc-run.json"
 
 
-def run_key(*, method: str, config, seed: int, silos, n_clusters, normalisation, na_values) -> str:
-    """What determines a fit's results: the data (codes and schema of every silo), the options, the seed."""
+def run_key(*, method: str, config, seed: int, silos, n_clusters, normalisation, na_values,
+            node_limits=None) -> str:
+    """What determines a fit's results: the data (codes and schema of every silo), the options, the seed (and
+    the operators' limits the silos answer under, ``vcmc fit --node-config``, when given)."""
     h = hashlib.sha256()
-    h.update(json.dumps({"method": method, "config": config.to_dict(), "seed": str(seed),
-                         "n_clusters": n_clusters, "normalisation": normalisation.to_dict(),
-                         "na_values": sorted(na_values)}, sort_keys=True, default=str).encode())
+    parts = {"method": method, "config": config.to_dict(), "seed": str(seed), "n_clusters": n_clusters,
+             "normalisation": normalisation.to_dict(), "na_values": sorted(na_values)}
+    if node_limits:
+        parts["node_limits"] = {str(k): str(v) for k, v in sorted(node_limits.items())}
+    h.update(json.dumps(parts, sort_keys=True, default=str).encode())
     for s in silos:
         h.update(s.name.encode() + b"\0" + s.schema.fingerprint().encode())
         h.update(np.ascontiguousarray(s.codes).tobytes())

@@ -18,7 +18,10 @@ That holds where every silo is in the analyst's own session (``vcmc fit`` and th
 analyst's already, ``SiloPolicy.own_data``). A deployment's silos answer the rounds only when their operators
 allow them (``allow-strategies``) and never the moves, so there the default is the one-shot pass and the
 rounds are asked for explicitly (``--rounds R``): a plan that every default silo refuses would fail the run.
-``resolve_rounds`` is the one place this is decided; every result records it (``diagnostics.rounds_plan``).
+``resolve_rounds`` is the one place this is decided; every result records it (``diagnostics.rounds_plan``),
+with what the other mode makes of the same options (``other_mode``: the analyst's own session against a
+deployment), so that a result whose options would give another answer in the other mode says so and how to
+get the same answer there (``vcmc fit --rounds 1``, ``--node-config``; docs/federation.md §3.6).
 """
 
 from __future__ import annotations
@@ -32,7 +35,8 @@ AUTO_MAX_ROUNDS = 10_000
 """Most rounds of the auto plan: the length that passes the real-data suite (docs/results/real/rounds/)."""
 
 
-def resolve_rounds(config: FitConfig, *, own_session: bool, method: str = "vcmc") -> tuple[FitConfig, dict]:
+def resolve_rounds(config: FitConfig, *, own_session: bool, method: str = "vcmc",
+                   compare: bool = True) -> tuple[FitConfig, dict]:
     """``config`` with its rounds decided, and the record of the decision for ``diagnostics.rounds_plan``.
 
     Parameters
@@ -50,8 +54,11 @@ def resolve_rounds(config: FitConfig, *, own_session: bool, method: str = "vcmc"
         With ``aggregation.rounds >= 1`` (and, for auto rounds, the start and the moves set).
     plan : dict
         ``requested`` ("auto" or the number given), ``rounds``, ``round_components``, ``split_merge``,
-        ``secure_sum`` and, for auto, ``reason``.
+        ``secure_sum``, for auto ``reason``, and ``other_mode`` (with ``compare``): the other mode
+        (``"deployment"`` or ``"own session"``), the rounds it makes of the same options, whether its answer
+        differs (``differs``) and, when it does, a ``note`` saying how to get the same answer in both.
     """
+    given = config
     agg = config.aggregation
     requested = "auto" if agg.rounds == AUTO_ROUNDS else int(agg.rounds)
     reason = None
@@ -82,4 +89,34 @@ def resolve_rounds(config: FitConfig, *, own_session: bool, method: str = "vcmc"
             "secure_sum": bool(agg.round_secure_sum) if agg.rounds > 1 else False}
     if reason is not None:
         plan["reason"] = reason
+    if compare:
+        plan["other_mode"] = _other_mode(given, plan, own_session=own_session, method=method)
     return config, plan
+
+
+def _other_mode(given: FitConfig, plan: dict, *, own_session: bool, method: str) -> dict:
+    """What the other mode (a deployment for the analyst's own session, and the other way round) makes of the
+    options ``given``, and how to get this answer there when it differs."""
+    _, other = resolve_rounds(given, own_session=not own_session, method=method, compare=False)
+    here, there = int(plan["rounds"]), int(other["rounds"])
+    mode = "deployment" if own_session else "own session"
+    out = {"mode": mode, "rounds": there, "differs": False}
+    if here != there and own_session:
+        out["differs"] = True
+        out["note"] = (f"a Flower deployment's default (rounds auto) is the one-shot pass, not these {here} rounds, "
+                       "so a deployment of these files with these options gives another answer; --rounds 1 "
+                       "(aggregation.rounds = 1) gives the deployment's")
+    elif here != there:
+        out["differs"] = True
+        out["note"] = (f"the analyst's own session's default (vcmc fit, rounds auto) on these files runs {there} "
+                       "global-informed rounds, so it gives another answer; vcmc fit --rounds 1 with the operators' "
+                       "limits (--node-config) gives this one")
+    elif here > 1:
+        out["differs"] = True
+        why = ("a deployment's rounds release each round's counts under every operator's limits "
+               "(min-cluster-size, ...) and make no split-merge moves and no assessment after the rounds, where the "
+               "analyst's own session releases them whole, so the two may give other answers")
+        out["note"] = (f"{why}; vcmc fit --rounds {here} --node-config '<the operators' limits>' runs them as a "
+                       "deployment does" if own_session else
+                       f"{why}; vcmc fit --rounds {here} --node-config '<the operators' limits>' gives this one")
+    return out

@@ -383,7 +383,10 @@ def _result(one_shot: GlobalResult, transport, names, trace, log_pi, log_prof, m
     diagnostics = dict(one_shot.diagnostics)
     diagnostics["one_shot"] = {"n_clusters": int(one_shot.n_clusters),
                                "partition_counts": one_shot.partition_counts.tolist(),
-                               "matching_checks": one_shot.diagnostics.get("matching_checks")}
+                               "matching_checks": one_shot.diagnostics.get("matching_checks"),
+                               # the one-shot pass's WAIC: the only one a deployment's rounds have (the assessment
+                               # after the rounds is answered in the analyst's own session only)
+                               "waic": one_shot.diagnostics.get("waic")}
     diagnostics["rounds"] = {
         "design": "blocked Gibbs of the pooled model across silos, over-complete start from the one-shot answer "
                   "(docs/design.md §16)",
