@@ -45,6 +45,32 @@ def processes_with(marker: str) -> list[int]:
     return found
 
 
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+    except OSError:
+        return b""
+
+
+CLIENTAPP_MARKERS = (b"flwr-clientapp", b"vcmc.flower.clientapp_main")
+"""Command-line words of a ClientApp process: Flower's program, or vcmc's launcher (vcmc.flower.superexec)."""
+
+
+def is_clientapp(pid: int) -> bool:
+    """A live ClientApp process started by a SuperExec: not a fork of a ClientApp that has not yet run its own
+    program (it shows its parent's command line for that instant), and not exiting (a process gives its memory
+    back before it closes its files, a launch slot's among them: no VmRSS then)."""
+    if not any(m in _cmdline(pid) for m in CLIENTAPP_MARKERS):
+        return False
+    try:
+        parent = int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
+        if "VmRSS:" not in Path(f"/proc/{pid}/status").read_text():
+            return False
+    except (OSError, ValueError, IndexError):
+        return False
+    return not any(m in _cmdline(parent) for m in CLIENTAPP_MARKERS)
+
+
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "federation.md"
 _TLS_MARKER = "<!-- tls-commands:"
 

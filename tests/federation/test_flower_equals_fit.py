@@ -22,36 +22,13 @@ pytest.importorskip("flwr")
 
 APP_DIR = Path(__file__).resolve().parents[2] / "flower_app"
 sys.path.insert(0, str(Path(__file__).parent))
-from flowerlab import Lab, make_node_key, processes_with, write_silos  # noqa: E402
+from flowerlab import Lab, is_clientapp, make_node_key, processes_with, write_silos  # noqa: E402
 
 N_SILOS = 3
 CAP = 2
 SEED = 13
 OPTIONS = {"sampler.n-iter": 300, "aggregation.max-iter": 100, "privacy.min-cluster-size": 5}
 LIMITS = 'min-cluster-size=5 allow-strategies="contingency,rounds"'
-
-
-def _cmdline(pid) -> bytes:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return b""
-
-
-def _is_clientapp(pid: int) -> bool:
-    """A live ClientApp process: its command, started by a SuperExec (not a fork of a ClientApp that has not
-    yet run its own program, which shows its parent's command line for that instant), and not exiting (a
-    process gives its memory back before it closes its files, the slot's among them: no VmRSS then)."""
-    cmd = _cmdline(pid)
-    if b"clientapp_main" not in cmd and b"flwr-clientapp" not in cmd:
-        return False
-    try:
-        parent = int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
-        if "VmRSS:" not in Path(f"/proc/{pid}/status").read_text():
-            return False
-    except (OSError, ValueError, IndexError):
-        return False
-    return b"clientapp" not in _cmdline(parent).replace(b"max-clientapps", b"")
 
 
 class ClientAppWatch(threading.Thread):
@@ -63,7 +40,7 @@ class ClientAppWatch(threading.Thread):
 
     def run(self) -> None:
         while not self.stop.is_set():
-            live = [pid for pid in processes_with(self.marker) if _is_clientapp(pid)]
+            live = [pid for pid in processes_with(self.marker) if is_clientapp(pid)]
             self.peak = max(self.peak, len(live))
             self.seen.update(live)
             self.stop.wait(0.05)
