@@ -59,6 +59,23 @@ def test_an_explicit_number_of_rounds_is_kept():
         assert plan["requested"] == rounds and "reason" not in plan
 
 
+def test_the_plan_says_what_the_other_mode_makes_of_the_same_options():
+    """A result whose options would give another answer in the other mode (the analyst's own session against a
+    deployment) says so, and how to get the same answer in both."""
+    _, own = resolve_rounds(_config(), own_session=True)
+    assert own["other_mode"]["mode"] == "deployment" and own["other_mode"]["rounds"] == 1
+    assert own["other_mode"]["differs"] and "--rounds 1" in own["other_mode"]["note"]
+    _, deployed = resolve_rounds(_config(), own_session=False)
+    assert deployed["other_mode"] == {"mode": "own session", "rounds": 2000, "differs": True,
+                                      "note": deployed["other_mode"]["note"]}
+    assert "vcmc fit --rounds 1" in deployed["other_mode"]["note"]
+    for own_session in (True, False):
+        assert not resolve_rounds(_config(rounds=1), own_session=own_session)[1]["other_mode"]["differs"]
+        rounds = resolve_rounds(_config(rounds=5), own_session=own_session)[1]["other_mode"]
+        assert rounds["differs"] and "--rounds 5 --node-config" in rounds["note"]
+    assert not resolve_rounds(_config(), own_session=True, method="consensus")[1]["other_mode"]["differs"]
+
+
 @pytest.fixture(scope="module")
 def small_silo_design():
     """As tests/rounds/test_refine.py: a silo of 24 rows whose own posterior has one of the three clusters."""
