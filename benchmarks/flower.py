@@ -243,10 +243,10 @@ def run_flower(tmp: Path, files: list[Path], schema: Path, options: dict, seed: 
             lab.start_supernode(f'data-path="{f}" schema-path="{schema}" silo-name="{f.stem}" '
                                 f'{node_limits(options, rounds)} out-dir="{silo_out / f.stem}"',
                                 log=f"supernode{i}.log")
-        deadline = time.monotonic() + 300
+        deadline = time.monotonic() + 900      # 30 sites starting on 2 busy cores take minutes
         while len([n for n in lab.nodes() if n.get("status") == "online"]) < len(files):
             if time.monotonic() > deadline:
-                raise TimeoutError("not every SuperNode came online within 300 s")
+                raise TimeoutError("not every SuperNode came online within 900 s")
             time.sleep(2)
         t_up = time.monotonic() - t0
         run_config = " ".join([f'out-dir="{out_dir}"', f'schema-path="{schema}"', f"seed={seed}",

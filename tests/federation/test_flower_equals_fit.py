@@ -86,7 +86,7 @@ def test_deployment_equals_vcmc_fit_one_shot_and_rounds_under_the_launch_cap(tmp
 
     sim = simulate_design("nested", "easy", rng=8, n_per_silo=120)
     schema, csvs = write_silos(sim, tmp_path, N_SILOS)
-    lab = Lab(tmp_path, secure=True, max_clientapps=CAP)
+    lab = Lab(tmp_path, secure=True, max_clientapps=CAP, poll_interval=0.2)
     watch = ClientAppWatch(str(lab.home))
     silo_out = {name: tmp_path / "silo-out" / name for name, _ in csvs}
     runs = {}
@@ -118,6 +118,12 @@ def test_deployment_equals_vcmc_fit_one_shot_and_rounds_under_the_launch_cap(tmp
     received = sum(len(re.findall(r"Receiving: query\.", p.read_text(errors="replace")))
                    for p in tmp_path.glob("supernode*.log"))
     assert 0 < watch.peak <= CAP and len(watch.seen) == received, (watch.peak, len(watch.seen), received)
+    # the app bundle's hash each SuperExec logs is the one `vcmc superexec --bundle-hash` gives an operator to pin
+    import subprocess
+
+    pinned = subprocess.run([str(Path(sys.executable).parent / "vcmc"), "superexec", "--bundle-hash", str(APP_DIR)],
+                            capture_output=True, text=True, timeout=120).stdout.strip()
+    assert len(pinned) == 64 and f"app bundle (FAB) sha256 {pinned}" in (tmp_path / "supernode0.log").read_text()
 
     # the deployment's default is the one-shot pass, and its result says how vcmc fit gives the same answer
     one_shot, one_shot_files = runs["one-shot"]

@@ -51,11 +51,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--remove-after-start", metavar="DIR", default=None, help=argparse.SUPPRESS)
     p.add_argument("--check", action="store_true",
                    help="only check that the installed Flower has the internals the SuperExec relies on")
+    p.add_argument("--bundle-hash", metavar="APP_DIR", default=None,
+                   help="only print the sha256 of the app bundle (FAB) Flower builds from APP_DIR (what flwr run "
+                        "sends; the value --trusted-bundle pins after the app was reviewed)")
 
 
 def run(args) -> int:
     from vcmc.flower.superexec import check_flower_internals, run_superexec
 
+    if args.bundle_hash is not None:
+        import hashlib
+        from pathlib import Path
+
+        from flwr.cli.build import build_fab_from_disk
+
+        from vcmc.exceptions import ConfigError
+
+        app = Path(args.bundle_hash)
+        if not (app / "pyproject.toml").is_file():
+            raise ConfigError(f"--bundle-hash {str(app)!r}: not a Flower app folder (no pyproject.toml)")
+        print(hashlib.sha256(build_fab_from_disk(app)).hexdigest())  # noqa: T201
+        return 0
     if args.check:
         check_flower_internals()
         from vcmc.flower.superexec import FLOWER_SERIES

@@ -330,6 +330,7 @@ class CappedExecutor:
         self.refused = 0
         self.after_first_poll = None        # called once, when the first claim request was answered
         self._polls = 0
+        self._bundles_seen: set[str] = set()
 
     # -- Flower's Executor interface ------------------------------------------------------------------
 
@@ -366,6 +367,9 @@ class CappedExecutor:
         """Start the task's process with the reserved slot, which the process then holds until it exits."""
         from flwr.supercore.superexec.executor.types import LaunchResult
 
+        if spec.fab_hash and spec.fab_hash not in self._bundles_seen:     # the value --trusted-bundle pins
+            self._bundles_seen.add(spec.fab_hash)
+            self._log("INFO", "vcmc SuperExec: a task of the app bundle (FAB) sha256 %s", spec.fab_hash)
         refusal = self._refusal(spec)
         if refusal is not None:
             self._release_reserved()
