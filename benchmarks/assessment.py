@@ -4,7 +4,7 @@ One silo of the synthetic EHR cohort (``vcmc simulate --design ehr``: 80 binary 
 Table 7's sizes) with ``--rows`` rows. The assessment gets what the pipeline sends: ``--replicates`` draws of
 the 27 global clusters (Dirichlet draws around the true parameters, 2,000 pseudo-counts per block: the size
 of a real request) and the 500 most frequent pairs. Timed, each ``--runs`` times (median; numba compiled
-first): ``vcmc.silo.ppc.assess_rows`` (the assess request), ``memberships_to_target`` on the same draws (the
+first): ``vcmc.rows.ppc.assess_rows`` (the assess request), ``memberships_to_target`` on the same draws (the
 assign request: as many of them as its Monte Carlo target needs; the number is printed) and the apply step
 (``run_apply_step``, C+ = 30) at ``--iterations``. CPU
 time of this process is reported next to wall time, as the machine may be shared. Prints ONE JSON line.
@@ -34,10 +34,10 @@ def _timed(fn, runs: int) -> dict:
 def main() -> None:
     from vcmc.assessment import choose_pairs
     from vcmc.config import PriorConfig, SamplerConfig
+    from vcmc.mcmc.apply import run_apply_step
     from vcmc.research.ehr import simulate_ehr
-    from vcmc.silo.apply import run_apply_step
-    from vcmc.silo.memberships import memberships_to_target
-    from vcmc.silo.ppc import assess_rows
+    from vcmc.rows.memberships import memberships_to_target
+    from vcmc.rows.ppc import assess_rows
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=10_000)

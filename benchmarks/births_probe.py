@@ -2,14 +2,14 @@
 
 The rounds are the pooled model's blocked Gibbs sampler (docs/design.md §16), so their law from a given start
 is the pooled sampler's from that start: this probe runs the library's pooled sampler
-(``vcmc.silo.sampler.run_chain``, prior not fractionated, C+ components) from three starts built from the
+(``vcmc.mcmc.sampler.run_chain``, prior not fractionated, C+ components) from three starts built from the
 one-shot answer (``vcmc.fit --rounds 1``), on the real datasets of ``benchmarks/real_data.py`` (same
 preparation) and, with ``--ehr``, on the 13-region cohort of ``benchmarks/ehr.py`` (one-shot at
 ``--ehr-iterations``; the chains run ``--iterations`` there too):
 
 - ``pieces``: the start of the default rounds before births (``vcmc.rounds.stage.start_components`` capped at
   C+: the one-shot clusters plus the silos' own versions of them in the free components);
-- ``births``: every free component a birth (``vcmc.silo.births.misfits`` in each silo, share 0.01, the columns
+- ``births``: every free component a birth (``vcmc.rows.births.misfits`` in each silo, share 0.01, the columns
   held by at least 10 misfits over the silos, most first), no pieces;
 - ``half``: births in at most half of the free components, pieces in the rest;
 - ``extra``: the pieces of ``pieces`` and, in components beyond C+, as many births as ``half`` makes.
@@ -43,7 +43,7 @@ def start_allocation(kind: str, labels, silo_of, partition_counts, profiles, cod
                      n_components: int, min_size: int = 10):
     """The start of one kind: the component of every pooled row, and the births made (columns)."""
     from vcmc.rounds.stage import start_components
-    from vcmc.silo.births import misfits
+    from vcmc.rows.births import misfits
 
     k = profiles.shape[0]
     free = max(n_components - k, 0)
@@ -66,7 +66,7 @@ def start_allocation(kind: str, labels, silo_of, partition_counts, profiles, cod
 
 def run_start(codes, n_mod, z0, n_components: int, seed: int, iterations: int):
     from vcmc.config import PriorConfig, SamplerConfig
-    from vcmc.silo.sampler import run_chain
+    from vcmc.mcmc.sampler import run_chain
 
     draws = []
     run_chain(codes, n_mod, prior=PriorConfig(n_components=n_components, fractionate=False),

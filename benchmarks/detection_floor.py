@@ -66,9 +66,9 @@ def main() -> None:
 
     from vcmc._rng import spawn_generators
     from vcmc.config import PriorConfig, SamplerConfig
+    from vcmc.mcmc.apply import run_apply_step
     from vcmc.metrics import best_f1
     from vcmc.research.ehr import simulate_ehr
-    from vcmc.silo.apply import run_apply_step
 
     data = simulate_ehr(n=args.n, allocation=args.allocation, rng=args.seed)
     k_true = data.n_clusters

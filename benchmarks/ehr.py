@@ -207,8 +207,9 @@ def _run_profile(args, data_dir: Path) -> dict:
     own = sorted(((tt, ct, nc, _where(code)) for code, (_, nc, tt, ct, _) in stats.items()), reverse=True)
     requests = {}
     for code, (_, nc, _, ct, _) in stats.items():
-        if code[0].endswith("silo/local.py") and code[2].startswith("_answer_"):   # LocalSilo's one per request
-            requests[code[2].removeprefix("_answer_")] = {"seconds": ct, "calls": nc}
+        if "silo/endpoints/" in code[0] and code[2].startswith("answer"):   # each endpoint's answer
+            family = code[0].rsplit("/", 1)[-1].removesuffix(".py")
+            requests[f"{family}.{code[2]}"] = {"seconds": ct, "calls": nc}
     entry = {}
     for code, (_, nc, tt, ct, _) in stats.items():
         if code[2] in ("run_chain", "memberships_to_target", "assess_rows", "replicate", "fill", "sparse_layout",

@@ -39,11 +39,11 @@ def main() -> None:
 
     from vcmc.config import FitConfig, PriorConfig, SamplerConfig
     from vcmc.federation.transport import InProcessTransport, ProcessPoolTransport
+    from vcmc.mcmc.sampler import run_chain
     from vcmc.metrics import adjusted_rand_index, best_f1
     from vcmc.pipeline import run_vcmc
     from vcmc.research.ehr import simulate_ehr
     from vcmc.silo.local import LocalSilo
-    from vcmc.silo.sampler import run_chain
 
     data = simulate_ehr(n=args.n, rng=args.seed)
     truth = np.concatenate(data.labels)

@@ -4,7 +4,7 @@ memberships under the silo's own weights, milliseconds per round.
 One silo of the application's cohort (``vcmc.research.ehr.simulate_ehr``, 289,821 people in 30 silos: its first
 silo, about 9,650 people, 80 binary conditions), 30 components (the rounds' C+ start), a draw of the server
 shaped like a fitted one (prevalences Beta(0.5, 8), weights Dirichlet(1)), the layout the silo's rounds use.
-Times, per repetition, ``--rounds`` calls of ``vcmc.silo.sampler.round_kernels.sweep_patterns`` (a burn-in
+Times, per repetition, ``--rounds`` calls of ``vcmc.mcmc.sampler.round_kernels.sweep_patterns`` (a burn-in
 round: no memberships kept) and of ``accumulate_patterns`` (what a kept round adds under
 ``aggregation.round_labels = "silo"``, the default); the median of ``--runs`` repetitions is reported (CPU
 time of the process).
@@ -47,11 +47,11 @@ def _silo():
 
 def time_once(rounds: int, runs: int) -> dict:
     """Median CPU milliseconds of one burn-in sweep and of one kept round's own-weight memberships."""
+    from vcmc.mcmc.sampler.layout import by_exception_count, sparse_layout
     from vcmc.model import profile_offsets
-    from vcmc.silo.sampler.layout import by_exception_count, sparse_layout
     try:
-        from vcmc.silo.sampler.round_kernels import accumulate_patterns, sweep_patterns
-        order = by_exception_count          # the layout vcmc.silo.rounds.start builds
+        from vcmc.mcmc.sampler.round_kernels import accumulate_patterns, sweep_patterns
+        order = by_exception_count          # the layout vcmc.rows.rounds.start builds
     except ImportError:     # a checkout before 89c900b (--against): the kernels lived in vcmc.silo
         from vcmc.silo.round_kernels import accumulate_patterns, sweep_patterns
         order = lambda layout: layout       # noqa: E731 - its rounds used the layout as built

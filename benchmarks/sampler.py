@@ -25,7 +25,7 @@ thinning); ``other`` is the rest of the measured time (driver, calls, cache effe
 together).
 
 With ``--layout-model`` it times the allocation step of both paths on a few data sets next to the work
-estimates that choose between them (``vcmc.silo.sampler.layout.work_estimates``).
+estimates that choose between them (``vcmc.mcmc.sampler.layout.work_estimates``).
 
 With ``--against DIR`` (another checkout of the repository, e.g. ``git worktree add ../base main``) it
 times case (c) only, alternately in this checkout and in DIR (``--runs`` alternations, each a fresh process
@@ -49,15 +49,15 @@ import numpy as np
 from numba import njit
 
 import vcmc.dirichlet as DI
-import vcmc.silo.sampler.draws as DR
-import vcmc.silo.sampler.driver as DV
-import vcmc.silo.sampler.intrinsics as IN
-import vcmc.silo.sampler.kernels_dense as KD
-import vcmc.silo.sampler.kernels_sparse as KS
-import vcmc.silo.sampler.layout as LA
+import vcmc.mcmc.sampler.draws as DR
+import vcmc.mcmc.sampler.driver as DV
+import vcmc.mcmc.sampler.intrinsics as IN
+import vcmc.mcmc.sampler.kernels_dense as KD
+import vcmc.mcmc.sampler.kernels_sparse as KS
+import vcmc.mcmc.sampler.layout as LA
 from vcmc.config import PriorConfig, SamplerConfig
+from vcmc.mcmc.sampler import run_chain
 from vcmc.model import profile_offsets
-from vcmc.silo.sampler import run_chain
 
 CASES = {
     "a_n1000_q10_c15": dict(n=1000, k=[2] * 4 + [3] * 6, c=15),
@@ -180,8 +180,8 @@ def time_case(n, k, c, iters, runs, thin=5, reference=False, data="lcm", compare
     is followed by a timing of the straightforward loop (``iters // 4`` sweeps) and the speed-up is the
     median of the per-run ratios, so that both sides of every ratio see the same machine load; with
     ``compare`` each chain is followed by one on the other path (``iters_other`` iterations)."""
+    from vcmc.mcmc.sampler.layout import choose_layout
     from vcmc.model import profile_offsets as _offsets
-    from vcmc.silo.sampler.layout import choose_layout
 
     codes = case_codes(n, k, data, seed)
     prior = PriorConfig(n_components=c)
@@ -227,8 +227,8 @@ def time_case(n, k, c, iters, runs, thin=5, reference=False, data="lcm", compare
 
 def sparse_layout_seconds(runs=3) -> float:
     """Median time to build the sparse layout of 290,000 x 80 EHR-like rows (30 silos of (c) stacked)."""
+    from vcmc.mcmc.sampler.layout import sparse_layout
     from vcmc.model import profile_offsets as _offsets
-    from vcmc.silo.sampler.layout import sparse_layout
 
     x = LA._check_codes(np.concatenate([make_ehr_codes(9700, seed=s) for s in range(30)])[:290_000],
                        np.full(80, 2))
@@ -460,8 +460,8 @@ def breakdown_sparse(n, k, c, iters, runs, thin=5, data="ehr", seed=0):
 def layout_model(runs=5):
     """Allocation step of both paths (tables, uniforms or not, draws, count expansion; no parameter step)
     timed in isolation on a few data sets, next to ``work_estimates``: the check behind the path choice."""
+    from vcmc.mcmc.sampler.layout import choose_layout
     from vcmc.research.simulate import simulate_design
-    from vcmc.silo.sampler.layout import choose_layout
 
     sets = {
         "paper_silo_c15": (simulate_design("nested", "easy", rng=0).silos[0].codes, [2] * 4 + [3] * 6, 15),
@@ -545,7 +545,7 @@ import numpy as np
 from numba import njit
 from vcmc.config import PriorConfig, SamplerConfig
 from vcmc.model import profile_offsets
-from vcmc.silo.sampler import run_chain
+from vcmc.mcmc.sampler import run_chain
 t1 = time.perf_counter()
 run_chain(np.zeros((5, 2), dtype=np.int64), [2, 3], prior=PriorConfig(n_components=3),
           sampler=SamplerConfig(n_iter=2, burn_in=0, thin=1), rng=0, layout="dense")
@@ -561,7 +561,7 @@ def compile_seconds() -> dict:
     out = subprocess.run([sys.executable, "-c", _COMPILE_SNIPPET], capture_output=True, text=True,
                          check=True).stdout.split()
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "import numpy as np\nfrom vcmc.silo.sampler import run_chain\n"
+    subprocess.run([sys.executable, "-c", "import numpy as np\nfrom vcmc.mcmc.sampler import run_chain\n"
                     "from vcmc.config import PriorConfig, SamplerConfig\n"
                     "run_chain(np.zeros((5, 2), dtype=np.int64), [2, 3], prior=PriorConfig(n_components=3),"
                     " sampler=SamplerConfig(n_iter=2, burn_in=0, thin=1), rng=0)"], check=True)
@@ -578,7 +578,7 @@ import numpy as np
 sys.path.insert(0, {bench!r})
 from sampler import CASES, case_codes
 from vcmc.config import PriorConfig, SamplerConfig
-from vcmc.silo.sampler import run_chain
+from vcmc.mcmc.sampler import run_chain
 import vcmc
 case = CASES["c_n9700_q80_c30_sparse"]
 codes = case_codes(case["n"], case["k"], case["data"], case["seed"])

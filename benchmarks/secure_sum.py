@@ -1,12 +1,15 @@
-"""What secure aggregation of the rounds' tables costs (aggregation.round_secure_sum, docs/design.md §16).
+"""What the secure sums of a deployment's rounds cost (docs/federation.md, "The rounds").
 
 Two measurements:
 
-1. End to end, in one process: the same run (one-shot pass, then R - 1 rounds) with and without the secure
-   sum, alternately, ``--runs`` times each; the rounds stage's seconds (``diagnostics.rounds.seconds``), their
-   median ratio, and whether the two results are the same to the bit (they must be: the masks cancel).
-2. The masking alone at a given shape (silos, components, modality columns): CPU seconds of one silo's mask
-   per round (median of ``--repeats``), e.g. the application's 30 silos x 120 components x 160 columns.
+1. End to end, in one process: the same run (one-shot pass, then R - 1 rounds) with the analyst's own silos
+   (plain vectors) and with a deployment's (``SiloPolicy()``, pinned keys, ``reproducible-rounds`` so that the
+   chains can be compared), alternately, ``--runs`` times each; the rounds stage's seconds
+   (``diagnostics.rounds.seconds``), their median ratio, and whether the two results are the same to the bit
+   (they must be: the pads and masks cancel in every silo's sum).
+2. One silo's share of a round at a given shape (silos, components, modality columns): CPU seconds to mask
+   and tag its vector and to verify, sum and unpad every participant's (median of ``--repeats``), e.g. the
+   application's 30 silos x 120 components x 160 columns.
 
     python benchmarks/secure_sum.py --out docs/results/real/rounds/secure-sum
 """
@@ -32,15 +35,21 @@ def _end_to_end(design: str, scenario: str, n_per_silo: int, rounds: int, runs: 
     from vcmc.pipeline import run_vcmc
     from vcmc.research.simulate import simulate_design
     from vcmc.silo.local import LocalSilo
+    from vcmc.silo.policy import SiloPolicy
+    from vcmc.silo.secure_sum import new_key
 
     sim = simulate_design(design, scenario, rng=3, n_per_silo=n_per_silo)
+    keys = {d.name: new_key() for d in sim.silos}
+    peers = {n: k[1] for n, k in keys.items()}
     seconds: dict[bool, list[float]] = {False: [], True: []}
     results = {}
+    cfg = config_from_mapping({"sampler.n-iter": 2000, "aggregation.rounds": rounds, "assessment.enabled": False})
     for _ in range(runs):
         for secure in (False, True):
-            cfg = config_from_mapping({"sampler.n-iter": 2000, "aggregation.rounds": rounds,
-                                       "assessment.enabled": False, "aggregation.round-secure-sum": secure})
-            with InProcessTransport([LocalSilo(d) for d in sim.silos]) as tr:
+            policy = SiloPolicy(reproducible_rounds=True)
+            silos = ([LocalSilo(d, policy=policy, run_key="run", rounds_key=keys[d.name][0], rounds_peers=peers)
+                      for d in sim.silos] if secure else [LocalSilo(d) for d in sim.silos])
+            with InProcessTransport(silos) as tr:
                 res = run_vcmc(tr, cfg, rng=11)
             seconds[secure].append(float(res.diagnostics["rounds"]["seconds"]))
             results[secure] = res
@@ -54,21 +63,32 @@ def _end_to_end(design: str, scenario: str, n_per_silo: int, rounds: int, runs: 
 
 
 def _mask_alone(n_silos: int, n_components: int, n_columns: int, repeats: int) -> dict:
-    from vcmc.protocol.rounds import pack_counts
+    from vcmc.protocol.rounds import pack
     from vcmc.silo import secure_sum as ss
 
-    private = [ss.new_private_key() for _ in range(n_silos)]
-    public = np.stack([ss.public_key(p) for p in private])
-    secrets = ss.pair_secrets(private[0], public, 0)
+    context = ss.context_digest("run", {})
+    keys = [ss.new_key() for _ in range(n_silos)]
+    publics = [k[1] for k in keys]
+    secrets = [ss.pair_secrets(k[0], publics, i, context) for i, k in enumerate(keys)]
+    group = b"g" * 32
     rng = np.random.default_rng(0)
-    packed = pack_counts(rng.integers(0, 100, n_components), rng.integers(0, 100, (n_components, n_columns)))
-    times = []
+    tables = [pack([(rng.integers(0, 100, n_components), rng.integers(0, 100, (n_components, n_columns)))])
+              for _ in range(n_silos)]
+    vectors = np.stack([ss.mask(t, secrets[i], group, i, context, 1) for i, t in enumerate(tables)])
+    tags = np.stack([ss.tag(group, context, 1, i, vectors[i]) for i in range(n_silos)])
+    send, receive = [], []
     for r in range(repeats):
         t = time.process_time()
-        ss.mask(packed, secrets, 0, r.to_bytes(8, "little"))
-        times.append(time.process_time() - t)
+        v = ss.mask(tables[0], secrets[0], group, 0, context, 2 + r)
+        ss.tag(group, context, 2 + r, 0, v)
+        send.append(time.process_time() - t)
+        t = time.process_time()
+        ss.unmasked_sum(vectors, tags, group, context, 1, silo="s")
+        receive.append(time.process_time() - t)
     return {"n_silos": n_silos, "n_components": n_components, "n_columns": n_columns,
-            "entries": int(packed.size), "median_cpu_seconds_per_silo_round": statistics.median(times)}
+            "entries": int(tables[0].size), "median_cpu_seconds_per_silo_round": statistics.median(send) +
+            statistics.median(receive), "mask_and_tag_seconds": statistics.median(send),
+            "verify_and_sum_seconds": statistics.median(receive)}
 
 
 def main(argv=None) -> None:
@@ -91,14 +111,16 @@ def main(argv=None) -> None:
     e = out["end_to_end"]
     lines = [f"Command: `{out['command']}` at commit {out['commit']}.", "",
              f"End to end ({e['design']}, {e['n_silos']} silos x {e['n_per_silo']}, {e['rounds']} rounds, "
-             f"{e['components']} components, in one process): rounds stage plain "
-             f"{statistics.median(e['plain_seconds']):.2f} s, secure {statistics.median(e['secure_seconds']):.2f} s "
+             f"{e['components']} components, in one process): rounds stage, the analyst's own silos (plain) "
+             f"{statistics.median(e['plain_seconds']):.2f} s, a deployment's (secure) "
+             f"{statistics.median(e['secure_seconds']):.2f} s "
              f"(medians of {len(e['plain_seconds'])}); median ratio {e['median_ratio']:.2f}; same result to the bit: "
              f"{'yes' if e['same_result'] else 'NO'}.", "",
-             "| silos | components | columns | entries | CPU ms per silo and round |",
-             "| --- | --- | --- | --- | --- |"]
+             "| silos | components | columns | entries | CPU ms per silo and round: mask and tag "
+             "| verify, sum, unpad |",
+             "| --- | --- | --- | --- | --- | --- |"]
     lines += [f"| {m['n_silos']} | {m['n_components']} | {m['n_columns']} | {m['entries']} | "
-              f"{1000 * m['median_cpu_seconds_per_silo_round']:.2f} |"
+              f"{1000 * m['mask_and_tag_seconds']:.2f} | {1000 * m['verify_and_sum_seconds']:.2f} |"
               for m in out["mask_alone"]]
     (args.out / "secure-sum.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -12,7 +12,7 @@ MODULES = {".".join(p.relative_to(SRC).with_suffix("").parts).removesuffix(".__i
            for p in (SRC / "vcmc").rglob("*.py")}
 
 #: Modules that run inside a silo (their whole import closure stays on the silo's side).
-SILO_SIDE = ("vcmc.silo", "vcmc.flower.client")
+SILO_SIDE = ("vcmc.silo", "vcmc.flower.client", "vcmc.mcmc", "vcmc.rows")
 #: Server-side code a silo must never import.
 SERVER_SIDE = ("vcmc.matching", "vcmc.aggregation", "vcmc.pipeline", "vcmc.assessment", "vcmc.federation",
                "vcmc.results",
@@ -130,6 +130,16 @@ def test_the_silo_side_never_imports_server_code(module):
     assert bad == [], f"{module} imports server-side code: {bad}"
 
 
+#: The computation a silo runs on its rows: plain functions of arrays, apart from the boundary.
+COMPUTATION = ("vcmc.mcmc", "vcmc.rows")
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if m.startswith(COMPUTATION)))
+def test_the_computation_imports_no_message_type_and_nothing_of_the_boundary(module):
+    bad = sorted(t for t in _closure(module) if t.startswith(("vcmc.protocol", "vcmc.silo", "vcmc.flower")))
+    assert bad == [], f"{module} imports boundary code: {bad}"
+
+
 def test_no_reference_to_files_outside_the_repository():
     outside = re.compile(r"method\.md|architecture\.md|conventions\.md|baselines\.md|ecosystem\.md|"
                          r"shared/|\bissue \d+|\bSPEC \d+")
@@ -187,9 +197,9 @@ def test_gather_is_the_one_place_replies_are_collected():
 
 
 #: Private names shared inside one package whose modules are one unit: the numba kernels of the sampler
-#: (split over modules only for size; compiled together, never called from outside ``vcmc.silo.sampler``)
+#: (split over modules only for size; compiled together, never called from outside ``vcmc.mcmc.sampler``)
 #: and the Dirichlet sampler they inline. Anything else shared is made public or moved.
-PACKAGE_PRIVATE = ("vcmc.silo.sampler.", "vcmc.dirichlet")
+PACKAGE_PRIVATE = ("vcmc.mcmc.sampler.", "vcmc.dirichlet")
 
 
 def test_no_module_imports_another_modules_private_names():
@@ -201,7 +211,7 @@ def test_no_module_imports_another_modules_private_names():
             for alias in node.names:
                 private = alias.name.startswith("_") and not alias.name.startswith("__")
                 own_submodule = f"{node.module}.{alias.name}" in MODULES and _package(node.module) == _package(m)
-                kernels = m.startswith("vcmc.silo.sampler.") and node.module.startswith(PACKAGE_PRIVATE)
+                kernels = m.startswith("vcmc.mcmc.sampler.") and node.module.startswith(PACKAGE_PRIVATE)
                 if private and not own_submodule and not kernels:
                     hits.append(f"{m}: from {node.module} import {alias.name}")
     assert hits == [], "\n".join(hits)

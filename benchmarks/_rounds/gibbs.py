@@ -1,6 +1,6 @@
 """Gibbs sweeps of a latent class model whose every component has its own Dirichlet profile prior.
 
-The library's sampler (``vcmc.silo.sampler``) gives every component the same prior; a round of the cavity
+The library's sampler (``vcmc.mcmc.sampler``) gives every component the same prior; a round of the cavity
 designs gives each anchored component the pseudo-counts the other silos contributed to it (EP's cavity,
 docs/design.md's Dirichlet-categorical blocks), so the probe carries its own small kernel. Written by hand
 in numba (not the library's 8-lane kernel) because the probe needs per-component priors, profiles held at

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from vcmc._rng import RngLike, as_seed_sequence, root_entropy
 from vcmc.config import FitConfig
@@ -42,27 +43,29 @@ def as_silos(silos) -> list:
 
 
 def make_transport(silos, config: FitConfig, *, jobs: int = 1, kind: str = "auto", progress=None,
-                   state_dir=None, silo_privacy=None, silo_policy=None):
+                   state_dir=None, silo_policy=None):
     """In-process silos (``kind="inprocess"``) or ``jobs`` worker processes hosting the silos (``"process"``).
 
     ``"auto"`` uses processes when ``jobs > 1`` and there is more than one silo; never more than ``jobs``
     processes, whatever the number of silos. ``progress`` is called
     with Gibbs iterations done (any silo) while the silos run their chains; with ``state_dir`` each silo
-    saves its finished apply step there and an identical later run reuses it. ``silo_privacy`` and
-    ``silo_policy`` (default: ``config.privacy`` and the analyst's own policy) are every silo's operator limits,
-    as a deployment's SuperNodes apply them (``vcmc fit --node-config``).
+    saves its finished apply step there and an identical later run reuses it.
     """
     from vcmc.federation.transport import InProcessTransport, ProcessPoolTransport
     from vcmc.silo.local import LocalSilo
 
+    if silo_policy is not None:
+        # a deployment preview: the silos as SuperNodes build them, in this process (vcmc.flower.preview)
+        from vcmc.flower.preview import deployment_silos
+
+        return InProcessTransport(deployment_silos(silos, silo_policy, progress=progress))
     if kind == "auto":
         kind = "process" if jobs > 1 and len(silos) > 1 else "inprocess"
     if kind == "inprocess":
-        return InProcessTransport([LocalSilo(d, privacy=silo_privacy or config.privacy, progress=progress,
-                                             state_dir=state_dir, policy=silo_policy) for d in silos])
+        return InProcessTransport([LocalSilo(d, privacy=config.privacy, progress=progress, state_dir=state_dir)
+                                   for d in silos])
     if kind == "process":
-        return ProcessPoolTransport(silos, privacy=silo_privacy or config.privacy, state_dir=state_dir,
-                                    max_workers=jobs, policy=silo_policy,
+        return ProcessPoolTransport(silos, privacy=config.privacy, state_dir=state_dir, max_workers=jobs,
                                     progress=None if progress is None else (lambda _silo, n: progress(n)))
     raise ConfigError(f"The 'transport' parameter of vcmc.fit must be one of 'auto', 'inprocess', "
                       f"'process'. Got {kind!r} instead.")
@@ -70,7 +73,7 @@ def make_transport(silos, config: FitConfig, *, jobs: int = 1, kind: str = "auto
 
 def fit(silos, *, config: FitConfig | None = None, method: str = "vcmc", rng: RngLike = None,
         jobs: int = 1, transport: str = "auto", policy=None, save_dir=None,
-        n_clusters: int | None = None, show_progress: bool | None = None, state_dir=None, silo_privacy=None,
+        n_clusters: int | None = None, show_progress: bool | None = None, state_dir=None,
         silo_policy=None) -> GlobalResult:
     """Cluster the silos' rows jointly without pooling them.
 
@@ -99,20 +102,18 @@ def fit(silos, *, config: FitConfig | None = None, method: str = "vcmc", rng: Rn
     state_dir : path, optional
         Each silo saves its finished apply step there (row-level state: on the silos' machine); running
         the same fit again resumes from it instead of re-running the samplers.
-    silo_privacy, silo_policy : PrivacyConfig and vcmc.silo.gate.SiloPolicy, optional
-        Every silo's operator limits, as a deployment's SuperNodes apply them (``vcmc fit --node-config``;
-        default: ``config.privacy`` and the analyst's own session, ``SiloPolicy.own_data``). With a policy
-        the run is the deployment's: the rounds' default is the one-shot pass and each round's counts are
-        released under the limits (``vcmc.rounds.plan``). VCMC and consensus only.
+    silo_policy : path or mapping, optional
+        A deployment preview (``vcmc.flower.preview``): the silos' node-config keys (a TOML or JSON file,
+        or its table: the keys for every silo at the top level, a silo's own under ``silos.<name>``); every
+        silo is then built as a SuperNode's node config builds it, with the rounds' keys generated for the run,
+        and runs in this process (``jobs`` is not used for the silos). ``result.diagnostics
+        ["deployment_preview"]`` records it. VCMC and consensus only.
 
     Returns
     -------
     GlobalResult
     """
     spec = get_method(method)
-    if (silo_privacy is not None or silo_policy is not None) and spec.adapter is not None:
-        raise ConfigError(f"operator limits for the silos (vcmc fit --node-config) apply to the federated methods "
-                          f"'vcmc' and 'consensus' only; got method {method!r}")
     if not isinstance(jobs, int) or jobs < 1:
         raise ConfigError(f"The 'jobs' parameter of vcmc.fit must be an int >= 1. Got {jobs!r} instead.")
     config = config or FitConfig()
@@ -124,15 +125,27 @@ def fit(silos, *, config: FitConfig | None = None, method: str = "vcmc", rng: Rn
     names = [d.name for d in data]
     t0 = time.perf_counter()
 
+    preview = None
+    if silo_policy is not None:
+        from vcmc.flower.preview import describe, parse_silo_policy, read_silo_policy
+
+        if spec.adapter is not None:
+            raise ConfigError(f"a deployment preview (silo_policy, --silo-policy) runs the federated pipeline; the "
+                              f"method {method!r} pools the rows or runs its own protocol")
+        preview = read_silo_policy(silo_policy) if isinstance(silo_policy, (str, Path)) \
+            else parse_silo_policy(silo_policy)
     if spec.adapter is None:           # VCMC and consensus: the pipeline
         from vcmc.pipeline import run_vcmc
 
         total = len(data) * config.sampler.n_iter * config.sampler.n_chains
         with progress_bar(total, "Gibbs sampling in the silos", enabled=show_progress) as bar, \
                 make_transport(data, config, jobs=jobs, kind=transport, progress=bar.update,
-                               state_dir=state_dir, silo_privacy=silo_privacy, silo_policy=silo_policy) as tr:
-            return run_vcmc(tr, config, rng=rng, method=method, policy=policy, save_dir=save_dir,
-                            show_progress=show_progress)
+                               state_dir=None if preview is not None else state_dir, silo_policy=preview) as tr:
+            result = run_vcmc(tr, config, rng=rng, method=method, policy=policy, save_dir=save_dir,
+                              show_progress=show_progress)
+        if preview is not None:
+            result.diagnostics["deployment_preview"] = describe(preview, names)
+        return result
     if spec.pooled_sampler:
         total = config.sampler.n_iter * config.sampler.n_chains
         with progress_bar(total, "Gibbs sampling (pooled data)", enabled=show_progress) as bar:

@@ -1,6 +1,6 @@
 """Server side of model assessment: the requests, and the silos' whole-silo sums combined (design.md §14).
 
-The silos compute (``vcmc.silo.ppc``); the server chooses what is checked (the draws, the pairs of
+The silos compute (``vcmc.rows.ppc``); the server chooses what is checked (the draws, the pairs of
 modalities), sends the same choice to every silo, and turns the replies into
 
 * posterior predictive checks of the prevalence of every modality and of the co-occurrence of pairs of
@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from vcmc.model import profile_offsets, variable_of_column
 from vcmc.protocol import AssessReply, AssessRequest
+from vcmc.rows.ppc import choose_pairs
 from vcmc.spacing import evenly_spaced
 
 __all__ = ["WAIC_DEFINITION", "assess_requests", "choose_pairs", "combine_assessment", "even_draws",
@@ -44,37 +44,6 @@ PPC_DEFINITION = (
 def even_draws(n_total: int, n_take: int) -> np.ndarray:
     """``n_take`` indices evenly spaced over ``0..n_total-1`` (all of them when there are fewer)."""
     return evenly_spaced(n_total, n_take)      # the one rule (vcmc.spacing)
-
-
-def indicator_columns(n_modalities) -> np.ndarray:
-    """Flat columns checked for co-occurrence: the second modality of a binary variable (the first is its
-    complement, and with the two prevalences the pair count fixes the whole 2 x 2 table), every modality
-    of a variable with more."""
-    offsets = profile_offsets(n_modalities)
-    cols = [[offsets[q] + 1] if k == 2 else list(range(offsets[q], offsets[q + 1]))
-            for q, k in enumerate(n_modalities)]
-    return np.asarray([c for block in cols for c in block], dtype=np.int64)
-
-
-def choose_pairs(weights: np.ndarray, profiles: np.ndarray, n_modalities, max_pairs: int) -> np.ndarray:
-    """Pairs ``(a, b)`` of indicator columns of two different variables, at most ``max_pairs`` of them.
-
-    When there are more, the ``max_pairs`` most frequent under the fitted model are kept: expected
-    co-occurrence ``sum_c w_c p_{a,c} p_{b,c}`` at the posterior means (ties in column order). The choice
-    uses the server's estimates only, so every silo checks the same pairs and no extra round is needed.
-    """
-    cols = indicator_columns(n_modalities)
-    var = variable_of_column(n_modalities)[cols]
-    a, b = np.triu_indices(cols.size, k=1)
-    keep = var[a] != var[b]
-    pairs = np.stack([cols[a[keep]], cols[b[keep]]], axis=1)
-    if pairs.shape[0] <= max_pairs:
-        return pairs.astype(np.int64)
-    w = np.asarray(weights, dtype=np.float64)
-    prof = np.asarray(profiles, dtype=np.float64)
-    freq = np.einsum("c,ce,ce->e", w, prof[:, pairs[:, 0]], prof[:, pairs[:, 1]])
-    top = np.sort(np.argsort(-freq, kind="stable")[:max_pairs])
-    return pairs[top].astype(np.int64)
 
 
 def assess_requests(names, silo_index, matched, agg, config, root: np.random.SeedSequence, key: int

@@ -25,11 +25,12 @@ def _umask() -> int:
 
 
 @contextlib.contextmanager
-def atomic_path(path) -> Iterator[Path]:
+def atomic_path(path, mode: int | None = None) -> Iterator[Path]:
     """A temporary path to write ``path``'s new content to; it replaces ``path`` when the block succeeds.
 
     The suffix of ``path`` is kept, so writers that choose a format from it (pandas, NetCDF) behave as
-    for the real name.
+    for the real name. ``mode``: the file's permissions (a secret's 0o600, which it has from its creation on);
+    by default those of a plainly created file.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -40,7 +41,7 @@ def atomic_path(path) -> Iterator[Path]:
         yield tmp
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())
+        os.chmod(tmp, 0o666 & ~_umask() if mode is None else mode)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -54,8 +55,8 @@ def atomic_write_bytes(path, data: bytes) -> Path:
     return Path(path)
 
 
-def atomic_write_text(path, text: str) -> Path:
-    with atomic_path(path) as tmp:
+def atomic_write_text(path, text: str, mode: int | None = None) -> Path:
+    with atomic_path(path, mode) as tmp:
         tmp.write_text(text, encoding="utf-8")
     return Path(path)
 

@@ -1,7 +1,7 @@
 """Gamma and Dirichlet draws that do not underflow for tiny concentrations: one implementation, shared.
 
 The numba kernels (``_gamma_ge1``, ``_dirichlet_block``) run inside the Gibbs sampler's parameter step
-(``vcmc.silo.sampler.draws``); ``draw_dirichlet`` and ``sample_dirichlet_blocks`` expose the same algorithm to
+(``vcmc.mcmc.sampler.draws``); ``draw_dirichlet`` and ``sample_dirichlet_blocks`` expose the same algorithm to
 the rest of the library (the study's oracle posteriors, the server's placeholder slots, tests). A leaf
 module: it imports only numpy, numba and ``vcmc.model``.
 

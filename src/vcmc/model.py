@@ -53,7 +53,7 @@ _COUNT_BLOCK = 32_768   # rows per bincount in one_hot_counts
 def kept_component_profiles(log_profiles: np.ndarray, keep, n_modalities) -> np.ndarray:
     """Profiles of components ``keep`` of log-profile draws (R, C, P), each variable's block renormalised (the
     exp of a log draw sums to 1 only within rounding): the global clusters of the rounds' answer at its kept
-    draws, as the server and the silos both compute them (``vcmc.rounds.stage``, ``vcmc.silo.requests_check``)."""
+    draws, as the server and the silos both compute them (``vcmc.rounds.stage``, ``vcmc.silo.checks``)."""
     k = np.asarray(n_modalities, dtype=np.int64)
     prof = np.exp(np.asarray(log_profiles, dtype=np.float64)[:, np.asarray(keep, dtype=np.int64), :])
     return prof / np.repeat(np.add.reduceat(prof, profile_offsets(k)[:-1], axis=2), k, axis=2)

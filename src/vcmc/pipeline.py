@@ -68,7 +68,8 @@ def plan_rounds(config: FitConfig, transport, method: str = "vcmc") -> tuple[Fit
     (``vcmc.rounds.plan``), and the record of the decision."""
     from vcmc.rounds.plan import resolve_rounds
 
-    return resolve_rounds(config, own_session=bool(getattr(transport, "own_session", False)), method=method)
+    return resolve_rounds(config, own_session=bool(getattr(transport, "own_session", False)), method=method,
+                          ready=getattr(transport, "rounds_ready", None))
 
 
 def summarize_silos(transport, config: FitConfig, *, rng: RngLike = None,
@@ -227,6 +228,8 @@ def server_steps(summaries: list[SiloSummary], transport, config: FitConfig, *, 
     timings = dict(timings or {})
     srv = server_generator(rng)
     names = tuple(s.silo for s in summaries)
+    ledger = getattr(transport, "releases", None)
+    before = ledger.snapshot() if ledger is not None else {}
 
     t0 = time.perf_counter()
     matching, matched = match_stage(summaries, transport, config, srv)
@@ -236,12 +239,17 @@ def server_steps(summaries: list[SiloSummary], transport, config: FitConfig, *, 
     agg = aggregate_stage(matched, matching, transport, names, config, srv, method=method, policy=policy)
     timings["aggregation"] = time.perf_counter() - t0
 
-    t0 = time.perf_counter()
-    partition = partition_stage(names, transport, matching, matched, agg, config, policy)
-    timings["partition"] = time.perf_counter() - t0
+    # with the rounds to follow, the one-shot pass ends here: the rounds label the rows and assess the answer
+    # (docs/design.md §16), and their start needs only the matching and the local clusters' sizes
+    rounds = method == "vcmc" and config.aggregation.rounds > 1
+    partition = None
+    if not rounds:
+        t0 = time.perf_counter()
+        partition = partition_stage(names, transport, matching, matched, agg, config, policy)
+        timings["partition"] = time.perf_counter() - t0
 
     assessment, notes = None, []
-    if config.assessment.enabled:
+    if config.assessment.enabled and not rounds:
         t0 = time.perf_counter()
         assessment, notes = assessment_stage(transport, names, matched, agg, config, rng, policy)
         timings["assessment"] = time.perf_counter() - t0
@@ -260,11 +268,17 @@ def server_steps(summaries: list[SiloSummary], transport, config: FitConfig, *, 
         log.info("%s", w)
     result = build_result(stages, config, method=method, timings=timings, seed=root_entropy(rng),
                           artefacts=artefacts)
-    if method == "vcmc" and config.aggregation.rounds > 1:
+    if rounds:
         from vcmc.rounds import refine
 
-        result = refine(result, transport, config, rng=rng, policy=policy, show_progress=show_progress)
+        result = refine(result, transport, config, rng=rng, policy=policy, show_progress=show_progress,
+                        stop=bool(rounds_plan.get("stop_when_settled")))
     result.diagnostics["rounds_plan"] = rounds_plan
+    from vcmc.federation.accounting import privacy_account
+
+    account = privacy_account(summaries, ledger.since(before) if ledger is not None else {})
+    if account is not None:          # only where some silo noised its releases (dp-epsilon)
+        result.diagnostics["privacy"] = account
     return result
 
 
@@ -280,10 +294,6 @@ def run_vcmc(transport, config: FitConfig | None = None, *, rng: RngLike = None,
     """
     config, plan = plan_rounds(config or FitConfig(), transport, method)
     policy = policy or FaultPolicy()
-    if config.aggregation.rounds > 1 and config.aggregation.round_secure_sum:
-        from vcmc.rounds.secure_sum import require_available
-
-        require_available()      # before sampling
     t0 = time.perf_counter()
     summaries, failures = summarize_silos(transport, config, rng=rng, policy=policy)
     timings = {"apply": time.perf_counter() - t0}

@@ -36,7 +36,7 @@ class StageOutputs:
     matching: Matching
     matched: object            # vcmc.matching.MatchedDraws
     aggregate: object          # vcmc.aggregation's result (draws, weights, ELBO trace)
-    partition: dict            # silo name -> AssignReply
+    partition: dict | None     # silo name -> AssignReply (None: the rounds label the rows)
     assignments: tuple | None  # row-level labels, only from the user's own machine's transports
     memberships: tuple | None
     assessment: dict | None
@@ -156,7 +156,12 @@ def build_result(stages: StageOutputs, config: FitConfig, *, method: str, timing
     summaries, matching, agg = stages.summaries, stages.matching, stages.aggregate
     names = tuple(s.silo for s in summaries)
     words, checks, dominated = artefacts if artefacts is not None else artefact_warnings(stages, config)
-    partition_counts = np.stack([np.asarray(stages.partition[n].counts, dtype=np.int64) for n in names])
+    if stages.partition is not None:
+        partition_counts = np.stack([np.asarray(stages.partition[n].counts, dtype=np.int64) for n in names])
+    else:                 # the local clusters' sizes through the matching (the rounds' start; they relabel)
+        partition_counts = np.stack([np.bincount(np.asarray(a, dtype=np.int64), weights=s.cluster_sizes,
+                                                 minlength=matching.n_global).astype(np.int64)
+                                     for a, s in zip(matching.assignment, summaries, strict=True)])
     assessment = stages.assessment
     diagnostics = {
         "elbo": float(agg.elbo) if np.isfinite(agg.elbo) else None,
@@ -174,7 +179,8 @@ def build_result(stages: StageOutputs, config: FitConfig, *, method: str, timing
                            "counts_suppressed": s.counts_suppressed, **s.diagnostics} for s in summaries},
         "matching_checks": checks,
         "prior_dominated": dominated,
-        "classification": classification_quality([stages.partition[n] for n in names], names),
+        "classification": None if stages.partition is None else classification_quality(
+            [stages.partition[n] for n in names], names),
         "n_clusters_posterior": {
             "global": None if assessment is None else assessment["k_global"],
             "local": local_k_posterior(summaries),

@@ -15,7 +15,7 @@ import pytest
 from vcmc.config import PriorConfig
 from vcmc.matching.types import MatchedDraws
 from vcmc.model import beta_per_column, fractionate, one_hot_counts, profile_offsets
-from vcmc.silo.counts import hard_counts, soft_counts
+from vcmc.rows.counts import hard_counts, soft_counts
 
 
 @dataclass

@@ -8,7 +8,7 @@ from vcmc.matching import match, match_min_divergence
 from vcmc.protocol import DivergenceReply, DivergenceRequest
 from vcmc.research.study.evaluate import correct_matching, evaluate_matching, in_process_divergence
 from vcmc.research.study.oracle import oracle_local_posterior, oracle_posterior_and_summary
-from vcmc.silo.divergence import divergence_cost
+from vcmc.rows.divergence import divergence_cost
 
 N_MOD = (2, 3, 3)
 

@@ -17,7 +17,7 @@ UNUSUAL = FitConfig(prior=PriorConfig(n_components=7, alpha=0.2, beta=(0.5, 1.0,
                                                   partition="psm"),
                     privacy=PrivacyConfig(min_cluster_size=12, suppress_cells_below=8, round_to=5,
                                           dp_epsilon=0.5, share_counts=False),
-                    aggregation=AggregationConfig(strategy="design", rounds=40, round_secure_sum=True))
+                    aggregation=AggregationConfig(strategy="design", rounds=40))
 
 
 def _request(config: FitConfig = UNUSUAL) -> SummarizeRequest:
@@ -29,7 +29,7 @@ def test_the_silo_config_is_the_silo_sections_of_the_fit_config():
     cfg = SiloConfig.from_fit_config(UNUSUAL)
     for name in SILO_SECTIONS:
         assert getattr(cfg, name) == getattr(UNUSUAL, name)
-    assert (cfg.strategy, cfg.rounds, cfg.round_secure_sum) == ("design", 40, True)
+    assert (cfg.strategy, cfg.rounds) == ("design", 40)
 
 
 @pytest.mark.parametrize("config", [FitConfig(), UNUSUAL], ids=["defaults", "unusual"])
@@ -44,8 +44,7 @@ def test_round_trip_through_the_flower_encoding(config):
     assert back.config.sampler.n_iter == config.sampler.n_iter
     assert back.config.prior.beta == config.prior.beta
     assert back.config.privacy.dp_epsilon == config.privacy.dp_epsilon
-    assert (back.config.rounds, back.config.round_secure_sum) == (config.aggregation.rounds,
-                                                                  config.aggregation.round_secure_sum)
+    assert back.config.rounds == config.aggregation.rounds
     # every value is a typed scalar or a numeric array: no JSON text left for the silo to parse again
     for key, value in dict(record["scalars"]).items():
         assert not (isinstance(value, str) and value.lstrip().startswith(("{", "["))), key
@@ -54,7 +53,7 @@ def test_round_trip_through_the_flower_encoding(config):
 def test_every_option_of_the_silo_sections_is_a_field_of_the_encoding():
     """Adding an option to a silo section adds it to the message (nothing to write in the protocol)."""
     keys = {k[len("config."):] for k in _request().to_arrays() if k.startswith("config.") and "__" not in k}
-    announced = {"aggregation.strategy", "aggregation.rounds", "aggregation.round-secure-sum"}
+    announced = {"aggregation.strategy", "aggregation.rounds"}
     expected = {o.key for o in options() if o.section in SILO_SECTIONS} | announced
     assert keys == expected == {o.key for o in silo_options()}
     # the server-only sections stay with the server

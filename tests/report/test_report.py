@@ -87,13 +87,14 @@ def test_the_contract_keys_of_richer_results_are_shown(exact_fit_dir):
                     "definition": "elpd_waic = sum_i log mean_s p(x_i | theta_s) - p_waic"}
     # the rounds, unsettled, with two births: one became cluster 2, one emptied (columns: asthma=yes is the
     # profile's column 1, smoking=current its last, 18)
-    unsettled = "the rounds did not settle: raise aggregation.rounds (--rounds) and compare"
+    unsettled = "the rounds did not settle within 4 rounds; raise aggregation.rounds (--rounds) and compare"
+    diag["warnings"] = [*diag.get("warnings", []), unsettled]
     diag["rounds"] = {"n_rounds": 4, "burn_in": 1, "n_kept": 2, "components": 6, "labels": "silo",
-                      "secure_sum": False, "seconds": 1.5,
+                      "secure_sum": True, "seconds": 1.5,
                       "per_round": [{"round": r, "k": 6 - r, "log_joint": -900.0 + r, "bytes_sent": 250_000}
                                     for r in range(1, 5)],
-                      "stability": {"stable": False, "rhat": 1.31, "k_first": 3, "k_second": 2, "said": unsettled},
-                      "split_merge": {"merge": {"proposed": 2, "accepted": 1}, "split": {"proposed": 2, "accepted": 0}},
+                      "stability": {"stable": False, "rhat": 1.31, "reason": "cap", "chains_agree": True},
+                      "disclosed": {"per_round": "nothing: every vector masked and padded", "bytes_relayed": 1_000_000},
                       "births": {"share": 0.01, "budget": 2, "columns": [1, 18], "rows": [14, 11],
                                  "components": [6, 7], "clusters": [2, None]}}
     diag["rounds_plan"] = {"requested": "auto", "rounds": 4, "reason": "the analyst's own session"}
@@ -111,7 +112,7 @@ def test_the_contract_keys_of_richer_results_are_shown(exact_fit_dir):
     assert f'class="warn">{unsettled}<' in rounds                     # the unsettled rounds are said here too
     assert "<td>asthma=yes</td><td class=\"num\">14</td><td>2</td>" in rounds
     assert "<td>smoking=current</td>" in rounds and "none (emptied, or under the minimum size)" in rounds
-    assert "1 of 2 proposed" in rounds and "1.0 MB of count tables" in rounds
+    assert "nothing: every vector masked and padded" in rounds and "1.0 MB over the rounds" in rounds
     assert "-12,345.6" in page and "elpd_waic = sum_i" in page
     assert ">copd<" in page and 'class="num fail">0.001<' in page     # the flagged check is listed
     assert "median 0.700" in page                                      # of linspace(0.4, 1.0)
@@ -136,7 +137,9 @@ def test_names_carry_through_every_table_and_figure(exact_fit_dir, monkeypatch):
     names = ["1: Baseline", "2: Respiratory smokers", "3: Stroke &amp; dementia"]
     want = [n.replace("&amp;", "&") for n in names]
     assert seen["sizes_figure"][0] == want
-    assert seen["heatmap_figure"][2] == want
+    # the heatmap's columns carry each cluster's share and size beside its name
+    assert [c.split(" (")[0] for c in seen["heatmap_figure"][2]] == want
+    assert all(", n = " in c for c in seen["heatmap_figure"][2])
     assert seen["membership_figure"][1] == want
     assert seen["contributions_figure"][2] == want
     # the tables: sizes, characterisation and per-silo contributions

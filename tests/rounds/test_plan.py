@@ -13,8 +13,8 @@ from vcmc.metrics import adjusted_rand_index
 from vcmc.pipeline import run_vcmc
 from vcmc.research.simulate import simulate
 from vcmc.rounds.plan import AUTO_MAX_ROUNDS, resolve_rounds
-from vcmc.silo.gate import SiloPolicy
 from vcmc.silo.local import LocalSilo
+from vcmc.silo.policy import SiloPolicy
 
 
 def _config(n_iter=2000, **aggregation):
@@ -27,52 +27,68 @@ def test_the_default_is_auto():
     assert FitConfig().aggregation.rounds == 0
     assert vcmc.FederatedLatentClassModel().rounds == 0
     assert resolve_rounds(FitConfig(), own_session=True)[0].aggregation.rounds == AUTO_MAX_ROUNDS
+    # a deployment makes them where every silo is set up for them, and says why not otherwise
+    assert resolve_rounds(FitConfig(), own_session=False, ready=True)[0].aggregation.rounds == AUTO_MAX_ROUNDS
     assert resolve_rounds(FitConfig(), own_session=False)[0].aggregation.rounds == 1
 
 
-def test_auto_in_the_analysts_session_is_the_measured_configuration():
+def test_auto_stops_once_settled_from_a_start_of_c_plus():
     config, plan = resolve_rounds(_config(), own_session=True)
     agg = config.aggregation
-    assert (agg.rounds, agg.round_components, agg.round_split_merge) == (2000, 12, True)
-    assert plan["requested"] == "auto" and plan["rounds"] == 2000 and plan["split_merge"]
-    # the silos' iterations, at most AUTO_MAX_ROUNDS
-    assert resolve_rounds(_config(n_iter=50_000), own_session=True)[0].aggregation.rounds == AUTO_MAX_ROUNDS
-    # what the analyst set is kept: the start's components, and secure sums (which cannot carry the moves)
+    assert (agg.rounds, agg.round_components) == (AUTO_MAX_ROUNDS, 12)
+    assert plan["requested"] == "auto" and plan["stop_when_settled"] and not plan["secure_sum"]
     assert resolve_rounds(_config(round_components=40), own_session=True)[0].aggregation.round_components == 40
-    secure = resolve_rounds(_config(round_secure_sum=True), own_session=True)[0].aggregation
-    assert secure.round_secure_sum and not secure.round_split_merge
+    assert resolve_rounds(_config(), own_session=False, ready=True)[1]["secure_sum"]
 
 
-@pytest.mark.parametrize("own_session, method", [(False, "vcmc"), (True, "consensus")])
-def test_auto_is_the_one_shot_pass_in_a_deployment_and_for_other_methods(own_session, method):
-    config, plan = resolve_rounds(_config(), own_session=own_session, method=method)
-    assert config.aggregation.rounds == 1 and not config.aggregation.round_split_merge
-    assert plan["rounds"] == 1 and plan["reason"]
+@pytest.mark.parametrize("own_session, ready, method", [(False, False, "vcmc"), (True, None, "consensus")])
+def test_auto_is_the_one_shot_pass_where_the_rounds_cannot_run(own_session, ready, method):
+    config, plan = resolve_rounds(_config(), own_session=own_session, method=method, ready=ready)
+    assert config.aggregation.rounds == 1 and plan["rounds"] == 1 and plan["reason"]
     if not own_session:
-        assert "consent" in plan["reason"] and "--rounds" in plan["reason"]
+        assert "rounds-key" in plan["reason"]
 
 
 def test_an_explicit_number_of_rounds_is_kept():
     for rounds in (1, 7):
         config, plan = resolve_rounds(_config(rounds=rounds), own_session=True)
         assert config.aggregation == _config(rounds=rounds).aggregation
-        assert plan["requested"] == rounds and "reason" not in plan
+        assert plan["requested"] == rounds and "reason" not in plan and not plan["stop_when_settled"]
+
+
+def test_the_retired_options_warn_and_are_ignored():
+    for name in ("round_split_merge", "round_secure_sum"):
+        with pytest.warns(FutureWarning, match=name.replace("_", "-")):
+            AggregationConfig(**{name: True})
 
 
 def test_the_plan_says_what_the_other_mode_makes_of_the_same_options():
-    """A result whose options would give another answer in the other mode (the analyst's own session against a
-    deployment) says so, and how to get the same answer in both."""
+    """Every result says what the other mode (a deployment for the analyst's own session, the other way round)
+    makes of the same options, whether its answer can differ, and how to get the same answer in both."""
+    # the analyst's own session: automatic rounds; a deployment makes them where every silo is set up, else one pass
     _, own = resolve_rounds(_config(), own_session=True)
-    assert own["other_mode"]["mode"] == "deployment" and own["other_mode"]["rounds"] == 1
-    assert own["other_mode"]["differs"] and "--rounds 1" in own["other_mode"]["note"]
-    _, deployed = resolve_rounds(_config(), own_session=False)
-    assert deployed["other_mode"] == {"mode": "own session", "rounds": 2000, "differs": True,
-                                      "note": deployed["other_mode"]["note"]}
-    assert "vcmc fit --rounds 1" in deployed["other_mode"]["note"]
-    for own_session in (True, False):
-        assert not resolve_rounds(_config(rounds=1), own_session=own_session)[1]["other_mode"]["differs"]
-        rounds = resolve_rounds(_config(rounds=5), own_session=own_session)[1]["other_mode"]
-        assert rounds["differs"] and "--rounds 5 --node-config" in rounds["note"]
+    other = own["other_mode"]
+    assert (other["mode"], other["rounds"], other["rounds_not_set_up"]) == ("deployment", AUTO_MAX_ROUNDS, 1)
+    assert other["differs"] and "rounds-key and rounds-peers" in other["note"] and "min-peers" in other["note"]
+    assert "vcmc fit --rounds 1 gives" in other["note"] and "--silo-policy" in other["note"]
+    assert "reproducible-rounds = true" in other["note"]
+    # a deployment set up for the rounds makes the same automatic rounds as the analyst's own session
+    _, ready = resolve_rounds(_config(), own_session=False, ready=True)
+    assert ready["rounds"] == AUTO_MAX_ROUNDS and ready["other_mode"]["rounds"] == AUTO_MAX_ROUNDS
+    assert ready["other_mode"]["differs"] and "--silo-policy" in ready["other_mode"]["note"]
+    # one that is not makes the one-shot pass, which vcmc fit gives with --rounds 1
+    _, unready = resolve_rounds(_config(), own_session=False, ready=False)
+    assert unready["rounds"] == 1 and unready["other_mode"]["rounds"] == AUTO_MAX_ROUNDS
+    assert unready["other_mode"]["differs"] and "vcmc fit --rounds 1 --silo-policy" in unready["other_mode"]["note"]
+    assert unready["other_mode"]["note"].startswith(unready["reason"])
+    for own_session, ready in ((True, None), (False, True), (False, False)):
+        one = resolve_rounds(_config(rounds=1), own_session=own_session, ready=ready)[1]["other_mode"]
+        assert not one["differs"] and one["rounds"] == 1
+        five = resolve_rounds(_config(rounds=5), own_session=own_session, ready=ready)[1]["other_mode"]
+        assert five["differs"] and five["rounds"] == 5 and "--silo-policy" in five["note"]
+    # explicit rounds in a deployment whose silos have no keys are refused, not replaced by the one-shot pass
+    five = resolve_rounds(_config(rounds=5), own_session=True)[1]["other_mode"]
+    assert five["rounds_not_set_up"] is None and "refuse" in five["note"]
     assert not resolve_rounds(_config(), own_session=True, method="consensus")[1]["other_mode"]["differs"]
 
 
@@ -94,9 +110,10 @@ def _run(data, policy=None, n_iter=600):
 def test_auto_makes_the_rounds_in_the_analysts_session(small_silo_design):
     transport, result = _run(small_silo_design)
     assert transport.own_session
-    assert result.diagnostics["rounds_plan"]["rounds"] == 600
+    assert result.diagnostics["rounds_plan"]["rounds"] == AUTO_MAX_ROUNDS
     rounds = result.diagnostics["rounds"]
-    assert rounds["n_rounds"] == 600 and rounds["split_merge"]["merge"]["proposed"] > 0
+    # stopped at a checkpoint, settled
+    assert rounds["n_rounds"] in (250, 500, 1000) and rounds["stability"]["reason"] in ("settled", "cap")
     # the small silo's rows are spread over the three clusters, as full-data MCMC would: auto recovers the
     # truth where the one-shot pass (test_refine.py) labels that silo one class
     labels = transport.local_assignments()
@@ -107,13 +124,12 @@ def test_auto_makes_the_rounds_in_the_analysts_session(small_silo_design):
     assert ari > 0.9
 
 
-def test_a_deployments_silos_get_the_one_shot_pass_from_auto_and_are_not_refused(small_silo_design):
-    """Silos under an operator's default policy (only the contingency strategy) would refuse announced
-    rounds at the summarize request; auto asks for none and says why."""
+def test_a_deployments_silos_without_keys_get_the_one_shot_pass_and_are_not_refused(small_silo_design):
+    """Silos under an operator's default policy but without the rounds' keys: auto asks for none and says why."""
     transport, result = _run(small_silo_design, policy=SiloPolicy(), n_iter=300)
-    assert not transport.own_session
+    assert not transport.own_session and not transport.rounds_ready
     plan = result.diagnostics["rounds_plan"]
-    assert plan["requested"] == "auto" and plan["rounds"] == 1 and "consent" in plan["reason"]
+    assert plan["requested"] == "auto" and plan["rounds"] == 1 and "rounds-key" in plan["reason"]
     assert "rounds" not in result.diagnostics or not result.diagnostics["rounds"]
 
 
@@ -125,7 +141,7 @@ def test_the_plan_is_in_result_json(small_silo_design, tmp_path):
     _, result = _run(small_silo_design, n_iter=100)
     paths = write_outputs(result, tmp_path, schema=small_silo_design.schema)
     saved = json.loads(paths["result"].read_text())
-    assert saved["diagnostics"]["rounds_plan"]["rounds"] == 100
+    assert saved["diagnostics"]["rounds_plan"]["rounds"] == AUTO_MAX_ROUNDS
 
 
 def test_a_silo_built_with_the_analysts_policy_is_in_their_session(small_silo_design):
@@ -146,15 +162,16 @@ def test_the_rounds_show_a_bar_when_asked(small_silo_design, capsys):
     assert "Global-informed rounds" not in capsys.readouterr().err
 
 
-def test_auto_is_the_explicit_configuration_to_the_bit(small_silo_design):
-    """What the docs measured as `--rounds R --set round-components=C+ --set round-split-merge=true` is what
-    auto runs (docs/results/real/rounds/: the figures of the one hold for the other)."""
-    _, auto = _run(small_silo_design, n_iter=120)
-    explicit = FitConfig(sampler=SamplerConfig(n_iter=120), aggregation=AggregationConfig(
-        rounds=120, round_components=FitConfig().prior.n_components, round_split_merge=True))
-    transport = InProcessTransport([LocalSilo(s) for s in small_silo_design.silos])
-    same = run_vcmc(transport, explicit, rng=3)
-    np.testing.assert_array_equal(auto.pi_draws, same.pi_draws)
-    np.testing.assert_array_equal(auto.partition_counts, same.partition_counts)
-    assert auto.diagnostics["rounds_plan"]["requested"] == "auto"
-    assert same.diagnostics["rounds_plan"]["requested"] == 120
+def test_the_auto_plan_runs_two_chains_the_second_annealed_and_an_explicit_plan_one(small_silo_design):
+    from vcmc.rounds.stage import AUTO_ANNEAL, AUTO_CHAINS, plan_of
+
+    silos = [LocalSilo(s) for s in small_silo_design.silos]
+    one_shot_config = FitConfig(sampler=SamplerConfig(n_iter=300), aggregation=AggregationConfig(rounds=1))
+    result = run_vcmc(InProcessTransport(silos), one_shot_config, rng=3)          # the one-shot pass: the matching
+    config = resolve_rounds(_config(n_iter=300), own_session=True)[0]
+    auto = plan_of(result, config, secure=False, root=np.random.SeedSequence(1), stop=True)
+    assert auto["n_chains"] == AUTO_CHAINS == 2 and auto["anneal"] == AUTO_ANNEAL
+    assert list(auto["checkpoints"]) == [250, 500, 1000] and auto["anneal_until"] == 63
+    fixed = plan_of(result, resolve_rounds(_config(n_iter=300, rounds=40), own_session=True)[0], secure=False,
+                    root=np.random.SeedSequence(1), stop=False)
+    assert fixed["n_chains"] == 1 and fixed["anneal"] == 1.0 and list(fixed["checkpoints"]) == [40]

@@ -60,7 +60,7 @@ def test_rounds_are_recorded_in_the_result(refined):
     assert rounds["stability"]["stable"], rounds["stability"]
     per = rounds["per_round"]
     assert [r["round"] for r in per] == list(range(1, 601))
-    assert {"k", "log_joint", "born", "emptied", "rows_moved_at_least", "bytes_sent", "kept"} <= set(per[0])
+    assert {"k", "log_joint", "bytes_sent", "kept"} <= set(per[0])
     # the start is the over-complete one (each silo's clusters its own components); the chain's log joint rises
     assert per[0]["k"] > 3
     assert np.mean([r["log_joint"] for r in per[-50:]]) > per[0]["log_joint"]
@@ -129,6 +129,12 @@ def test_silo_labels_change_the_memberships_not_the_chain(small_silo_design):
     assert any(not np.allclose(a, b) for a, b in zip(pooled.memberships, own.memberships, strict=True))
     for m in own.memberships:
         np.testing.assert_allclose(m.sum(axis=1), 1.0)
+    # each silo's rows are checked at the weights that label them (issue 46): its own, sent with the replies
+    assert own.diagnostics["rounds"]["assessment"]["weights"] == "silo"
+    assert pooled.diagnostics["rounds"]["assessment"]["weights"] == "pooled"
+    small = small_silo_design.silos[3].name
+    assert own.diagnostics["ppc"]["prevalence"]["per_silo"][small] != \
+        pooled.diagnostics["ppc"]["prevalence"]["per_silo"][small]
 
 
 @pytest.fixture(scope="module")
@@ -142,7 +148,7 @@ def test_memberships_agree_with_prediction_from_the_result_draws(small_silo_desi
     the same rows from the result (what ``vcmc predict`` and ``predict_proba`` do, with the global weights: a
     new person belongs to no silo, docs/design.md §8.2) gives the same memberships."""
     refined = refined_pooled
-    from vcmc.silo.memberships import memberships_to_target
+    from vcmc.rows.memberships import memberships_to_target
 
     n_mod = small_silo_design.silos[0].schema.n_modalities
     for s, silo in enumerate(small_silo_design.silos):

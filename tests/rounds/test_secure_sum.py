@@ -1,5 +1,8 @@
-"""The rounds under secure aggregation: the same chain, bit for bit, in the analyst's own session and in a
-deployment, and the server never receives a silo's table."""
+"""The rounds in a deployment (docs/federation.md, "The rounds"): the same chain as the analyst's own session,
+the server a relay that learns nothing of any round, and a server that alters, swaps or crafts what it relays
+refused (the silos as a SuperNode builds them, in this process)."""
+
+import dataclasses
 
 import numpy as np
 import pytest
@@ -7,14 +10,16 @@ import pytest
 pytest.importorskip("cryptography")
 
 from vcmc.config import config_from_mapping  # noqa: E402
-from vcmc.exceptions import ConfigError  # noqa: E402
+from vcmc.exceptions import SiloFailure  # noqa: E402
 from vcmc.federation.transport import InProcessTransport  # noqa: E402
+from vcmc.metrics import adjusted_rand_index  # noqa: E402
 from vcmc.pipeline import run_vcmc  # noqa: E402
-from vcmc.protocol.rounds import RoundCountsReply, RoundMaskedCountsReply  # noqa: E402
-from vcmc.silo.gate import SiloPolicy  # noqa: E402
+from vcmc.protocol.rounds import RoundStartRequest, RoundSweepRequest, RoundVectorReply  # noqa: E402
 from vcmc.silo.local import LocalSilo  # noqa: E402
+from vcmc.silo.policy import SiloPolicy  # noqa: E402
+from vcmc.silo.secure_sum import new_key  # noqa: E402
 
-BASE = {"sampler.n-iter": 300, "aggregation.max-iter": 60, "privacy.min-cluster-size": 5, "aggregation.rounds": 8,
+BASE = {"sampler.n-iter": 300, "aggregation.max-iter": 60, "privacy.min-cluster-size": 5, "aggregation.rounds": 30,
         "assessment.enabled": False}
 
 
@@ -25,64 +30,140 @@ def sim():
     return simulate_design("nested", "easy", rng=3, n_per_silo=120)
 
 
-class _Spy(InProcessTransport):
-    """Records the type of every reply the server receives."""
+@pytest.fixture(scope="module")
+def keys(sim):
+    return {d.name: new_key() for d in sim.silos}
 
-    def __init__(self, silos):
+
+class Relay(InProcessTransport):
+    """The server's transport, recording what it receives, and altering what it sends where a test says."""
+
+    def __init__(self, silos, tamper=None):
         super().__init__(silos)
-        self.received: list[type] = []
+        self.tamper = tamper
+        self.received: list = []
 
     def call(self, requests, **kwargs):
+        if self.tamper is not None:
+            requests = {n: self.tamper(n, r) for n, r in requests.items()}
         replies = super().call(requests, **kwargs)
-        self.received.extend(type(r) for r in replies.values())
+        self.received.extend(replies.values())
         return replies
 
 
-def _run(sim, secure: bool, policy=None):
-    cfg = config_from_mapping({**BASE, "aggregation.round-secure-sum": secure})
-    silos = [LocalSilo(d, policy=policy) for d in sim.silos]
-    with _Spy(silos) as tr:
-        return run_vcmc(tr, cfg, rng=11), tr.received
+def _deployed(sim, keys, *, reproducible=False, **policy):
+    peers = {n: k[1] for n, k in keys.items()}
+    return [LocalSilo(d, policy=SiloPolicy(reproducible_rounds=reproducible, **policy), run_key="run-7",
+                      rounds_key=keys[d.name][0], rounds_peers=peers) for d in sim.silos]
 
 
-def _same(a, b):
-    np.testing.assert_array_equal(a.weights, b.weights)
-    np.testing.assert_array_equal(a.profile_draws, b.profile_draws)
-    for x, y in zip(a.assignments, b.assignments, strict=True):
-        np.testing.assert_array_equal(x, y)
-    ra, rb = a.diagnostics["rounds"]["per_round"], b.diagnostics["rounds"]["per_round"]
-    assert [(r["k"], r["log_joint"]) for r in ra] == [(r["k"], r["log_joint"]) for r in rb]
+def _run(silos, tamper=None, **overrides):
+    with Relay(silos, tamper) as relay:
+        return run_vcmc(relay, config_from_mapping({**BASE, **overrides}), rng=11), relay
 
 
-def test_secure_rounds_are_the_plain_rounds_and_the_server_sees_no_silos_table(sim):
-    plain, plain_seen = _run(sim, False)
-    secure, seen = _run(sim, True)
-    _same(plain, secure)
-    assert secure.diagnostics["rounds"]["secure_sum"] and not plain.diagnostics["rounds"]["secure_sum"]
-    assert RoundCountsReply in plain_seen and RoundCountsReply not in seen
-    assert seen.count(RoundMaskedCountsReply) == BASE["aggregation.rounds"] * len(sim.silos)
+def test_a_reproducible_deployment_samples_the_analysts_chain_to_the_bit(sim, keys):
+    own, _ = _run([LocalSilo(d) for d in sim.silos])
+    deployed, _ = _run(_deployed(sim, keys, reproducible=True))
+    assert deployed.diagnostics["rounds"]["secure_sum"] and not own.diagnostics["rounds"]["secure_sum"]
+    np.testing.assert_array_equal(own.profile_draws, deployed.profile_draws)
+    np.testing.assert_array_equal(own.weights, deployed.weights)
+    # a deployment reports its log joints on the grid (docs/federation.md), the K the same
+    ko = [r["k"] for r in own.diagnostics["rounds"]["per_round"]]
+    assert ko == [r["k"] for r in deployed.diagnostics["rounds"]["per_round"]]
 
 
-def test_in_a_deployment_the_masked_tables_keep_the_minimum_size_and_give_the_same_chain(sim):
-    """Operators allowing only secure rounds get the chain of operators allowing plain ones: each silo's
-    table is protected (components under the minimum withheld) before it is masked."""
-    plain, _ = _run(sim, False, SiloPolicy(allowed_strategies=("contingency", "rounds")))
-    secure, _ = _run(sim, True, SiloPolicy(allowed_strategies=("contingency", "secure-rounds")))
-    _same(plain, secure)
-    own, _ = _run(sim, False)
-    # the minimum size changed the deployment's chain (the test would not tell the two apart otherwise)
-    assert [r["log_joint"] for r in own.diagnostics["rounds"]["per_round"]] != [
-        r["log_joint"] for r in secure.diagnostics["rounds"]["per_round"]]
+def test_the_server_receives_nothing_of_any_round(sim, keys):
+    silos = _deployed(sim, keys)
+    result, relay = _run(silos, **{"aggregation.rounds": 0})          # auto: until settled
+    vectors = [r for r in relay.received if isinstance(r, RoundVectorReply) and r.round >= 0 and r.vector.size]
+    assert vectors
+    n_rows = sum(d.n_rows for d in sim.silos)
+    for reply in vectors:
+        # a table's entries are counts of at most n_rows; a masked and padded one is uniform over 2^64
+        assert np.mean(reply.vector.astype(float) > 4 * n_rows) > 0.99
+    # nor in the sum over the silos of one round (the pads stay): what a server summing them would get
+    by_round = {}
+    for reply in vectors:
+        by_round.setdefault(reply.round, []).append(reply.vector)
+    total = np.sum(by_round[3], axis=0, dtype=np.uint64).view(np.int64).astype(float)
+    assert np.mean(np.abs(total) > 4 * n_rows) > 0.99
+    # the answer is still the pooled analysis's: the truth recovered
+    truth = np.concatenate(sim.labels)
+    est = np.concatenate([s.assignments for s in silos])
+    assert adjusted_rand_index(truth, est) > 0.9
 
 
-def test_a_plain_run_is_refused_by_operators_who_allow_only_secure_rounds_before_sampling(sim):
-    """The summarize request announces the rounds, so the refusal comes at the run's first request."""
-    from vcmc.exceptions import SiloFailure
+def _altered_vector(name, request):
+    if isinstance(request, RoundSweepRequest) and request.round == 4 and name == "silo_2":
+        vectors = request.vectors.copy()
+        vectors[0, 7] += np.uint64(500)                     # 500 more rows of one kind in silo_1's table
+        return dataclasses.replace(request, vectors=vectors)
+    return request
 
-    with pytest.raises(SiloFailure, match=r"summarize.*only under secure aggregation.*announces plain rounds"):
-        _run(sim, False, SiloPolicy(allowed_strategies=("contingency", "secure-rounds")))
+
+def _other_start(name, request):
+    if isinstance(request, RoundStartRequest) and name == "silo_2":
+        start = request.start.copy()
+        start[1] = 50 % request.n_components                 # silo_2's rows in a component of their own
+        return dataclasses.replace(request, start=start)
+    return request
 
 
-def test_secure_sum_and_split_merge_together_are_refused_before_sampling():
-    with pytest.raises(ConfigError, match="round_secure_sum"):
-        config_from_mapping({**BASE, "aggregation.round-secure-sum": True, "aggregation.round-split-merge": True})
+def _swapped_vectors(name, request):
+    if isinstance(request, RoundSweepRequest) and request.round == 2 and name == "silo_1":
+        order = [1, 0, *range(2, request.vectors.shape[0])]
+        return dataclasses.replace(request, vectors=request.vectors[order], tags=request.tags[order])
+    return request
+
+
+def _crafted_start(name, request):
+    if isinstance(request, RoundStartRequest):
+        return dataclasses.replace(request, secure=False)    # plain vectors: each silo's table to the server
+    return request
+
+
+@pytest.mark.parametrize("tamper, match", [
+    (_altered_vector, "does not verify"), (_other_start, "does not"), (_swapped_vectors, "does not verify"),
+    (_crafted_start, "plain"),
+], ids=["altered-vector", "another-start-for-one-silo", "swapped-vectors", "plain-vectors"])
+def test_a_server_that_tampers_with_the_rounds_is_refused(sim, keys, tamper, match):
+    with pytest.raises(SiloFailure, match=match):
+        _run(_deployed(sim, keys), tamper)
+
+
+def test_a_substituted_key_is_refused(sim, keys):
+    # the server passes its own key off as silo_3's: no silo has pinned it, so silo_3's shares do not decrypt
+    peers = {n: k[1] for n, k in keys.items()}
+    fake = {**peers, "silo_3": new_key()[1]}
+    silos = [LocalSilo(d, policy=SiloPolicy(), run_key="run-7", rounds_key=keys[d.name][0],
+                       rounds_peers=peers if d.name == "silo_3" else fake) for d in sim.silos]
+    with pytest.raises(SiloFailure, match="does not decrypt"):
+        _run(silos)
+
+
+def test_too_few_participants_are_refused(sim, keys):
+    silos = _deployed(sim, keys, min_peers=len(sim.silos) + 1)
+    with pytest.raises(SiloFailure, match="participants"):
+        _run(silos)
+
+
+def test_a_lost_silo_ends_the_rounds_naming_it(sim, keys):
+    def lose(name, request):
+        if isinstance(request, RoundSweepRequest) and request.round == 3 and name == "silo_4":
+            raise RuntimeError("silo_4 lost")
+        return request
+
+    class Losing(Relay):
+        def call(self, requests, **kwargs):
+            try:
+                return super().call(requests, **kwargs)
+            except RuntimeError:
+                out = super().call({n: r for n, r in requests.items() if n != "silo_4"}, **kwargs)
+                out["silo_4"] = SiloFailure("silo_4", "no reply (connection lost)")
+                return out
+
+    silos = _deployed(sim, keys)
+    with Losing(silos, lose) as relay, pytest.raises(SiloFailure, match="silo_4") as info:
+        run_vcmc(relay, config_from_mapping(BASE), rng=11)
+    assert "every silo is required" in str(info.value)

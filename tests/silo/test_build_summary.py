@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from vcmc.exceptions import DataError, SchemaError
+from vcmc.mcmc.posterior import LocalPosterior, sent_draw_indices
 from vcmc.protocol import SiloSummary
 from vcmc.silo.build_summary import build_summary
-from vcmc.silo.posterior import LocalPosterior, sent_draw_indices
 
 N_MOD = (2, 3, 2)
 N_ROWS = 37          # a row count different from every other dimension, to spot row-level fields

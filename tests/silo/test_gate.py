@@ -16,10 +16,9 @@ from vcmc.config import FitConfig, PostprocessConfig, PrivacyConfig, SamplerConf
 from vcmc.exceptions import ConfigError, DisclosureError, NotFittedError
 from vcmc.model import one_hot_counts, profile_offsets
 from vcmc.protocol import (
-    MESSAGE_TYPES,
-    REPLY_TYPE,
     AnnounceReply,
     AnnounceRequest,
+    AssessReply,
     AssessRequest,
     AssignReply,
     AssignRequest,
@@ -30,11 +29,13 @@ from vcmc.protocol import (
     SiloConfig,
     SiloSummary,
     SummarizeRequest,
+    registry,
 )
-from vcmc.silo import gate as gate_module
-from vcmc.silo.gate import ADMIT_RULES, RELEASE_RULES, Gate, SiloPolicy
+from vcmc.silo.checks import estimate_from_table
+from vcmc.silo.endpoints import ENDPOINTS
+from vcmc.silo.gate import Gate
 from vcmc.silo.local import LocalSilo
-from vcmc.silo.requests_check import estimate_from_table
+from vcmc.silo.policy import SiloPolicy
 
 LIMITS = PrivacyConfig(min_cluster_size=10, suppress_cells_below=8, round_to=5)
 CFG = FitConfig(sampler=SamplerConfig(n_iter=400, burn_in=200, thin=5),
@@ -88,13 +89,13 @@ def _one_person_profile(silo, row: int):
 
 # -- coverage: every message type has its rule, and handle cannot bypass the gate --------------------------
 
-def test_every_message_type_has_a_gate_rule():
-    requests = set(REPLY_TYPE)
-    replies = {m for m in MESSAGE_TYPES if m not in requests}
-    assert set(ADMIT_RULES) == requests, "a request type without an admission rule"
-    assert set(RELEASE_RULES) == replies, "a reply type without a release rule"
-    assert set(LocalSilo._HANDLERS) == requests
-    assert set(gate_module.REQUEST_NAME) == requests
+def test_every_request_type_has_an_endpoint_and_every_reply_a_request():
+    requests = set(registry.request_types())
+    assert set(ENDPOINTS) == requests, "a request type without an endpoint (admit, answer, release)"
+    answered = {t for r in requests for t in r.REPLY}
+    from vcmc.protocol import ErrorReply
+
+    assert answered | {ErrorReply} == set(registry.reply_types()), "a reply no request expects"
 
 
 def test_handle_releases_every_reply_through_the_gate(silo_data, monkeypatch):
@@ -133,31 +134,29 @@ def test_handle_releases_every_reply_through_the_gate(silo_data, monkeypatch):
     with pytest.raises(Exception):  # noqa: B017
         silo.handle(LcaStructuralRequest(model="covariate", spec_json="{}", pi=pi[0], profiles=prof[0],
                                          log_error=np.zeros((k, k)), params=np.zeros(1)))
-    from vcmc.protocol.rounds import RoundBirthRequest, RoundFinishRequest, RoundStartRequest, RoundSweepRequest
+    from vcmc.protocol.rounds import (
+        RoundAssessRequest,
+        RoundFinishRequest,
+        RoundResultRequest,
+        RoundStartRequest,
+        RoundSweepRequest,
+    )
 
-    silo.handle(RoundBirthRequest(share=0.01))
     c = 2 * k
-    silo.handle(RoundStartRequest(start=np.arange(k) + k, n_components=c))
-    prof_c = np.concatenate([prof[0], prof[0]])
-    silo.handle(RoundSweepRequest(round=2, log_pi=np.log(np.full(c, 1.0 / c)), log_profiles=np.log(prof_c),
-                                  keep=True, seed_entropy=1, spawn_key=(3, 2, 0)))
-    from vcmc.protocol.rounds import RoundMoveRequest
-
-    silo.handle(RoundMoveRequest(kind="split", a=k, b=0, log_profile_a=np.log(prof_c[k]),
-                                 log_profile_b=np.log(prof_c[0]), log_rho=np.log(0.5), log_1m_rho=np.log(0.5),
-                                 seed_entropy=1, spawn_key=(3, 2, 0, 1)))
-    silo.handle(RoundFinishRequest(keep=np.arange(k)))
-    from vcmc.protocol.rounds import RoundAssessRequest
-
-    silo.handle(RoundAssessRequest(log_profiles=np.log(prof_c)[None], keep=np.arange(k), pi=np.full((1, k), 1.0 / k),
-                                   pairs=np.zeros((0, 2), int), seed_entropy=1, spawn_key=(3, 0, 0, 2)))
-    from vcmc.protocol.rounds import RoundKeyRequest, RoundMaskedCountsReply
-
-    silo.handle(RoundKeyRequest(n_silos=2))
-    assert set(admitted) == set(REPLY_TYPE)
-    expected = {t for v in REPLY_TYPE.values() for t in (v if isinstance(v, tuple) else (v,))}
-    # a masked table is made by the gate's release itself, never by a handler (tests/silo/test_secure_sum.py)
-    assert set(released) == expected - {LcaStructuralReply, RoundMaskedCountsReply}
+    start = RoundStartRequest(names=(silo.name,), start=np.arange(k)[None] + k, n_components=c, alpha=0.01,
+                              beta=np.full(prof.shape[-1], 0.5), checkpoints=np.asarray([30]), stop=False, n_chains=1,
+                              anneal=1.0, anneal_until=1, max_stored=50, min_size=1, birth_share=0.01,
+                              birth_budget=2, silo_weight_prior=0.0, secure=False, seed_entropy=1, spawn_key=(3,))
+    reply, r = silo.handle(start), -1
+    while not reply.stop:        # the silo is every participant: its own vector is the pooled sum
+        reply = silo.handle(RoundSweepRequest(round=r, vectors=reply.vector[None], tags=np.zeros(0, np.uint8)))
+        r += 1
+    silo.handle(RoundFinishRequest())
+    silo.handle(RoundResultRequest())
+    silo.handle(RoundAssessRequest(n_replicates=5, max_pairs=10))
+    assert set(admitted) == set(registry.request_types())
+    expected = {t for r in registry.request_types() for t in r.REPLY}
+    assert set(released) == expected - {LcaStructuralReply}
     assert len(released) == len(admitted) - 1
 
 
@@ -170,7 +169,8 @@ def test_handle_releases_every_reply_through_the_gate(silo_data, monkeypatch):
                                 rule="penalised"),
 ])
 def test_nothing_but_hello_and_summarize_before_the_summary(silo_data, make):
-    silo = LocalSilo(silo_data, privacy=LIMITS, policy=SiloPolicy())
+    silo = LocalSilo(silo_data, privacy=LIMITS,
+                     policy=SiloPolicy(allowed_strategies=("contingency", "design", "min-divergence")))
     silo.handle(HelloRequest())
     with pytest.raises(NotFittedError, match="before a summarize request"):
         silo.handle(make(3))
@@ -215,8 +215,16 @@ def test_allow_list_and_budget(silo_data):
         budgeted.handle(HelloRequest())
 
 
-def test_non_finite_or_negative_parameters_are_refused(deployed):
-    silo, summary = deployed
+@pytest.fixture
+def divergent(silo_data):
+    """A deployed silo whose operator allows minimum-divergence matching (only without protection)."""
+    silo = LocalSilo(silo_data, privacy=PrivacyConfig(min_cluster_size=10), run_key="run-1",
+                     policy=SiloPolicy(allowed_strategies=("contingency", "min-divergence")))
+    return silo, silo.handle(_req())
+
+
+def test_non_finite_or_negative_parameters_are_refused(divergent):
+    silo, summary = divergent
     p = silo.n_columns
     bad = np.full((2, p), 0.5)
     bad[0, 0] = np.nan
@@ -227,8 +235,8 @@ def test_non_finite_or_negative_parameters_are_refused(deployed):
                                       rule="penalised"))
 
 
-def test_server_probabilities_are_floored(deployed):
-    silo, _ = deployed
+def test_server_probabilities_are_floored(divergent):
+    silo, _ = divergent
     prof = np.stack([_one_person_profile(silo, 0), _one_person_profile(silo, 1)])
     req = silo.gate.admit(DivergenceRequest(reference_pi=np.ones(2) / 2, reference_profiles=prof, rule="penalised"))
     assert np.min(req.reference_profiles) >= silo.gate.policy.profile_floor
@@ -415,9 +423,12 @@ def test_property_assign_replies(limits, counts, soft):
     out = g.release(AssignRequest(assignment=np.zeros(1, int), n_global=c.size),
                     AssignReply(counts=c, expected=e, probability=np.minimum(e, c), entropy=1.0, n_draws=20,
                                 mc_error=0.01, mc_target=0.05))
-    # the whole-silo scalars (entropy, the labelling's Monte Carlo summary) are kept as they are
-    assert (out.entropy, out.n_draws, out.mc_error, out.mc_target) == (1.0, 20, 0.01, 0.05)
+    # the whole-silo scalars of a deployment: the entropy on a grid of rows_of_grid x log C, the Monte Carlo error
+    # as its bound for the 20 draws averaged (a function of 20 alone), the draws and the target as they are
     min_size, round_to, _ = limits
+    grid = max(min_size, round_to) * np.log(max(c.size, 2))
+    assert out.entropy == pytest.approx(max(np.floor(1.0 / grid + 0.5) * grid, 0.0))
+    assert (out.n_draws, out.mc_error, out.mc_target) == (20, 0.5 / np.sqrt(19), 0.05)
     for v in (out.counts, out.expected, out.probability):
         v = np.asarray(v, dtype=float)
         assert not np.any((v > 0) & (v < min_size))
@@ -492,7 +503,7 @@ def _assess_reply(rng, r, p, e, c):
 @given(limits=_limits, seed=st.integers(0, 2 ** 31), r=st.integers(1, 4), e=st.integers(0, 3), c=st.integers(1, 3))
 def test_property_assess_replies(limits, seed, r, e, c):
     # no unrounded count in any assess reply when rounding is set; the WAIC sums on the grid rounding implies
-    from vcmc.silo.gate import waic_grid
+    from vcmc.silo.endpoints.assess import waic_grid, waic_grids
 
     min_size, round_to, suppress = limits
     g = _fake_gate(*limits)
@@ -500,29 +511,33 @@ def test_property_assess_replies(limits, seed, r, e, c):
     p = 5
     request = SimpleNamespace(pi=rng.dirichlet(np.ones(c), size=r),
                               profiles=np.concatenate([rng.dirichlet(np.ones(2), size=(r, c)),
-                                                       rng.dirichlet(np.ones(3), size=(r, c))], axis=-1))
+                                                       rng.dirichlet(np.ones(3), size=(r, c))], axis=-1),
+                              pairs=np.stack([np.zeros(e, int), 2 + np.arange(e)], axis=1))
     raw = _assess_reply(rng, r, p, e, c)
-    out = RELEASE_RULES[type(raw)](g, request, raw)
+    out = ENDPOINTS[AssessRequest].release(g, request, raw)
     for field in ("n_observed", "observed", "replicated", "pair_n_observed", "pair_observed", "pair_replicated"):
         v = np.asarray(getattr(out, field))
         assert np.all(v % round_to == 0), field
         if suppress > 1 and round_to == 1:          # (rounding after suppression may land a kept cell under it)
             assert not np.any((v >= 1) & (v < suppress)), field
     assert set(np.unique(out.occupied)) <= {0, 1}
-    grid = waic_grid((2, 3), request.pi, request.profiles, round_to)
-    if round_to > 1:
-        for value in (out.lppd, out.p_waic):
-            assert abs(value / grid - round(value / grid)) < 1e-6
-        assert out.elpd == pytest.approx(out.lppd - out.p_waic)
-    else:
-        assert (out.lppd, out.p_waic, out.elpd_m2) == (raw.lppd, raw.p_waic, raw.elpd_m2)
+    # a deployment's WAIC sums are each on its grid of max(min-cluster-size, round-to) rows' worth, whatever is set
+    grids = waic_grids((2, 3), request.pi, request.profiles, max(min_size, round_to))
+    assert grids[0] == waic_grid((2, 3), request.pi, request.profiles, max(min_size, round_to))
+    for value, grid in zip((out.lppd, out.p_waic, out.elpd_m2), grids, strict=True):
+        assert abs(value / grid - round(value / grid)) < 1e-6
+    assert out.elpd == pytest.approx(out.lppd - out.p_waic)
+    own = Gate(g.silo, SiloPolicy.own_data())       # the analyst's own session: exact where nothing is protected
+    mine = ENDPOINTS[AssessRequest].release(own, request, raw)
+    if round_to == 1 and suppress <= 1:
+        assert (mine.lppd, mine.p_waic, mine.elpd_m2) == (raw.lppd, raw.p_waic, raw.elpd_m2)
 
 
 def test_assess_lppd_no_longer_differences_to_a_cell_count(silo_data):
     # the review: two assessments differing in one probability gave the exact count of a cell from lppd
     # (d lppd = n_cell x d log p). Rounded to the grid, one person's worth is below the rounding
-    from vcmc.silo.gate import waic_grid
-    from vcmc.silo.ppc import assess_rows
+    from vcmc.rows.ppc import assess_rows
+    from vcmc.silo.endpoints.assess import waic_grid
 
     codes, n_mod = silo_data.codes, tuple(silo_data.schema.n_modalities)
     offsets = profile_offsets(n_mod)
@@ -533,14 +548,14 @@ def test_assess_lppd_no_longer_differences_to_a_cell_count(silo_data):
     moved[0, :, offsets[0]:offsets[1]] = prof[0, :, offsets[0]:offsets[1]][:, ::-1]
     cell = int(np.sum(codes[:, 0] == 0))
     limits = PrivacyConfig(min_cluster_size=10, round_to=5)
-    grid = waic_grid(n_mod, pi, prof, 5)
-    assert grid > 5 * np.log(2)              # five rows' worth of log density at least
+    grid = waic_grid(n_mod, pi, prof, 10)
+    assert grid > 10 * np.log(2)             # ten rows' worth of log density at least
     silo = SimpleNamespace(name="s", privacy_in_force=limits, n_modalities=n_mod, secure_noise=False, local=None)
     gate = Gate(silo, SiloPolicy())
     replies = [gate.release(AssessRequest(pi=pi, profiles=x, pairs=np.zeros((0, 2), int), seed_entropy=1,
                                           spawn_key=(2, 0)),
-                            gate_module.AssessReply(**assess_rows(codes, n_mod, pi, x, np.zeros((0, 2), int),
-                                                                  rng=1, privacy=limits)))
+                            AssessReply(**assess_rows(codes, n_mod, pi, x, np.zeros((0, 2), int), rng=1,
+                                                      privacy=limits)))
                for x in (prof, moved)]
     assert all(abs(r.lppd / grid - round(r.lppd / grid)) < 1e-9 for r in replies)
     raw = [assess_rows(codes, n_mod, pi, x, np.zeros((0, 2), int), rng=1)["lppd"] for x in (prof, moved)]
@@ -550,7 +565,7 @@ def test_assess_lppd_no_longer_differences_to_a_cell_count(silo_data):
 def test_occupancy_is_sent_only_above_the_minimum_cluster_size(silo_data):
     # "is anyone in this silo with this pattern": a global cluster that only one person's pattern can fall in
     # read 1 when present; with rounding set it reads 1 only if at least min-cluster-size rows fall in it
-    from vcmc.silo.ppc import assess_rows
+    from vcmc.rows.ppc import assess_rows
 
     codes, n_mod = silo_data.codes, tuple(silo_data.schema.n_modalities)
     offsets = profile_offsets(n_mod)
@@ -591,7 +606,7 @@ def test_lca_structural_sums_refused_for_a_class_under_the_minimum_size(silo_dat
                                     profiles=profiles, log_error=np.log(np.array([[0.9, 0.1], [0.2, 0.8]])),
                                     params=np.zeros(3))
 
-    allowed = SiloPolicy(allowed_strategies=("contingency", "lca"))
+    allowed = SiloPolicy(allowed_strategies=("contingency", "lca", "lca-structural"))
     deployed = LocalSilo(silo_data, privacy=LIMITS, policy=allowed, auxiliary=aux, run_key="r")
     with pytest.raises(DisclosureError, match="fewer than the minimum cluster size"):
         deployed.handle(request(np.stack([uniform, person])))
@@ -601,26 +616,42 @@ def test_lca_structural_sums_refused_for_a_class_under_the_minimum_size(silo_dat
     assert own.handle(request(np.stack([uniform, person]))).n_rows == n
 
 
-@pytest.mark.parametrize("allowed, secure, match", [
-    (("contingency",), False, "does not allow the 'rounds'"),
-    (("contingency",), True, "does not allow the 'rounds'"),
-    (("contingency", "secure-rounds"), False, "announces plain rounds"),
-], ids=["no-rounds", "no-rounds-secure", "secure-only-plain"])
-def test_rounds_a_silo_would_refuse_are_refused_before_sampling(silo_data, monkeypatch, allowed, secure, match):
-    """The summarize request announces the rounds (SiloConfig v2), so a run whose rounds the operator would
+def test_rounds_a_silo_would_refuse_are_refused_before_sampling(silo_data, monkeypatch):
+    """The summarize request announces the rounds (SiloConfig), so a run whose rounds the operator would
     refuse at the round start ends at its first request, not after the sampler's minutes."""
-    import vcmc.silo.apply as apply_module
+    import vcmc.mcmc.apply as apply_module
 
     def no_sampling(*args, **kwargs):
         raise AssertionError("the sampler ran before the refusal")
 
     monkeypatch.setattr(apply_module, "run_apply_step", no_sampling)
-    silo = LocalSilo(silo_data, privacy=LIMITS, policy=SiloPolicy(allowed_strategies=allowed))
-    cfg = _with("aggregation", rounds=50, round_secure_sum=secure)
-    with pytest.raises(DisclosureError, match=match):
-        silo.handle(_req(cfg))
-    # the same silo runs a one-shot request, and a secure-only silo the secure rounds' summary
+    silo = LocalSilo(silo_data, privacy=LIMITS, policy=SiloPolicy(allowed_strategies=("contingency",)))
+    with pytest.raises(DisclosureError, match="does not allow the 'rounds'"):
+        silo.handle(_req(_with("aggregation", rounds=50)))
+    # the same silo runs a one-shot request
     monkeypatch.undo()
     assert silo.handle(_req(_with("aggregation", rounds=1))).n_clusters >= 1
-    if "secure-rounds" in allowed:
-        assert silo.handle(_req(_with("aggregation", rounds=50, round_secure_sum=True))).n_clusters >= 1
+
+
+def test_a_silos_own_weights_leave_only_in_the_analysts_own_session(monkeypatch):
+    """After the rounds a silo may replicate at its own weights and send them (``AssessReply.weights``): only in
+    the analyst's own session without secure sum, where its round counts reach the server anyway."""
+    import dataclasses
+
+    from vcmc.exceptions import DisclosureError
+    from vcmc.silo.endpoints import rounds as round_endpoints
+
+    g = _fake_gate(1, 1, 0)
+    rng = np.random.default_rng(3)
+    reply = dataclasses.replace(_assess_reply(rng, 2, 5, 1, 2), weights=np.full((2, 2), 0.5))
+    asked = SimpleNamespace(pi=np.full((2, 2), 0.5), profiles=np.full((2, 2, 5), 0.5))
+    monkeypatch.setattr(round_endpoints, "assessed_draws", lambda silo, request: asked)
+    for own, secure, allowed in ((False, False, False), (True, True, False), (True, False, True)):
+        g.silo.own_session = own
+        monkeypatch.setattr(round_endpoints, "_session", lambda silo, secure=secure: SimpleNamespace(secure=secure))
+        if allowed:
+            out = round_endpoints.release_assess(g, None, reply)
+            np.testing.assert_array_equal(out.weights, reply.weights)
+        else:
+            with pytest.raises(DisclosureError, match="own weights"):
+                round_endpoints.release_assess(g, None, reply)

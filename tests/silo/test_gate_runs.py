@@ -8,8 +8,8 @@ from vcmc.config import FitConfig, PostprocessConfig, PrivacyConfig, SamplerConf
 from vcmc.exceptions import ConfigError, DisclosureError
 from vcmc.flower.client import policy_from_node_config
 from vcmc.protocol import SiloConfig, SummarizeRequest
-from vcmc.silo.gate import SiloPolicy
 from vcmc.silo.local import LocalSilo
+from vcmc.silo.policy import SiloPolicy
 from vcmc.silo.run_ledger import LEDGER_NAME, WINDOW_SECONDS, admit_run
 
 CFG = FitConfig(sampler=SamplerConfig(n_iter=200, burn_in=100, thin=5),

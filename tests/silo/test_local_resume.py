@@ -4,7 +4,7 @@
 import numpy as np
 import pytest
 
-import vcmc.silo.apply as apply_mod
+import vcmc.mcmc.apply as apply_mod
 from vcmc.config import FitConfig, SamplerConfig
 from vcmc.protocol import AssignRequest, SiloConfig, SummarizeRequest
 from vcmc.research.simulate import simulate_design
@@ -73,7 +73,9 @@ def test_a_state_file_of_another_silo_is_refused_naming_both_silos(tmp_path, sil
     twin = dataclasses.replace(silo_data, name="other")
     LocalSilo(twin, state_dir=tmp_path / "b").summarize(request())
     mine = LocalSilo(silo_data, state_dir=tmp_path / "a")
-    target = mine._cache_path(mine._cache_key(request()))
+    from vcmc.silo.summary_cache import path_of
+
+    target = path_of(mine, request())
     target.parent.mkdir()
     (other,) = (tmp_path / "b").glob("*.npz")
     other.replace(target)

@@ -123,7 +123,7 @@ def pair_draws(matched: MatchedDraws, rng=None, n_out: int | None = None, n_chai
     ``n_out`` each silo's shuffled draws are repeated as needed.
 
     ``n_chains > 1`` (docs/design.md §8.1): every silo's draws are its ``n_chains`` chains concatenated
-    chain-major (``vcmc.silo.apply``), ``L_s = T_s / n_chains`` each. Output chain j, draw t, combines draw
+    chain-major (``vcmc.mcmc.apply``), ``L_s = T_s / n_chains`` each. Output chain j, draw t, combines draw
     t of chain j of every silo, in order: each output chain is then a function of one Markov chain per
     silo at the same iteration, so ArviZ's R-hat and ESS of the output chains measure the silos' mixing
     (a shuffle would make every chain look independent). Chains are ``L = min_s L_s`` long (``n_out /

@@ -247,7 +247,9 @@ def result_warnings(out, config) -> list[str]:
                          f"{more} (convergence), or raise --iterations / use --iterations auto")
     stability = (diag.get("rounds") or {}).get("stability") or {}
     if stability and not stability.get("stable", True):
-        lines.append(f"{stability.get('said')}; {more} (rounds)")
+        said = next((w for w in diag.get("warnings", []) if "did not settle" in w or "did not agree" in w),
+                    "the rounds did not settle")
+        lines.append(f"{said}; {more} (rounds)")
     clusters = result.get("clusters") or []
     if sum(1 for c in clusters if c.get("size", 0) > 0) > 1:
         for silo in result.get("silos", []):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
+import warnings
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
@@ -41,7 +42,7 @@ AUTO_BURN_IN = 5_000
 # `aggregation.rounds` of the default, `vcmc fit --rounds auto`: the run's rounds are chosen for it
 # (vcmc.rounds.plan: the global-informed rounds in the analyst's own session, the one-shot pass in a deployment).
 AUTO_ROUNDS = 0
-# Largest `aggregation.round_births`: the share of a silo's rows a birth request may ask for (vcmc.silo.births;
+# Largest `aggregation.round_births`: the share of a silo's rows a birth request may ask for (vcmc.rows.births;
 # the silo's gate holds the same limit).
 MAX_BIRTH_SHARE = 0.1
 AssignMode = Literal["posterior", "local"]
@@ -433,16 +434,15 @@ class AggregationConfig:
     assign_draws : int
         Posterior draws sent to each silo for its memberships (default 100, evenly spaced).
     rounds : int
-        Rounds of the run (default 0, ``--rounds auto``: the global-informed rounds in the analyst's own
-        session, the one-shot pass in a deployment). 1: the paper's one-shot pass. R > 1: after the one-shot
-        pass, R - 1 global-informed rounds of the pooled model's blocked Gibbs sampler across the silos,
-        started from the one-shot answer (docs/design.md §16); their second half gives the global posterior
-        and memberships. 0 (auto, ``vcmc.rounds.plan``): where every silo is in the analyst's own session
-        (``vcmc fit``, the API), ``min(sampler.n_iter, 10000)`` rounds from a start of ``prior.n_components``
-        components (unless ``round_components`` says otherwise) with the split-merge moves (unless
-        ``round_secure_sum``): the configuration measured to agree with full-data MCMC on real data split by a
-        natural variable (docs/results/real/rounds/); in a deployment the one-shot pass, as the rounds need
-        each operator's consent (``allow-strategies``, docs/federation.md): set R there explicitly.
+        Rounds of the run (default 0, ``--rounds auto``). 1: the paper's one-shot pass. R > 1: after the one-shot
+        pass's matching, R - 1 global-informed rounds of the pooled model's blocked Gibbs sampler across the
+        silos, started from the silos' clusters through the matching (docs/design.md §16); the second half
+        gives the global posterior and memberships. 0 (auto, ``vcmc.rounds.plan``): at most 1,000 rounds of two
+        chains side by side (the second's first burn-in annealed) from a start of ``prior.n_components``
+        components (unless ``round_components`` says otherwise), stopping at the first of rounds 250, 500 and
+        1,000 where the kept rounds settled and the chains agree; the same in the analyst's own session
+        and in a deployment whose silos are set up for the rounds (their keys, docs/federation.md), whose
+        server only relays; the one-shot pass in a deployment that is not.
     round_components : int
         Most components of the rounds' over-complete start (one per silo and one-shot cluster with rows):
         beyond it the silos holding a cluster share components (default 0: four times
@@ -451,9 +451,10 @@ class AggregationConfig:
         to; a round costs time in proportion to its components.
     round_anneal : float
         Inverse temperature of the rows' draws in the first half of the rounds' burn-in (default 1: plain
-        Gibbs throughout). Above 1 the larger of two copies of a cluster wins its rows faster (the start's
-        copies otherwise trade rows at random for thousands of rounds); the second half of the burn-in and
-        the kept rounds are plain Gibbs (docs/design.md §16).
+        Gibbs throughout; the auto rounds anneal their second chain at 2 or this, whichever is larger). Above 1
+        the larger of two copies of a cluster wins its rows faster (the start's copies otherwise trade rows at
+        random for thousands of rounds); the second half of the burn-in and the kept rounds are plain Gibbs
+        (docs/design.md §16).
     round_labels : {"pooled", "silo"}
         Which weights the rounds' memberships use (the chain is the same either way). "silo" (default): each
         silo's own weights of the components (the posterior mean given its drawn allocation, prior
@@ -462,27 +463,21 @@ class AggregationConfig:
         heterogeneous designs, docs/results/real/rounds/). "pooled": the pooled model's weights, i.e. each
         row's allocation probabilities averaged over the kept rounds (full-data MCMC's labels).
     round_split_merge : bool
-        A split-merge Metropolis-Hastings proposal after every round's sweep (default False; the auto rounds,
-        ``rounds = 0``, make them): two copies of one cluster merge in one accepted step instead of by drift;
-        the chain still samples the pooled posterior (docs/design.md §16). Answered by a silo only in the
-        analyst's own session.
+        No longer used (ignored, with a warning): the rounds' chain runs in the silos, which the proposals of a
+        split-merge move would have to come from the server; the auto rounds stop once settled instead.
     round_births : float
         Births of the rounds' start (default 0.01; 0: none): each silo takes this share of its rows, those its
-        one-shot cluster explains worst, and groups them by their least probable value; the most common such
+        own local cluster explains worst, and groups them by their least probable value; the most common such
         values, each held by at least ``privacy.min_cluster_size`` of these rows over the silos, start new
         components beyond the start's (at most half as many as the one-shot clusters leave free in
         ``prior.n_components``). A cluster too small
         or too thin for any silo to resolve (66 people spread over 13 regions) is then a component from the
         first round instead of rows no sweep moves out of a larger cluster. Any start leaves the chain's law
-        unchanged (docs/design.md §16, "Births"). At most ``MAX_BIRTH_SHARE``; needs the one-shot labels made
-        with the global draws (``assign = "posterior"``) and plain (not secure-sum) rounds.
+        unchanged (docs/design.md §16, "Births"). At most ``MAX_BIRTH_SHARE``.
     round_secure_sum : bool
-        Secure aggregation of the rounds' count tables (default False): each silo masks its table with
-        pairwise masks that cancel only in the sum over the silos, so the server sees each round's sum and no
-        silo's table (docs/design.md §16, "Secure aggregation"; docs/federation.md). The sums, and so the
-        result, are the same to the bit; a silo whose operator allows only ``secure-rounds`` answers the rounds
-        only so. Needs the ``cryptography`` package (installed with ``vcmc[flower]``); not combined with
-        ``round_split_merge`` (whose replies are sums of log probabilities, not counts).
+        No longer needed (ignored, with a warning): a deployment's rounds are always masked, padded and
+        authenticated, the server learning nothing of them, and the analyst's own session's are plain
+        (docs/federation.md, "The rounds").
     """
 
     strategy: Strategy = option("contingency", flag="--strategy")
@@ -529,9 +524,12 @@ class AggregationConfig:
                "a finite float >= 1", self.round_anneal)
         _check(_finite(self.round_births) and 0 <= self.round_births <= MAX_BIRTH_SHARE, "AggregationConfig",
                "round_births", f"a float in [0, {MAX_BIRTH_SHARE:g}]", self.round_births)
-        _check(not (self.round_secure_sum and self.round_split_merge), "AggregationConfig", "round_secure_sum",
-               "false when round_split_merge is true (a split-merge reply is a sum of log probabilities, which "
-               "the masks of the secure sum cannot carry)", self.round_secure_sum)
+        for name, why in (("round_split_merge", "the rounds' chain runs in the silos and stops once settled"),
+                          ("round_secure_sum", "a deployment's rounds are always secure, the analyst's own "
+                                               "session's plain")):
+            if getattr(self, name):
+                warnings.warn(f"aggregation.{name.replace('_', '-')} is no longer used ({why}; docs/design.md "
+                              "§16): it is ignored and will be removed", FutureWarning, stacklevel=3)
 
     @property
     def resolved_objective(self) -> str:

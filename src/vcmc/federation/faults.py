@@ -21,20 +21,7 @@ import numpy as np
 
 from vcmc.atomic import atomic_path, atomic_write_text
 from vcmc.exceptions import ConfigError, InconsistentSiloSummaries, SiloFailure
-from vcmc.protocol import (
-    REPLY_TYPE,
-    AssessReply,
-    AssessRequest,
-    AssignReply,
-    AssignRequest,
-    CountsReply,
-    CountsRequest,
-    DivergenceReply,
-    DivergenceRequest,
-    Message,
-    SiloSummary,
-    decode_message,
-)
+from vcmc.protocol import Message, Reply, SiloSummary, decode_message
 
 MANIFEST = "manifest.json"
 
@@ -75,79 +62,17 @@ class FaultPolicy:
 
 
 def validate_reply(silo: str, request: Message, reply: Message) -> None:
-    """Check a reply against its request: type, finiteness, shapes. Raises ``InconsistentSiloSummaries``.
+    """Check a reply against its request: its type (the request's ``REPLY``), then the reply's own check
+    (finiteness, shapes: ``Reply.check_reply``). Raises ``InconsistentSiloSummaries``.
 
     Schema agreement across silos is checked by ``gather`` (it needs every silo's summary).
     """
-
-    def bad(msg: str):
-        raise InconsistentSiloSummaries(f"reply of silo {silo!r} to {request.KIND}: {msg}")
-
-    expected = REPLY_TYPE.get(type(request))
-    if expected is not None and not isinstance(reply, expected):
-        kinds = " or ".join(repr(t.KIND) for t in (expected if isinstance(expected, tuple) else (expected,)))
-        bad(f"expected a {kinds} message, got {getattr(reply, 'KIND', type(reply).__name__)!r}")
-    if isinstance(reply, SiloSummary):
-        reply.validate()  # NaN, negative probabilities, simplex sums, shapes (names the silo)
-        if reply.silo != silo:
-            bad(f"the summary says it comes from silo {reply.silo!r}")
-        if reply.counts is not None and (not np.all(np.isfinite(reply.counts)) or np.any(reply.counts < 0)):
-            bad("counts contain NaN, infinite or negative values")
-        if np.any(reply.cluster_sizes <= 0):
-            bad("a local cluster sent has no member")
-    elif isinstance(reply, DivergenceReply):
-        cost = np.asarray(reply.cost, dtype=float)
-        if cost.ndim != 2 or np.isnan(cost).any() or np.isneginf(cost).any():
-            bad("cost must be a 2-d array without NaN or -inf")
-        if isinstance(request, DivergenceRequest):
-            c = int(np.asarray(request.reference_pi).shape[0])
-            if cost.shape[1] != c + cost.shape[0]:
-                bad(f"cost has shape {cost.shape}, expected (K, {c} + K)")
-    elif isinstance(reply, CountsReply):
-        for name in ("cluster", "modality", "loglik"):
-            arr = np.asarray(getattr(reply, name), dtype=float)
-            if not np.all(np.isfinite(arr)):
-                bad(f"{name} contains NaN or infinite values")
-        if np.any(np.asarray(reply.cluster) < 0) or np.any(np.asarray(reply.modality) < 0):
-            bad("counts are negative")
-        if isinstance(request, CountsRequest) and request.mode == "soft" and request.pi is not None:
-            m, c = np.asarray(request.pi).shape
-            p = np.asarray(request.profiles).shape[-1]
-            if (reply.cluster.shape != (m, c) or reply.modality.shape != (m, c, p)
-                    or reply.loglik.shape != (m,)):
-                bad(f"shapes {reply.cluster.shape}, {reply.modality.shape}, {reply.loglik.shape}; expected "
-                    f"({m}, {c}), ({m}, {c}, {p}), ({m},)")
-    elif isinstance(reply, AssignReply):
-        for name in ("counts", "expected", "probability"):
-            arr = getattr(reply, name)
-            if arr is None:
-                continue
-            arr = np.asarray(arr)
-            if arr.ndim != 1 or not np.all(np.isfinite(arr)) or np.any(arr < 0):
-                bad(f"{name} must be a 1-d array of non-negative numbers")
-            if isinstance(request, AssignRequest) and arr.shape[0] != int(request.n_global):
-                bad(f"{name} has {arr.shape[0]} entries, expected n_global = {request.n_global}")
-        if not (np.isfinite(reply.entropy) and reply.entropy >= 0):
-            bad("entropy must be a finite number >= 0")
-    elif isinstance(reply, AssessReply):
-        if isinstance(request, AssessRequest):
-            r, c = np.asarray(request.pi).shape
-            p = np.asarray(request.profiles).shape[-1]
-            e = np.asarray(request.pairs).reshape(-1, 2).shape[0]
-            shapes = {"n_observed": (p,), "observed": (p,), "replicated": (r, p), "pair_n_observed": (e,),
-                      "pair_observed": (e,), "pair_replicated": (r, e), "occupied": (r, c)}
-            for name, shape in shapes.items():
-                if np.shape(getattr(reply, name)) != shape:
-                    bad(f"{name} has shape {np.shape(getattr(reply, name))}, expected {shape}")
-        for name in ("n_observed", "observed", "replicated", "pair_n_observed", "pair_observed",
-                     "pair_replicated", "occupied"):
-            arr = np.asarray(getattr(reply, name), dtype=float)
-            if not np.all(np.isfinite(arr)) or np.any(arr < 0):
-                bad(f"{name} must hold finite non-negative counts")
-        if not all(np.isfinite(v) for v in (reply.lppd, reply.p_waic, reply.elpd, reply.elpd_m2)):
-            bad("the WAIC sums must be finite")
-        if reply.n_rows < 1 or reply.p_waic < 0 or reply.elpd_m2 < 0:
-            bad("n_rows must be >= 1 and p_waic, elpd_m2 >= 0")
+    expected = getattr(request, "REPLY", ())
+    if expected and not isinstance(reply, expected):
+        kinds = " or ".join(repr(t.KIND) for t in expected)
+        Reply.refuse(request, silo, f"expected a {kinds} message, got {getattr(reply, 'KIND', type(reply).__name__)!r}")
+    if isinstance(reply, Reply):
+        reply.check_reply(request, silo)
 
 
 def _schema_outliers(replies: Mapping[str, Message]) -> dict[str, str]:
@@ -221,6 +146,9 @@ def gather(transport, requests: Mapping[str, Message], policy: FaultPolicy | Non
     for name, reason in _schema_outliers(replies).items():
         del replies[name]
         failures.append(SiloFailure(name, f"inconsistent summary at stage {stage!r}: {reason}"))
+    ledger = getattr(transport, "releases", None)
+    if ledger is not None:
+        ledger.record(replies)          # the noised releases received (the run's DP account)
 
     if optional:
         return replies, failures

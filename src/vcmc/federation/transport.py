@@ -76,8 +76,19 @@ class Transport(Protocol):
 class TransportBase:
     silos: tuple[str, ...] = ()
     # Whether every silo is in the analyst's own session (SiloPolicy.own_data: every row is the analyst's),
-    # which decides the auto rounds (vcmc.rounds.plan). A deployment's transport says no.
+    # and whether every silo can take part in the rounds (in a deployment: its keys are set, which its hello
+    # says), which decide the auto rounds (vcmc.rounds.plan). A deployment's transport says no to the first.
     own_session: bool = False
+    rounds_ready: bool | None = None
+
+    @property
+    def releases(self):
+        """The noised releases this transport received from each silo (``vcmc.federation.accounting``)."""
+        from vcmc.federation.accounting import ReleaseLedger
+
+        if "_releases" not in self.__dict__:
+            self._releases = ReleaseLedger()
+        return self._releases
 
     def __enter__(self):
         return self
@@ -92,6 +103,12 @@ class TransportBase:
         unknown = [n for n in requests if n not in self.silos]
         if unknown:
             raise ValueError(f"requests name unknown silos {unknown}; this transport has {list(self.silos)}")
+
+
+def _min_peers(silo) -> int:
+    """The fewest participants a deployment's silo takes part in rounds with (its operator's ``min-peers``)."""
+    policy = getattr(getattr(silo, "gate", None), "policy", None)
+    return int(getattr(policy, "min_peers", 1))
 
 
 class InProcessTransport(TransportBase):
@@ -120,6 +137,11 @@ class InProcessTransport(TransportBase):
         self.silos = tuple(names)
         self.roundtrip = roundtrip
         self.own_session = all(bool(getattr(s, "own_session", False)) for s in silos)
+        # a deployment's silo takes part in the rounds with its keys and at least its operator's min-peers
+        # participants (it refuses the start otherwise, which would fail the run: docs/federation.md)
+        self.rounds_ready = all(bool(getattr(s, "own_session", False))
+                                or (getattr(s, "rounds_key", None) is not None and len(silos) >= _min_peers(s))
+                                for s in silos)
 
     def silo(self, name: str):
         """The in-process silo object (tests and the in-process API read ``assignments`` from it)."""
@@ -170,9 +192,9 @@ class InProcessTransport(TransportBase):
 
 _ASSIGNMENTS = "__local_assignments__"
 _MEMBERSHIPS = "__local_memberships__"
-_PRELOAD = ["vcmc.federation._forkserver", "vcmc.silo.local", "vcmc.silo.apply", "vcmc.silo.build_summary",
-            "vcmc.silo.diagnostics", "vcmc.silo.divergence", "vcmc.silo.counts", "vcmc.silo.memberships",
-            "vcmc.silo.ppc", "arviz"]
+_PRELOAD = ["vcmc.federation._forkserver", "vcmc.silo.local", "vcmc.mcmc.apply", "vcmc.silo.build_summary",
+            "vcmc.mcmc.diagnostics", "vcmc.rows.divergence", "vcmc.rows.counts", "vcmc.rows.memberships",
+            "vcmc.rows.ppc", "arviz"]
 _PROGRESS = "__progress__"
 # A call's requests to one worker travel as one pickle: arrays the requests share (a round's weights and profiles,
 # the same draw for every silo) are then pickled, written and read once per worker instead of once per silo.
@@ -193,7 +215,7 @@ class _PipeProgress:
             self.conn.send((_PROGRESS, self.name, int(n)))
 
 
-def _worker_main(conn, hosted, jobs: int, report_progress: bool = False, state_dir=None, policy=None) -> None:
+def _worker_main(conn, hosted, jobs: int, report_progress: bool = False, state_dir=None) -> None:
     """Body of one worker process: build its silos' ``LocalSilo`` objects, say hello for each, then answer
     requests ``(silo name, encoded request)`` one at a time until told to stop.
 
@@ -210,7 +232,7 @@ def _worker_main(conn, hosted, jobs: int, report_progress: bool = False, state_d
     try:
         # Import the apply step now (scipy, numba, arviz: seconds) so the handshake, not the first
         # request, pays for it and stage timings measure the work.
-        import vcmc.silo.apply  # noqa: F401
+        import vcmc.mcmc.apply  # noqa: F401
         import vcmc.silo.build_summary  # noqa: F401
     except Exception as exc:  # noqa: BLE001
         for name, _, _ in hosted:
@@ -222,7 +244,7 @@ def _worker_main(conn, hosted, jobs: int, report_progress: bool = False, state_d
             data = spec() if callable(spec) else spec
             silo = LocalSilo(data, privacy=privacy, jobs=jobs,
                              progress=_PipeProgress(conn, name) if report_progress else None,
-                             state_dir=state_dir, policy=policy)
+                             state_dir=state_dir)
             conn.send((name, silo.handle(HelloRequest()).to_arrays()))
             silos[name] = silo
         except Exception as exc:  # noqa: BLE001
@@ -341,9 +363,6 @@ class ProcessPoolTransport(TransportBase):
         ``functools.partial`` of a reader) runs inside the worker, so the parent never holds the data.
     privacy : PrivacyConfig or mapping of silo name to PrivacyConfig, optional
         Each silo's disclosure limits, as its operator would set them (default ``PrivacyConfig()``).
-    policy : vcmc.silo.gate.SiloPolicy, optional
-        Every silo's boundary limits, as a deployment's operators set them (default: the analyst's own
-        session, ``SiloPolicy.own_data``).
     jobs_per_silo : int
         Processes each silo may use for its chains (passed to ``LocalSilo``).
     max_workers : int, optional
@@ -373,7 +392,7 @@ class ProcessPoolTransport(TransportBase):
                  privacy: PrivacyConfig | Mapping[str, PrivacyConfig] | None = None,
                  jobs_per_silo: int = 1, max_workers: int | None = None, start_method: str = "forkserver",
                  startup_timeout: float = 300.0, progress: Callable[[str, int], None] | None = None,
-                 state_dir=None, policy=None):
+                 state_dir=None):
         specs = list(silos.items()) if isinstance(silos, Mapping) else [(s.name, s) for s in silos]
         names = [n for n, _ in specs]
         if len(set(names)) != len(names):
@@ -394,8 +413,8 @@ class ProcessPoolTransport(TransportBase):
             # process (not a fork of this one), so no lock or thread state is inherited from here.
             ctx.set_forkserver_preload(_PRELOAD)
         self.silos = tuple(names)
-        # the workers build every silo with the analyst's own policy, or with ``policy`` (the operators' limits)
-        self.own_session = policy is None
+        self.own_session = True          # the workers build every silo with the analyst's own policy
+        self.rounds_ready = True
         self.progress = progress
         self.hello: dict[str, HelloReply] = {}
         self._workers: list[_Worker] = []
@@ -412,7 +431,7 @@ class ProcessPoolTransport(TransportBase):
             # daemon=False: a silo may start its own chain processes (jobs_per_silo > 1); daemons cannot.
             label = names[group[0]] if len(group) == 1 else f"worker-{k}"
             proc = ctx.Process(target=_worker_main, args=(child, hosted, jobs_per_silo, progress is not None,
-                                                          state_dir, policy),
+                                                          state_dir),
                                name=f"vcmc-silo-{label}", daemon=False)
             proc.start()
             child.close()

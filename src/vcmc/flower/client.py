@@ -24,29 +24,28 @@ import numpy as np
 from vcmc.config import PrivacyConfig, config_from_mapping
 from vcmc.config.schema import options
 from vcmc.exceptions import ConfigError
-from vcmc.flower.records import ACTION, decode_record, encode_record
-from vcmc.protocol import AssignRequest
-from vcmc.protocol.lca import LcaStructuralRequest
-from vcmc.protocol.rounds import RoundFinishRequest
+from vcmc.flower.records import decode_record, encode_record
 from vcmc.silo.errors import sanitise_exception
 
 __all__ = ["NODE_AUXILIARY_KEYS", "NODE_POLICY_KEYS", "NODE_PRIVACY_KEYS", "auxiliary_from_node_config",
            "client_handle", "policy_from_node_config", "privacy_from_node_config", "read_node_auxiliary",
-           "read_node_data", "silo_from_node_config", "write_local_results"]
+           "read_node_data", "silo_from_node_config"]
 
 NODE_PRIVACY_KEYS = {o.key.partition(".")[2]: o.name for o in options() if o.section == "privacy"}
 """Node-config keys through which a silo's operator sets its disclosure limits: the privacy options of the
 run config without their section (``min-cluster-size``, ...), from the one table of options."""
 
 NODE_POLICY_KEYS = ("allow-requests", "allow-strategies", "request-budget", "max-iterations", "max-cpu-seconds",
-                    "fingerprint-key", "max-runs-per-day", "budget-dir")
-"""Node-config keys of the operator-only limits of the boundary (``vcmc.silo.gate.SiloPolicy``)."""
+                    "fingerprint-key", "max-runs-per-day", "budget-dir", "min-peers", "reproducible-rounds",
+                    "exact-scalars")
+"""Node-config keys of the operator-only limits of the boundary (``vcmc.silo.policy.SiloPolicy``)."""
 
 NODE_AUXILIARY_KEYS = {"covariates": "covariate", "distal": "distal"}
 """Node-config keys naming, comma-separated, the columns of the silo's file its operator allows as covariates
 of class membership and as distal outcomes of the latent class analysis (docs/design.md §15.4), with the
 ``model`` of the structural request each serves. The columns are kept out of the clustering; a structural
-request naming any other column is refused. Like any identifying column, the operator decides."""
+request naming any other column is refused (the silo's latent class endpoint). Like any identifying column, the
+operator decides."""
 
 _STATE_KEY = "vcmc-silo-state"
 
@@ -61,9 +60,10 @@ def policy_from_node_config(node_config: Mapping):
     ``allow-requests`` and ``allow-strategies``: comma-separated names; ``request-budget``: comma-separated
     ``type=count`` (e.g. ``"assign=1,assess=0"``); ``max-iterations``, ``max-cpu-seconds``: numbers;
     ``fingerprint-key``: a secret shared by the silos' operators; ``max-runs-per-day`` with ``budget-dir``
-    (an absolute folder on the silo's host that outlives runs): the runs a server may start in 24 hours.
+    (an absolute folder on the silo's host that outlives runs): the runs a server may start in 24 hours;
+    ``exact-scalars`` (true/false): scalar sums over the rows sent as computed where nothing is protected.
     """
-    from vcmc.silo.gate import SiloPolicy
+    from vcmc.silo.policy import SiloPolicy
 
     kwargs: dict = {}
     try:
@@ -82,15 +82,21 @@ def policy_from_node_config(node_config: Mapping):
             kwargs["max_cpu_seconds"] = float(node_config["max-cpu-seconds"])
         if node_config.get("max-runs-per-day") not in (None, ""):
             kwargs["max_runs_per_day"] = int(node_config["max-runs-per-day"])
+        if node_config.get("min-peers") not in (None, ""):
+            kwargs["min_peers"] = int(node_config["min-peers"])
     except ValueError:
-        raise ConfigError("node config: request-budget must be 'type=count,...', max-iterations and "
-                          "max-runs-per-day integers and max-cpu-seconds a number") from None
+        raise ConfigError("node config: request-budget must be 'type=count,...', max-iterations, "
+                          "max-runs-per-day and min-peers integers and max-cpu-seconds a number") from None
+    if "reproducible-rounds" in node_config:
+        kwargs["reproducible_rounds"] = _flag(node_config, "reproducible-rounds")
     if node_config.get("budget-dir"):
         if not Path(str(node_config["budget-dir"])).is_absolute():
             raise ConfigError("the SuperNode's node config 'budget-dir' must be an absolute path on the silo's host")
         kwargs["budget_dir"] = str(node_config["budget-dir"])
     if node_config.get("fingerprint-key"):
         kwargs["fingerprint_key"] = str(node_config["fingerprint-key"])
+    if "exact-scalars" in node_config:
+        kwargs["exact_scalars"] = _flag(node_config, "exact-scalars")
     return SiloPolicy(**kwargs)
 
 
@@ -102,21 +108,6 @@ def auxiliary_from_node_config(node_config: Mapping) -> dict[str, tuple[str, ...
         raise ConfigError(f"node config: columns {sorted(both)} are listed both under 'covariates' and 'distal'; "
                           "a column is one or the other")
     return out
-
-
-def check_auxiliary_allowed(request, node_config: Mapping) -> None:
-    """Refuse a structural request naming a column the operator did not allow for that model."""
-    from vcmc.silo.lca import AuxiliarySpec
-
-    allowed = auxiliary_from_node_config(node_config)
-    key = {model: key for key, model in NODE_AUXILIARY_KEYS.items()}.get(request.model)
-    if key is None:
-        raise ConfigError(f"a latent class structural request for an unknown model {request.model!r}")
-    names = AuxiliarySpec.from_json(request.spec_json).names
-    refused = [n for n in names if n not in allowed[request.model]]
-    if refused:
-        raise ConfigError(f"the silo's operator does not allow columns {refused} as {key} (node config '{key}' "
-                          f"lists {list(allowed[request.model])})")
 
 
 def privacy_from_node_config(node_config: Mapping) -> PrivacyConfig:
@@ -135,21 +126,29 @@ def silo_from_node_config(node_config: Mapping, node_id: int | None = None, run_
     recommended, otherwise inferred from this file alone, refusing what inference would have to guess and
     any modality seen in fewer rows than the silo's ``min-cluster-size``), ``silo-name`` (default
     ``"node-<id>"``), ``id-column`` (row identifiers, kept in the silo), ``out-dir`` (where the silo's
-    memberships and labels are written on its host, ``write_local_results``), ``na-values``
+    memberships and labels are written on its host, ``LocalSilo.write_labels``), ``na-values``
     (comma-separated texts read as missing besides the empty cell), ``strip-whitespace`` and
-    ``case-insensitive`` (true/false; docs/reliability.md), the disclosure limits of ``NODE_PRIVACY_KEYS`` and
-    the boundary's limits of ``NODE_POLICY_KEYS``. ``run_id`` (Flower's) keys the schema fingerprint sent.
+    ``case-insensitive`` (true/false; docs/reliability.md), the disclosure limits of ``NODE_PRIVACY_KEYS``, the
+    boundary's limits of ``NODE_POLICY_KEYS``, and the rounds' keys: ``rounds-key`` (the file of this silo's
+    private key) and ``rounds-peers`` (``name=public key`` of every other silo, comma-separated, or a file of
+    them; ``vcmc.silo.secure_sum``). ``run_id`` (Flower's) keys the schema fingerprint sent.
     """
     return _local_silo(read_node_data(node_config, node_id), node_config, run_id)
 
 
 def _local_silo(data, node_config: Mapping, run_id=None, auxiliary=None):
-    """The ``LocalSilo`` over ``data`` with the operator's disclosure limits and boundary policy (and the
-    auxiliary columns of the latent class analysis, ``read_node_auxiliary``)."""
+    """The ``LocalSilo`` over ``data`` with the operator's disclosure limits and boundary policy, its ``out-dir``
+    and the auxiliary columns of the latent class analysis (``read_node_auxiliary``) with the uses allowed."""
     from vcmc.silo.local import LocalSilo
+    from vcmc.silo.secure_sum import parse_peers, read_private_key
 
+    key = node_config.get("rounds-key")
     return LocalSilo(data, privacy=privacy_from_node_config(node_config), policy=policy_from_node_config(node_config),
-                     run_key=None if run_id is None else str(run_id), auxiliary=auxiliary)
+                     run_key=None if run_id is None else str(run_id), auxiliary=auxiliary,
+                     out_dir=node_config.get("out-dir") or None,
+                     allowed_auxiliary=auxiliary_from_node_config(node_config),
+                     rounds_key=read_private_key(key) if key else None,
+                     rounds_peers=parse_peers(node_config.get("rounds-peers")))
 
 
 def _auxiliary_names(node_config: Mapping) -> list[str]:
@@ -240,18 +239,6 @@ def _flag(node_config: Mapping, key: str) -> bool:
     return text in ("true", "1", "yes")
 
 
-def write_local_results(silo, node_config: Mapping, *, rounds: bool = False) -> None:
-    """Write the silo's memberships and labels into the node config's ``out-dir`` (if set), atomically; only
-    the first assign of a run writes it, and the first finish of the rounds once more
-    (``Gate.may_write_out_dir``)."""
-    from vcmc.silo.memberships import write_membership_files
-
-    out = node_config.get("out-dir")
-    if not out or silo.assignments is None or not silo.gate.may_write_out_dir(rounds=rounds):
-        return
-    write_membership_files(Path(str(out)), [(silo.name, silo.memberships, silo.assignments)])
-
-
 def _silo_for_message(context):
     """This run's ``LocalSilo``, its data read once per run and kept in the node state
     (``vcmc.flower.node_data``), not re-read for every message."""
@@ -279,21 +266,15 @@ def client_handle(message, context):
         if _STATE_KEY in context.state:
             silo.restore_state({k: a.numpy() for k, a in context.state[_STATE_KEY].items()})
         request = decode_record(message.content)
-        if stage != f"query.{ACTION.get(request.KIND, '?')}":
+        if stage != f"query.{getattr(request, 'ACTION', '?')}":
             raise ConfigError(f"a {request.KIND!r} message arrived on the {stage!r} handler; each request type "
                               "has its own handler")
-        if isinstance(request, LcaStructuralRequest):
-            check_auxiliary_allowed(request, context.node_config)
         try:
             reply = silo.handle(request)
         finally:
             # the run's request counts are kept even when a request is refused (budgets and the log hold)
             context.state[_STATE_KEY] = ArrayRecord({k: Array(np.ascontiguousarray(v))
                                                      for k, v in silo.export_state().items()})
-        if isinstance(request, AssignRequest | RoundFinishRequest):
-            write_local_results(silo, context.node_config, rounds=isinstance(request, RoundFinishRequest))
-        context.state[_STATE_KEY] = ArrayRecord({k: Array(np.ascontiguousarray(v))
-                                                 for k, v in silo.export_state().items()})
         return FlowerMessage(encode_record(reply), reply_to=message)
     except Exception as exc:  # noqa: BLE001 - every failure leaves the silo sanitised
         err = sanitise_exception(exc, stage)

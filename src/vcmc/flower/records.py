@@ -1,4 +1,7 @@
-"""vcmc messages as Flower ``RecordDict`` objects and back (both sides of a Flower deployment use this)."""
+"""vcmc messages as Flower ``RecordDict`` objects and back (both sides of a Flower deployment use this).
+
+A request travels as the Flower message type ``query.<ACTION>`` (its declared action,
+``vcmc.protocol.message.Request``), handled on that name by the ClientApp."""
 
 from __future__ import annotations
 
@@ -6,28 +9,7 @@ import numpy as np
 
 from vcmc.protocol import Message, decode_message
 
-__all__ = ["ACTION", "decode_record", "encode_record", "record_nbytes"]
-
-ACTION = {
-    "hello_request": "hello",
-    "summarize_request": "summarize",
-    "divergence_request": "divergence",
-    "counts_request": "counts",
-    "assign_request": "assign",
-    "assess_request": "assess",
-    "announce_request": "announce",
-    "lca_estep_request": "lca_estep",
-    "lca_classify_request": "lca_classify",
-    "lca_structural_request": "lca_structural",
-    "round_start_request": "round_start",
-    "round_sweep_request": "round_sweep",
-    "round_finish_request": "round_finish",
-    "round_move_request": "round_move",
-    "round_key_request": "round_key",
-    "round_assess_request": "round_assess",
-    "round_birth_request": "round_birth",
-}
-"""Flower message type ``query.<action>`` of each request kind (the ClientApp registers one handler each)."""
+__all__ = ["decode_record", "encode_record", "record_nbytes"]
 
 _INT64 = (-(2**63), 2**63 - 1)
 

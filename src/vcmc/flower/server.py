@@ -20,7 +20,7 @@ from vcmc.federation.order import silo_sort_key
 from vcmc.federation.transport import TransportBase, reply_to_result
 from vcmc.flower.lca import LCA_KEYS
 from vcmc.flower.oplog import format_bytes
-from vcmc.flower.records import ACTION, decode_record, encode_record, record_nbytes
+from vcmc.flower.records import decode_record, encode_record, record_nbytes
 from vcmc.protocol import HelloReply, HelloRequest, Message
 from vcmc.silo.errors import sanitise_exception
 
@@ -121,8 +121,8 @@ class FlowerTransport(TransportBase):
         timeout = self.default_timeout if timeout is None else timeout
         messages, sent = {}, 0
         for name, request in requests.items():
-            action = ACTION.get(request.KIND)
-            if action is None:
+            action = getattr(request, "ACTION", "")
+            if not action:
                 raise ValueError(f"{request.KIND!r} is not a request a silo answers")
             content = encode_record(request)
             sent += record_nbytes(content)
@@ -376,6 +376,8 @@ def _run(grid, rc: Mapping, config, schema, out_dir: Path) -> Path:
                     "1, 2, ..., and no schema.json is written (vcmc predict needs it); give the ServerApp the "
                     "silos' shared schema file to name them")
     transport = FlowerTransport(grid, names, default_timeout=policy.timeout)
+    # the auto rounds where every silo's operator set its keys (vcmc.rounds.plan)
+    transport.rounds_ready = bool(hellos) and all(bool(h.rounds_key) for h in hellos.values())
     log.info("%d silos, in this order (seeds follow it): %s", len(transport.silos), ", ".join(transport.silos))
     log.info("fault policy: %s, round timeout %g s",
              "every silo required" if policy.min_silos is None else f"at least {policy.min_silos} silos",

@@ -2,7 +2,7 @@
 
 Federated EM for a fixed number of classes (``em``), StepMix's fit statistics (``statistics``), the
 bias-adjusted three-step covariate and distal models (``structural``), the K comparison and the analysis of
-one K (``analysis``), and their files (``outputs``). The silo side is ``vcmc.silo.lca``; the messages are
+one K (``analysis``), and their files (``outputs``). The silo side is ``vcmc.rows.lca``; the messages are
 ``vcmc.protocol.lca``.
 """
 

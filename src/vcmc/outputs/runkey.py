@@ -24,15 +24,14 @@ from vcmc.outputs.folder import CORE_NAMES, OUTPUT_NAMES, OutputError
 RUN_MANIFEST = ".vcmc-run.json"
 
 
-def run_key(*, method: str, config, seed: int, silos, n_clusters, normalisation, na_values,
-            node_limits=None) -> str:
-    """What determines a fit's results: the data (codes and schema of every silo), the options, the seed (and
-    the operators' limits the silos answer under, ``vcmc fit --node-config``, when given)."""
+def run_key(*, method: str, config, seed: int, silos, n_clusters, normalisation, na_values, extra=None) -> str:
+    """What determines a fit's results: the data (codes and schema of every silo), the options, the seed
+    (and ``extra`` settings, when any is set: the three-step models' columns)."""
     h = hashlib.sha256()
     parts = {"method": method, "config": config.to_dict(), "seed": str(seed), "n_clusters": n_clusters,
              "normalisation": normalisation.to_dict(), "na_values": sorted(na_values)}
-    if node_limits:
-        parts["node_limits"] = {str(k): str(v) for k, v in sorted(node_limits.items())}
+    if extra and any(v is not None for v in extra.values()):     # absent otherwise: earlier runs keep their key
+        parts["extra"] = extra
     h.update(json.dumps(parts, sort_keys=True, default=str).encode())
     for s in silos:
         h.update(s.name.encode() + b"\0" + s.schema.fingerprint().encode())

@@ -20,22 +20,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from vcmc.protocol.message import Message
+from vcmc.protocol.message import Reply, Request
+
+LCA = ("lca",)
+"""The strategy of the latent class analysis' requests: the operator allows it, and then they may come without
+a summary (the analysis has none)."""
+
+LCA_STRUCTURAL = ("lca-structural",)
+"""The strategy of the three-step structural requests: their sums are taken at covariate coefficients (or
+outcome parameters) and a classification-error matrix the server chooses, which can weight one person alone,
+so the operator allows them apart from the measurement model's EM rounds (docs/federation.md)."""
 
 
 @dataclass(frozen=True)
-class LcaEStepRequest(Message):
-    """E-step at one parameter point of a K-class latent class model."""
-
-    KIND = "lca_estep_request"
-    VERSION = 1
-
-    pi: np.ndarray          # (K,)
-    profiles: np.ndarray    # (K, P)
-
-
-@dataclass(frozen=True)
-class LcaEStepReply(Message):
+class LcaEStepReply(Reply):
     """Whole-silo sums at the requested point.
 
     ``cluster`` (K,): ``sum_i r_ik``; ``modality`` (K, P): ``sum_i r_ik 1[x_iq = m]`` (missing cells
@@ -54,10 +52,10 @@ class LcaEStepReply(Message):
 
 
 @dataclass(frozen=True)
-class LcaClassifyRequest(Message):
-    """Expected cross-classification of true and modal classes at the fitted measurement model."""
+class LcaEStepRequest(Request, action="lca_estep", reply=LcaEStepReply,
+                      budget=20000, strategies=LCA, without_summary=LCA):
+    """E-step at one parameter point of a K-class latent class model."""
 
-    KIND = "lca_classify_request"
     VERSION = 1
 
     pi: np.ndarray          # (K,)
@@ -65,7 +63,7 @@ class LcaClassifyRequest(Message):
 
 
 @dataclass(frozen=True)
-class LcaClassifyReply(Message):
+class LcaClassifyReply(Reply):
     """``cross`` (K, K): ``sum_i r_ic 1[modal class of row i = s]`` at ``[c, s]``."""
 
     KIND = "lca_classify_reply"
@@ -75,28 +73,18 @@ class LcaClassifyReply(Message):
 
 
 @dataclass(frozen=True)
-class LcaStructuralRequest(Message):
-    """The ML-corrected three-step model of covariates or distal outcomes at ``params``.
+class LcaClassifyRequest(Request, action="lca_classify", reply=LcaClassifyReply,
+                         budget=200, strategies=LCA, without_summary=LCA):
+    """Expected cross-classification of true and modal classes at the fitted measurement model."""
 
-    ``model`` is ``"covariate"`` or ``"distal"``; ``spec_json`` names the silo's columns and their coding
-    (``vcmc.silo.lca.AuxiliarySpec``: column names, kinds and level labels, the same for every silo);
-    ``(pi, profiles)`` is the fitted measurement model (the silo recomputes each row's modal class with
-    it); ``log_error`` (K, K) the log classification-error matrix ``log P(modal = s | class = c)``.
-    """
-
-    KIND = "lca_structural_request"
     VERSION = 1
 
-    model: str
-    spec_json: str
-    pi: np.ndarray
-    profiles: np.ndarray
-    log_error: np.ndarray
-    params: np.ndarray
+    pi: np.ndarray          # (K,)
+    profiles: np.ndarray    # (K, P)
 
 
 @dataclass(frozen=True)
-class LcaStructuralReply(Message):
+class LcaStructuralReply(Reply):
     """Sums over the silo's rows used by the model: ``loglik``, ``score`` (D,), ``hessian`` (D, D).
 
     ``moments`` (K, M) are posterior-weighted sums of the distal outcomes (empty for covariates): per
@@ -114,13 +102,22 @@ class LcaStructuralReply(Message):
     moments: np.ndarray
 
 
-LCA_MESSAGE_TYPES: tuple[type[Message], ...] = (
-    LcaEStepRequest, LcaEStepReply, LcaClassifyRequest, LcaClassifyReply, LcaStructuralRequest,
-    LcaStructuralReply,
-)
+@dataclass(frozen=True)
+class LcaStructuralRequest(Request, action="lca_structural", reply=LcaStructuralReply,
+                           budget=20000, strategies=LCA_STRUCTURAL, without_summary=LCA_STRUCTURAL):
+    """The ML-corrected three-step model of covariates or distal outcomes at ``params``.
 
-LCA_REPLY_TYPE: dict[type[Message], type[Message]] = {
-    LcaEStepRequest: LcaEStepReply,
-    LcaClassifyRequest: LcaClassifyReply,
-    LcaStructuralRequest: LcaStructuralReply,
-}
+    ``model`` is ``"covariate"`` or ``"distal"``; ``spec_json`` names the silo's columns and their coding
+    (``vcmc.rows.lca.AuxiliarySpec``: column names, kinds and level labels, the same for every silo);
+    ``(pi, profiles)`` is the fitted measurement model (the silo recomputes each row's modal class with
+    it); ``log_error`` (K, K) the log classification-error matrix ``log P(modal = s | class = c)``.
+    """
+
+    VERSION = 1
+
+    model: str
+    spec_json: str
+    pi: np.ndarray
+    profiles: np.ndarray
+    log_error: np.ndarray
+    params: np.ndarray

@@ -7,6 +7,12 @@ that travels unchanged in-process, through a process pool or in Flower ``ArrayRe
 ``from_arrays`` rebuilds and re-validates it. ``VERSION`` is checked on decoding; a message class with
 ``CLOSED = True`` also refuses a key it has no field for (the server cannot slip in an option the silo
 would silently ignore).
+
+A ``Request`` declares itself: its action (the operator's name of it, its Flower message type), the reply
+it expects, its default budget per run, the strategies the operator must allow for it and whether it may
+come before the silo's summary of the run. A ``Reply`` carries the server's consistency check of itself.
+Defining either class registers it (``vcmc.protocol.registry``); every table of the boundary (the message
+kinds, the actions, the budgets, the strategies that cannot be made safe) is derived from them.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from typing import ClassVar
 import numpy as np
 
 from vcmc.exceptions import InconsistentSiloSummaries
+from vcmc.protocol import registry
 
 _DICT_SEP = "."
 
@@ -88,6 +95,78 @@ class Message:
                     value = value.item()
                 kwargs[name] = value
         return cls(**kwargs)
+
+
+@dataclasses.dataclass(frozen=True)
+class Reply(Message):
+    """A silo's answer to a request. ``check_reply`` is the server's check of it (``vcmc.federation.faults``)."""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        registry.register_reply(cls)
+
+    def check_reply(self, request: Request, silo: str) -> None:
+        """Raise ``InconsistentSiloSummaries`` when this reply to ``request`` from ``silo`` is malformed (NaN,
+        negative counts, shapes other than the request asked for). Its type was checked already."""
+
+    @staticmethod
+    def refuse(request: Request, silo: str, problem: str):
+        """The error of a malformed reply, in the words every reply check uses."""
+        raise InconsistentSiloSummaries(f"reply of silo {silo!r} to {request.KIND}: {problem}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Request(Message):
+    """A request of the server to a silo. It declares itself in its class statement (checked there):
+    ``class HelloRequest(Request, action="hello", reply=HelloReply, budget=None)``.
+
+    Declarations (class keywords, kept as the class attributes of the same names in capitals)
+    ----------------------------------------------------------------------------------------
+    action : str
+        The operator's name of the request (node config ``allow-requests`` and ``request-budget``, the silo's
+        log) and its Flower message type ``query.<action>``; its ``KIND`` is ``<action>_request``.
+    reply : Reply type, or tuple of them
+        What the silo's endpoint answers (the first) and the other forms the gate's release may give that
+        answer (a masked table under secure aggregation); any request may also be answered by an
+        ``ErrorReply``.
+    budget : int or None
+        Requests of this type a run may make by default (None: no limit); the operator's
+        ``request-budget`` overrides it.
+    strategies : tuple of str, optional
+        The strategies of which the operator must allow one for the silo to answer (the requests whose
+        parameters the server chooses round after round; docs/federation.md). Default: none.
+    without_summary : bool or tuple of str, optional
+        False (default): only after the silo's summary of the run; True: at any time; a tuple: also before
+        the summary where the operator allows one of these strategies.
+    """
+
+    ACTION: ClassVar[str] = ""
+    REPLY: ClassVar[tuple[type[Reply], ...]] = ()
+    BUDGET: ClassVar[int | None] = None
+    STRATEGIES: ClassVar[tuple[str, ...]] = ()
+    WITHOUT_SUMMARY: ClassVar[bool | tuple[str, ...]] = False
+
+    def __init_subclass__(cls, *, action: str | None = None, reply=None, budget=registry.UNDECLARED,
+                          strategies: tuple[str, ...] = (), without_summary: bool | tuple[str, ...] = False,
+                          **kwargs):
+        super().__init_subclass__(**kwargs)
+        registry.register_request(cls, action=action, reply=reply, budget=budget, strategies=strategies,
+                                  without_summary=without_summary)
+
+
+@dataclasses.dataclass(frozen=True)
+class ErrorReply(Reply):
+    """A request failed inside the silo. ``reason`` is sanitised: it never carries data values.
+
+    ``error_type`` is the exception class name (e.g. ``"DataError"``). The silo's operator finds the full
+    traceback in the silo's own log (logger ``vcmc.silo``).
+    """
+
+    KIND = "error_reply"
+    VERSION = 1
+
+    error_type: str
+    reason: str
 
 
 def _refuse_unknown_keys(cls, arrays: typing.Mapping[str, object], hints: dict) -> None:

@@ -1,27 +1,22 @@
-"""Messages of the global-informed rounds: a blocked Gibbs sampler of the pooled model (docs/design.md §16).
+"""Messages of the global-informed rounds: the pooled model's blocked Gibbs sampler across the silos, with the
+server as a relay (docs/design.md §16; docs/federation.md, "The rounds").
 
-After the one-shot pass the server runs the Gibbs sampler of the model of all silos' rows together, with
-the two blocks split across the boundary: the allocations of a silo's rows given the weights and profiles
-are drawn inside the silo; the weights and profiles given the allocations are drawn by the server from the
-summed counts. Every reply is a table of whole-silo sums (per component, per component and modality), the
-table a one-shot summary also holds; nothing has a dimension equal to the silo's row count.
+Every silo runs the same pooled chain (``vcmc.pooled.chain``) on the pooled sums it computes itself from every
+silo's vector, which the server relays: the server chooses no parameter a silo uses, and in a deployment every
+vector is masked, padded and tagged (``vcmc.silo.secure_sum``), so it learns nothing of any round.
 
-- ``RoundBirthRequest`` -> ``RoundBirthReply``: how many of the silo's rows worst explained by their one-shot
-  cluster have each profile column as their least probable value (the candidates of new components).
-- ``RoundStartRequest`` -> ``RoundCountsReply``: the silo starts its rows' allocations from its one-shot
-  labels, mapped to components by the server (``start[label]``: each global cluster of each silo its own
-  component), its worst-explained rows in the birth components the server chose, and returns their counts.
-- ``RoundSweepRequest`` -> ``RoundCountsReply``: one sweep of the rows' allocations at the server's draw of
-  the weights and profiles; the counts of the new allocation.
-- ``RoundFinishRequest`` -> ``AssignReply``: the rows' memberships (allocation probabilities averaged over
-  the kept rounds) restricted to the components the server keeps; labels and memberships stay in the silo.
-- ``RoundAssessRequest`` -> ``AssessReply``: the model assessment (predictive checks, WAIC, occupancy) at
-  kept rounds' draws, in the analyst's own session only.
-
-Under secure aggregation (``aggregation.round_secure_sum``, docs/design.md §16, "Secure aggregation"), a
-``RoundKeyRequest`` -> ``RoundKeyReply`` first collects each silo's public key, the start request hands every
-silo all of them, and every counts reply leaves the silo as a ``RoundMaskedCountsReply``: the table plus
-pairwise masks that cancel only in the sum over the silos, so the server learns the sum and nothing else.
+- ``RoundStartRequest`` -> ``RoundVectorReply``: the participants, the start map (each silo's local clusters
+  to components), the plan of the chain; the silo replies with its share of the group secret, encrypted to
+  every other participant (empty in the analyst's own session). Round -1.
+- ``RoundSweepRequest`` (round r, every participant's vector of round r) -> ``RoundVectorReply`` of round r + 1:
+  round -1 carries the shares (the silo derives the group secret and replies with its births vector, round 0);
+  round 0 the births vectors (the silo starts its rows' allocations and replies with their counts, round 1);
+  round r >= 1 the counts of round r (the silo draws the pooled chain's next weights and profiles, sweeps its
+  rows and replies with the new counts, or with ``stop`` once the chain has stopped).
+- ``RoundFinishRequest`` -> ``AssignReply``: the silo's rows labelled with the answer's clusters (labels and
+  memberships stay in the silo).
+- ``RoundResultRequest`` -> ``RoundResultReply``: the pooled chain's answer, the same in every silo.
+- ``RoundAssessRequest`` -> ``AssessReply``: the model assessment at the answer's draws, which the silo has.
 """
 
 from __future__ import annotations
@@ -30,226 +25,168 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from vcmc.protocol.message import Message
+from vcmc.protocol.assess import AssessReply
+from vcmc.protocol.assign import AssignReply
+from vcmc.protocol.message import Reply, Request
+
+ROUNDS = ("rounds", "secure-rounds")
+"""The strategy of the rounds' requests, which the operator allows (``allow-strategies``; the default policy
+does: nothing of a round reaches the server). "secure-rounds", the former name of the rounds under secure
+aggregation, allows them too: every deployment's rounds are secure now."""
 
 
 @dataclass(frozen=True)
-class RoundKeyRequest(Message):
-    """Secure aggregation's set-up: the silo draws a fresh X25519 key pair for this run's rounds (the private
-    key stays in the silo) and returns the public key. ``n_silos``: how many silos the sum will be over."""
+class RoundVectorReply(Reply):
+    """A silo's contribution to a round's pooled sum: ``vector`` (L,) uint64, its packed counts (``pack``) masked
+    and padded in a deployment, plain in the analyst's own session; ``tag`` (32,) uint8 (empty when plain);
+    ``stop``: the silo's pooled chain has stopped (no vector then). The reply to the start carries the silo's
+    encrypted shares of the group secret in ``vector`` (bytes, viewed as uint64)."""
 
-    KIND = "round_key_request"
+    KIND = "round_vector_reply"
     VERSION = 1
-
-    n_silos: int
-
-
-PUBLIC_KEY_BYTES = 32
-"""Length of a raw X25519 public key (``RoundKeyReply.public_key``, the rows of ``RoundStartRequest.peer_keys``)."""
-
-
-@dataclass(frozen=True)
-class RoundKeyReply(Message):
-    """``public_key`` (32,) uint8: the silo's X25519 public key for this run's masks."""
-
-    KIND = "round_key_reply"
-    VERSION = 1
-
-    public_key: np.ndarray
-
-
-@dataclass(frozen=True)
-class RoundBirthRequest(Message):
-    """Births of the rounds' start (docs/design.md §16, "Births"): the silo scores every row by how surprising
-    it is for its one-shot cluster (under the mean of the global profile draws it labelled its rows with) and
-    counts, among the ``share`` of its rows scored worst, the rows whose least probable value is each profile
-    column (``vcmc.silo.births``). Nothing the server chooses enters the scores."""
-
-    KIND = "round_birth_request"
-    VERSION = 1
-
-    share: float
-
-
-@dataclass(frozen=True)
-class RoundBirthReply(Message):
-    """``counts`` (P,): per profile column, the silo's worst-explained rows whose least probable value it is."""
-
-    KIND = "round_birth_reply"
-    VERSION = 1
-
-    counts: np.ndarray
-
-
-@dataclass(frozen=True)
-class RoundStartRequest(Message):
-    """Start the rounds: the allocation of a row with one-shot label k is component ``start[k]`` (``start``
-    has one entry per global cluster of the one-shot result), of ``n_components``. ``silo_weight_prior``
-    (version 2): 0, the memberships are the rows' allocation probabilities under the server's weights (the
-    pooled model's); above 0, under the silo's own weights of the components, at each kept round the
-    posterior mean ``(a + n_sc) / (C a + n_s)`` given the allocation the silo drew in that round, with this
-    ``a`` (``aggregation.round_labels = "silo"``, docs/design.md §16). The draws are the same either way.
-    ``peer_keys`` (version 3; (S, 32) uint8, or None without secure aggregation): every silo's public key
-    (``RoundKeyReply``) in the run's silo order, ``peer_index`` this silo's row of it; every counts reply of
-    the rounds is then masked (``RoundMaskedCountsReply``). Births (version 4; docs/design.md §16): with
-    ``birth_share`` above 0, the silo's misfits as a ``RoundBirthRequest`` of that share finds them whose
-    least probable value is ``birth_columns[i]`` start in component ``birth_components[i]`` instead."""
-
-    KIND = "round_start_request"
-    VERSION = 4
-
-    start: np.ndarray
-    n_components: int
-    silo_weight_prior: float = 0.0
-    peer_keys: np.ndarray | None = None
-    peer_index: int = -1
-    birth_share: float = 0.0
-    birth_columns: np.ndarray | None = None
-    birth_components: np.ndarray | None = None
-
-
-@dataclass(frozen=True)
-class RoundSweepRequest(Message):
-    """One sweep at the server's draw: ``log_pi`` (C,) and ``log_profiles`` (C, P), the log weights and the
-    log category probabilities of every component. ``keep``: the result keeps this round's draw (a round after
-    the burn-in, at most 1,000 of them evenly spaced), so the silo adds its rows' allocation probabilities
-    under it to their memberships. The silo's stream is
-    ``SeedSequence(seed_entropy, spawn_key=spawn_key)``. ``inverse_temperature`` (version 2; burn-in rounds
-    only, 1 in a kept round): the rows are drawn from their conditional raised to this power and
-    renormalised (docs/design.md §16)."""
-
-    KIND = "round_sweep_request"
-    VERSION = 2
 
     round: int
-    log_pi: np.ndarray
-    log_profiles: np.ndarray
-    keep: bool
-    seed_entropy: int
-    spawn_key: tuple[int, ...]
-    inverse_temperature: float = 1.0
+    vector: np.ndarray
+    tag: np.ndarray
+    stop: bool = False
+
+    def check_reply(self, request, silo: str) -> None:
+        if np.asarray(self.vector).dtype != np.uint64 or np.asarray(self.tag).dtype != np.uint8:
+            self.refuse(request, silo, "a round's vector is uint64 and its tag uint8")
+        expected = -1 if isinstance(request, RoundStartRequest) else int(request.round) + 1
+        if int(self.round) != expected:
+            self.refuse(request, silo, f"the reply is of round {int(self.round)}, expected {expected}")
 
 
-@dataclass(frozen=True)
-class RoundCountsReply(Message):
-    """Counts of the silo's current allocation: ``cluster`` (C,) rows per component, ``modality`` (C, P)
-    observed cells per component and modality column (missing cells skipped)."""
-
-    KIND = "round_counts_reply"
-    VERSION = 1
-
-    cluster: np.ndarray
-    modality: np.ndarray
-
-
-@dataclass(frozen=True)
-class RoundMaskedCountsReply(Message):
-    """A ``RoundCountsReply`` under secure aggregation: ``masked`` (C + C P,) uint64, the silo's counts
-    (``pack_counts``, as int64 in two's complement) plus its pairwise masks modulo 2^64. One silo's vector is
-    uniformly distributed whatever its counts; the vectors of all silos sum to the packed sum of their
-    tables (``unpack_counts``)."""
-
-    KIND = "round_masked_counts_reply"
-    VERSION = 1
-
-    masked: np.ndarray
-
-
-def pack_counts(cluster: np.ndarray, modality: np.ndarray) -> np.ndarray:
-    """The integer vector a masked counts reply carries: ``cluster`` (C,) then ``modality`` (C, P) by row.
-    Counts of rows are whole numbers (DP noise included: discrete); anything else is refused."""
-    flat = np.concatenate([np.asarray(cluster, dtype=np.float64).ravel(),
-                           np.asarray(modality, dtype=np.float64).ravel()])
+def pack(tables) -> np.ndarray:
+    """The int64 vector of one or more count tables (each ``(cluster (C,), modality (C, P))`` or a plain vector),
+    concatenated. Counts of rows are whole numbers; anything else is refused."""
+    parts = [np.asarray(x, dtype=np.float64).ravel() for t in tables for x in (t if isinstance(t, tuple) else (t,))]
+    flat = np.concatenate(parts) if parts else np.zeros(0)
     whole = np.rint(flat)
     if not np.all(np.isfinite(flat)) or np.any(whole != flat) or np.any(np.abs(whole) >= 2.0**62):
-        raise ValueError("secure aggregation sums whole counts only; a round's table held other values")
+        raise ValueError("the rounds sum whole counts only; a table held other values")
     return whole.astype(np.int64)
 
 
-def unpack_counts(packed: np.ndarray, n_components: int) -> tuple[np.ndarray, np.ndarray]:
-    """``pack_counts`` reversed: (cluster (C,), modality (C, P)) as float64."""
-    packed = np.asarray(packed, dtype=np.int64)
+def unpack(vector: np.ndarray, n_chains: int, n_components: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``pack`` of ``n_chains`` tables reversed: one (cluster (C,), modality (C, P)) per chain, as float64."""
+    v = np.asarray(vector, dtype=np.int64).astype(np.float64)
     c = int(n_components)
-    if packed.size < c or (packed.size - c) % c:
-        raise ValueError(f"a packed table of {c} components cannot have {packed.size} entries")
-    return packed[:c].astype(np.float64), packed[c:].reshape(c, -1).astype(np.float64)
+    per = v.size // max(int(n_chains), 1)
+    if per * n_chains != v.size or per < c or (per - c) % c:
+        raise ValueError(f"a vector of {v.size} entries is not {n_chains} tables of {c} components")
+    return [(v[i * per:i * per + c], v[i * per + c:(i + 1) * per].reshape(c, -1)) for i in range(int(n_chains))]
 
 
 @dataclass(frozen=True)
-class RoundFinishRequest(Message):
-    """End of the rounds: ``keep`` (K,) the components that are the global clusters, in their order. Each row's
-    membership of cluster k is its averaged allocation probability of component ``keep[k]``, renormalised
-    over the kept components; its label the most probable cluster."""
+class RoundStartRequest(Request, action="round_start", reply=RoundVectorReply, budget=1, strategies=ROUNDS):
+    """Start the rounds. The same request goes to every participant (its digest binds every secret and tag of
+    the run): ``names`` the participants in the run's order; ``start`` (S, K) each participant's local clusters
+    to components (row s for ``names[s]``; -1 past its clusters); ``n_components``, ``alpha``, ``beta`` (P,)
+    the pooled model; ``checkpoints``, ``stop``, ``n_chains``, ``anneal``, ``anneal_until``, ``max_stored``,
+    ``min_size`` the pooled chain's plan (``vcmc.pooled.chain.ChainPlan``); ``birth_share`` and ``birth_budget``
+    the births; ``silo_weight_prior`` the labels' weights (0: pooled; above 0: each silo's own, docs/design.md
+    §16); ``secure``: masked, padded and tagged vectors (refused without in a deployment); ``seed_entropy`` and
+    ``spawn_key`` the run's seed (the streams of the analyst's own session; a deployment's come from the group
+    secret)."""
 
-    KIND = "round_finish_request"
-    VERSION = 1
+    VERSION = 5
 
-    keep: np.ndarray
-
-
-@dataclass(frozen=True)
-class RoundMoveRequest(Message):
-    """A split-merge proposal between two components ``a`` and ``b`` (docs/design.md §16, "Split-merge
-    moves"), made on the allocation after the last sweep. The split probabilities of a row are
-    ``P(a) = rho f_a(x) / (rho f_a(x) + (1 - rho) f_b(x))`` with the profiles ``log_profile_a``,
-    ``log_profile_b`` (P,) and ``log_rho``, ``log_1m_rho`` (logs of rho and 1 - rho). ``kind`` "merge": the
-    silo returns the sum over its rows in a or b of the log of the probability of their current component
-    (nothing changes yet). "split": every row of a is drawn to a or b with these probabilities (the silo's
-    stream ``SeedSequence(seed_entropy, spawn_key=spawn_key)``) and the silo returns the sum of the log
-    probabilities of the draws and the counts of the rows drawn to b. Nothing changes in the silo either
-    way: the next sweep draws every row afresh given the server's next draw, which the server makes from
-    the counts of the state it accepted."""
-
-    KIND = "round_move_request"
-    VERSION = 1
-
-    kind: str
-    a: int
-    b: int
-    log_profile_a: np.ndarray
-    log_profile_b: np.ndarray
-    log_rho: float
-    log_1m_rho: float
+    names: tuple[str, ...]
+    start: np.ndarray
+    n_components: int
+    alpha: float
+    beta: np.ndarray
+    checkpoints: np.ndarray
+    stop: bool
+    n_chains: int
+    anneal: float
+    anneal_until: int
+    max_stored: int
+    min_size: int
+    birth_share: float
+    birth_budget: int
+    silo_weight_prior: float
+    secure: bool
     seed_entropy: int
     spawn_key: tuple[int, ...]
 
 
 @dataclass(frozen=True)
-class RoundMoveReply(Message):
-    """The silo's part of a split-merge proposal: ``log_q`` the sum over its rows of the log proposal
-    probabilities (a sum over rows, like every count), and for a split ``cluster_b`` the rows drawn to b and
-    ``modality_b`` (P,) their observed cells per modality column (0 and zeros for a merge)."""
+class RoundSweepRequest(Request, action="round_sweep", reply=RoundVectorReply, budget=20000, strategies=ROUNDS):
+    """Every participant's vector of round ``round`` as it replied (``vectors`` (S, L) uint64, ``tags`` (S, 32)
+    uint8; the shares (S, S * 48 / 8) at round -1): the silo answers with its vector of the next round."""
 
-    KIND = "round_move_reply"
-    VERSION = 1
+    VERSION = 3
 
-    log_q: float
-    cluster_b: float
-    modality_b: np.ndarray
+    round: int
+    vectors: np.ndarray
+    tags: np.ndarray
 
 
 @dataclass(frozen=True)
-class RoundAssessRequest(Message):
-    """The model assessment after the rounds (docs/design.md §14 and §16): an ``AssessRequest`` at R of the
-    kept rounds' draws. ``log_profiles`` (R, C, P) are those rounds' profile draws exactly as their sweep
-    requests sent them (the silo checks each against the kept rounds it answered), ``keep`` (K,) the
-    components that are the result's global clusters, in its order, ``pi`` (R, K) this silo's weights of
-    them at each draw; ``pairs``, ``seed_entropy`` and ``spawn_key`` as in an ``AssessRequest``. Answered by
-    an ``AssessReply``, in the analyst's own session only."""
+class RoundFinishRequest(Request, action="round_finish", reply=AssignReply, budget=1, strategies=ROUNDS):
+    """End of the rounds: each row's membership of the answer's clusters (``vcmc.pooled.chain.PooledChain
+    .clusters``, the silo's own computation) is its allocation probabilities averaged over the window's stored
+    rounds, renormalised; its label the most probable cluster. Nothing the server chooses."""
 
-    KIND = "round_assess_request"
+    VERSION = 2
+
+
+@dataclass(frozen=True)
+class RoundResultReply(Reply):
+    """The pooled chain's answer, the same in every silo: ``clusters`` (K,) its components that are the answer's
+    clusters, ``pi_draws`` (T, K) and ``profile_draws`` (T, K, P) the window's stored draws of them; per round
+    ``trace_k`` the occupied components and ``trace_log_joint`` the collapsed log joint (rounded to the grid
+    ``log_joint_grid`` in a deployment, 0 in the analyst's own session); ``first_kept`` the window's first
+    round; ``reason`` ("settled" or "cap"), ``settled``, ``rhat``, ``chains_agree`` and ``chosen`` (the chain of
+    the answer); the births: ``birth_columns``, ``birth_rows`` (their misfits, summed over the silos),
+    ``birth_components`` and ``birth_clusters`` (the answer's cluster each became, 0-based; -1 none)."""
+
+    KIND = "round_result_reply"
     VERSION = 1
 
-    log_profiles: np.ndarray           # (R, C, P)
-    keep: np.ndarray                   # (K,) int
-    pi: np.ndarray                     # (R, K)
-    pairs: np.ndarray                  # (E, 2) int
-    seed_entropy: int
-    spawn_key: tuple[int, ...]
+    clusters: np.ndarray
+    pi_draws: np.ndarray
+    profile_draws: np.ndarray
+    trace_k: np.ndarray
+    trace_log_joint: np.ndarray
+    log_joint_grid: float
+    first_kept: int
+    reason: str
+    settled: bool
+    rhat: float
+    chains_agree: bool
+    chosen: int
+    birth_columns: np.ndarray
+    birth_rows: np.ndarray
+    birth_components: np.ndarray
+    birth_clusters: np.ndarray
+
+    def check_reply(self, request, silo: str) -> None:
+        pi, prof = np.asarray(self.pi_draws), np.asarray(self.profile_draws)
+        k = np.asarray(self.clusters).size
+        if pi.ndim != 2 or pi.shape[1] != k or prof.ndim != 3 or prof.shape[:2] != pi.shape:
+            self.refuse(request, silo, "the answer's draws must be (T, K) weights and (T, K, P) profiles")
+        if not (np.all(np.isfinite(pi)) and np.all(np.isfinite(prof)) and np.all(pi >= 0) and np.all(prof >= 0)):
+            self.refuse(request, silo, "the answer's draws must be finite probabilities")
 
 
-ROUND_MESSAGE_TYPES: tuple[type[Message], ...] = (RoundBirthRequest, RoundBirthReply, RoundStartRequest,
-                                                 RoundSweepRequest, RoundCountsReply,
-                                                 RoundFinishRequest, RoundMoveRequest, RoundMoveReply,
-                                                 RoundKeyRequest, RoundKeyReply, RoundMaskedCountsReply,
-                                                 RoundAssessRequest)
+@dataclass(frozen=True)
+class RoundResultRequest(Request, action="round_result", reply=RoundResultReply, budget=1, strategies=ROUNDS):
+    """The pooled chain's answer (``RoundResultReply``), once the chain has stopped."""
+
+    VERSION = 1
+
+
+@dataclass(frozen=True)
+class RoundAssessRequest(Request, action="round_assess", reply=AssessReply, budget=1, strategies=ROUNDS):
+    """The model assessment of the rounds' answer (docs/design.md §14 and §16): at ``n_replicates`` of the
+    answer's stored draws (the silo's own), the pairs of columns chosen from their means (the same in every
+    silo), with the pooled weights; the silo's stream is the rounds' (``vcmc.pooled.chain.Seeds``)."""
+
+    VERSION = 2
+
+    n_replicates: int
+    max_pairs: int

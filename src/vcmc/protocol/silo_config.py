@@ -1,7 +1,7 @@
 """``SiloConfig``: the options the server sends a silo with its summarize request, typed and versioned.
 
 A silo acts on the prior, the sampler, the post-processing, the disclosure limits the server asks for (the
-silo keeps the stricter of them and its operator's, ``vcmc.silo.disclosure.effective_privacy``), the
+silo keeps the stricter of them and its operator's, ``vcmc.disclosure.effective_privacy``), the
 aggregation strategy (whether a count table is wanted) and the rounds that will follow the summary (how many,
 and whether under secure aggregation: a silo whose operator does not allow them refuses the run before
 sampling, not at the first round); nothing else of ``FitConfig`` crosses the boundary.
@@ -39,8 +39,7 @@ SILO_SECTIONS = ("prior", "sampler", "postprocess", "privacy")
 STRATEGY_KEY = "aggregation.strategy"
 """The aggregation option that decides whether a count table is built (only when it is wanted)."""
 
-AGGREGATION_FIELDS = {STRATEGY_KEY: "strategy", "aggregation.rounds": "rounds",
-                      "aggregation.round-secure-sum": "round_secure_sum"}
+AGGREGATION_FIELDS = {STRATEGY_KEY: "strategy", "aggregation.rounds": "rounds"}
 """The options of the aggregation section a silo receives, by key, with their field of ``SiloConfig``."""
 
 
@@ -59,13 +58,11 @@ class SiloConfig(Message):
     strategy : str
         ``AggregationConfig.strategy``.
     rounds : int
-        ``AggregationConfig.rounds``: R > 1 announces R - 1 global-informed rounds after the summary.
-    round_secure_sum : bool
-        ``AggregationConfig.round_secure_sum``: whether those rounds run under secure aggregation.
+        ``AggregationConfig.rounds``: R > 1 (or 0, auto) announces the global-informed rounds after the summary.
     """
 
     KIND = "silo_config"
-    VERSION = 2  # 2: the rounds announced (rounds, round_secure_sum)
+    VERSION = 3  # 2: the rounds announced (rounds, round_secure_sum); 3: without round_secure_sum
 
     prior: PriorConfig
     sampler: SamplerConfig
@@ -73,7 +70,6 @@ class SiloConfig(Message):
     privacy: PrivacyConfig
     strategy: Strategy
     rounds: int = 1
-    round_secure_sum: bool = False
 
     def __post_init__(self):
         for name in SILO_SECTIONS:
@@ -82,15 +78,13 @@ class SiloConfig(Message):
                 raise ConfigError(f"SiloConfig.{name} must be a {want.__name__}; got "
                                   f"{type(getattr(self, name)).__name__}")
         # the same checks and messages as AggregationConfig's own
-        dataclasses.replace(FitConfig().aggregation, strategy=self.strategy, rounds=self.rounds,
-                            round_secure_sum=self.round_secure_sum)
+        dataclasses.replace(FitConfig().aggregation, strategy=self.strategy, rounds=self.rounds)
 
     @classmethod
     def from_fit_config(cls, config: FitConfig) -> SiloConfig:
         agg = config.aggregation
         return cls(prior=config.prior, sampler=config.sampler, postprocess=config.postprocess,
-                   privacy=config.privacy, strategy=agg.strategy, rounds=agg.rounds,
-                   round_secure_sum=agg.round_secure_sum)
+                   privacy=config.privacy, strategy=agg.strategy, rounds=agg.rounds)
 
     def value(self, opt: Option):
         if opt.key in AGGREGATION_FIELDS:

@@ -3,7 +3,7 @@
 
 Clusters are numbered from 1 in every file (as in the paper's Table 1); rows are 0-based indices into
 each silo's input file, so assignments join back to the input without any identifier leaving a silo.
-``memberships.csv`` and ``assignments.csv`` are written by ``vcmc.silo.memberships.write_membership_files``,
+``memberships.csv`` and ``assignments.csv`` are written by ``vcmc.rows.memberships.write_membership_files``,
 the writer a Flower silo uses on its own host, so the formats are one.
 """
 
@@ -19,7 +19,7 @@ import numpy as np
 from vcmc._version import __version__
 from vcmc.atomic import atomic_path
 from vcmc.results import GlobalResult
-from vcmc.silo.memberships import write_membership_files
+from vcmc.rows.memberships import write_membership_files
 
 RESULT_FORMAT_VERSION = 1
 

@@ -1,7 +1,7 @@
 """Build the ``SiloSummary`` a silo sends from its ``LocalPosterior`` (docs/design.md §4.3).
 
 No disclosure control happens here: it is applied to the ``LocalPosterior`` before this call (minimum
-cluster size, via ``vcmc.silo.postprocess.reallocate_small_clusters``) and to the counts after it.
+cluster size, via ``vcmc.mcmc.postprocess.reallocate_small_clusters``) and to the counts after it.
 The summary carries no row-level field: sizes, draws and estimates have the local clusters as their
 dimension, never the silo's rows.
 """
@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 
 from vcmc.exceptions import DataError, SchemaError
+from vcmc.mcmc.posterior import LocalPosterior
 from vcmc.model import one_hot_counts
 from vcmc.protocol import SiloSummary
-from vcmc.silo.posterior import LocalPosterior
 
 
 def build_summary(local: LocalPosterior, codes: np.ndarray, *, silo: str, schema_fingerprint: str,

@@ -7,9 +7,9 @@ from sklearn.metrics import adjusted_rand_score
 
 from vcmc.config import PriorConfig, SamplerConfig
 from vcmc.exceptions import DataError
+from vcmc.mcmc.apply import run_apply_step
 from vcmc.research.baselines.full_mcmc import fit_full_mcmc
 from vcmc.research.simulate import simulate_design
-from vcmc.silo.apply import run_apply_step
 
 SHORT = SamplerConfig(n_iter=2500, burn_in=1250, thin=5)
 

@@ -17,8 +17,8 @@ import numpy as np
 from vcmc._rng import RngLike, root_entropy
 from vcmc.config import PostprocessConfig, PriorConfig, SamplerConfig
 from vcmc.exceptions import DataError
+from vcmc.mcmc.apply import check_codes, run_apply_step
 from vcmc.results import GlobalResult
-from vcmc.silo.apply import check_codes, run_apply_step
 
 __all__ = ["fit_full_mcmc"]
 

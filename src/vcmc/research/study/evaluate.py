@@ -16,9 +16,9 @@ from vcmc._rng import spawn_generators
 from vcmc.config import PriorConfig
 from vcmc.exceptions import DataError
 from vcmc.matching.types import Matching
+from vcmc.mcmc.posterior import LocalPosterior
 from vcmc.protocol import DivergenceReply, DivergenceRequest, SiloSummary
 from vcmc.research.study.oracle import oracle_posterior_and_summary
-from vcmc.silo.posterior import LocalPosterior
 
 __all__ = ["in_process_divergence", "local_cluster_identity", "correct_matching", "propagated_partition",
            "evaluate_matching", "appendix_a_silos", "propagate_in_silo"]
@@ -190,7 +190,7 @@ def in_process_divergence(silos: Sequence[tuple[np.ndarray, LocalPosterior]], n_
         Pass requests and replies through their plain-array encoding (``to_arrays``/``from_arrays``), as
         a remote transport would.
     """
-    from vcmc.silo.divergence import membership_divergence
+    from vcmc.rows.divergence import divergence_cost
 
     data = list(silos)
 
@@ -198,7 +198,9 @@ def in_process_divergence(silos: Sequence[tuple[np.ndarray, LocalPosterior]], n_
         if encode:
             request = DivergenceRequest.from_arrays(request.to_arrays())
         codes, local = data[silo_index]
-        reply = membership_divergence(codes, n_modalities, local, request)
+        reply = DivergenceReply(cost=divergence_cost(codes, n_modalities, local, request.reference_pi,
+                                                     request.reference_profiles, rule=request.rule,
+                                                     penalty_multiplier=float(request.penalty_multiplier)))
         return DivergenceReply.from_arrays(reply.to_arrays()) if encode else reply
 
     return route

@@ -19,9 +19,9 @@ from vcmc.config import PriorConfig
 from vcmc.data.codes import check_codes
 from vcmc.dirichlet import sample_dirichlet_blocks
 from vcmc.exceptions import DataError
+from vcmc.mcmc.posterior import LocalPosterior
 from vcmc.model import beta_per_column, fractionate, one_hot_counts, profile_offsets
 from vcmc.protocol import SiloSummary
-from vcmc.silo.posterior import LocalPosterior
 
 __all__ = ["oracle_local_posterior", "oracle_summary", "oracle_posterior_and_summary",
            "summary_from_local_posterior"]

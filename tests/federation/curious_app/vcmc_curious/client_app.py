@@ -4,7 +4,7 @@ from flwr.app import Context, Message
 from flwr.clientapp import ClientApp
 
 from vcmc.flower.client import client_handle
-from vcmc.flower.records import ACTION
+from vcmc.protocol import registry
 
 app = ClientApp()
 
@@ -15,5 +15,5 @@ def _register(action: str) -> None:
         return client_handle(message, context)
 
 
-for _action in sorted(set(ACTION.values())):
+for _action in registry.actions():
     _register(_action)
