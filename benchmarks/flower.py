@@ -5,10 +5,11 @@ separability, ``--rows`` rows each) and their shared schema; a SuperLink (plain 
 SuperNodes, each with its silo file in its node config, started with the operators' command ``vcmc supernode``
 and a launch cap of ``--max-clientapps`` ClientApps alive at once over the host (default: the host's cores;
 ``--flower-superexec``: ``flower-supernode`` with Flower's own SuperExec and no cap, the deployment before the
-cap); ``flwr run`` of ``flower_app/`` with the seed and options given (``--rounds R``: R - 1 global-informed
-rounds, which the sites' operators allow, ``allow-strategies = "contingency,rounds"``); then ``vcmc fit`` on
-the same files with the same seed and the same *effective* options (``--rounds 1`` for the deployment's
-one-shot default; ``--rounds R --node-config`` with the operators' limits for rounds), in one process.
+cap); ``flwr run`` of ``flower_app/`` with the seed and options given (``--rounds R``: R global-informed
+rounds, for which every site gets its rounds' key from ``vcmc keygen`` and pins the others', node config
+``rounds-key`` and ``rounds-peers``, with ``reproducible-rounds = true``); then ``vcmc fit`` on the same files
+with the same seed and the same *effective* options, ``--rounds R --silo-policy FILE`` (R = 1: the one-shot
+pass) whose FILE holds the sites' node-config keys other than their paths (``site_limits``), in one process.
 ``--busy K`` runs K CPU-bound processes beside the whole invocation (a host doing other work). Reported:
 
 - wall time of the Flower run (submission to result.json) and of ``vcmc fit``, and per stage: the
@@ -205,11 +206,39 @@ def stages_from_log(text: str) -> list[dict]:
              "received": m["bytes"]} for m in _ROUND.finditer(text)]
 
 
-def node_limits(options: dict, rounds: int) -> str:
-    """The sites' operator limits in the node config: the run's minimum cluster size, and the rounds allowed
-    when the run asks for them."""
-    text = f'min-cluster-size={options["privacy.min-cluster-size"]}'
-    return text + (' allow-strategies="contingency,rounds"' if rounds > 1 else "")
+def site_limits(options: dict, rounds: int) -> dict:
+    """The sites' node-config keys other than their paths and rounds' keys (each SuperNode's, and the
+    ``--silo-policy`` file of ``vcmc fit``): the run's minimum cluster size and, for rounds, their streams from the
+    run's seed (``reproducible-rounds``, so that the two answers can be compared to the bit)."""
+    limits: dict = {"min-cluster-size": options["privacy.min-cluster-size"]}
+    if rounds > 1:
+        limits["reproducible-rounds"] = True
+    return limits
+
+
+def _toml(value) -> str:
+    return str(value).lower() if isinstance(value, bool) else json.dumps(value)
+
+
+def node_config_text(node: dict) -> str:
+    """A node config as ``flower-supernode --node-config`` takes it (TOML values, strings double-quoted)."""
+    return " ".join(f"{k}={_toml(v)}" for k, v in node.items())
+
+
+def rounds_keys(folder: Path, names: list[str]) -> dict[str, dict[str, str]]:
+    """Every site's rounds' key (``vcmc keygen``, as its operator runs it) and a file of the other sites' public
+    lines (the ones their operators sent): ``{name: {"rounds-key": path, "rounds-peers": path}}``."""
+    publics = {}
+    for name in names:
+        done = subprocess.run([str(Path(sys.executable).parent / "vcmc"), "keygen", str(folder / f"{name}.rounds.key"),
+                               "--silo-name", name], capture_output=True, text=True, check=True)
+        publics[name] = done.stdout.strip()
+    out = {}
+    for name in names:
+        peers = folder / f"{name}.peers"
+        peers.write_text("".join(f"{line}\n" for n, line in publics.items() if n != name))
+        out[name] = {"rounds-key": str(folder / f"{name}.rounds.key"), "rounds-peers": str(peers)}
+    return out
 
 
 def run_flower(tmp: Path, files: list[Path], schema: Path, options: dict, seed: int, sample: float,
@@ -236,13 +265,14 @@ def run_flower(tmp: Path, files: list[Path], schema: Path, options: dict, seed: 
     sampler.start()
     out_dir = tmp / "flower-result"
     silo_out = tmp / "silo-out"
+    keys = rounds_keys(tmp, [f.stem for f in files]) if rounds > 1 else {}
     try:
         t0 = time.monotonic()
         lab.start_superlink()
         for i, f in enumerate(files):
-            lab.start_supernode(f'data-path="{f}" schema-path="{schema}" silo-name="{f.stem}" '
-                                f'{node_limits(options, rounds)} out-dir="{silo_out / f.stem}"',
-                                log=f"supernode{i}.log")
+            node = {"data-path": str(f), "schema-path": str(schema), "silo-name": f.stem,
+                    **site_limits(options, rounds), **keys.get(f.stem, {}), "out-dir": str(silo_out / f.stem)}
+            lab.start_supernode(node_config_text(node), log=f"supernode{i}.log")
         deadline = time.monotonic() + 900      # 30 sites starting on 2 busy cores take minutes
         while len([n for n in lab.nodes() if n.get("status") == "online"]) < len(files):
             if time.monotonic() > deadline:
@@ -276,7 +306,8 @@ def run_flower(tmp: Path, files: list[Path], schema: Path, options: dict, seed: 
     memory = sampler.summary()
     launches = memory["per_kind"]["ClientApp"]["processes_seen"]
     timings = result["timings_s"]
-    per_round = (round(timings["rounds"] / (rounds - 1), 2) if rounds > 1 and "rounds" in timings else None)
+    n_rounds = (result["diagnostics"].get("rounds") or {}).get("n_rounds") or 0
+    per_round = round(timings["rounds"] / n_rounds, 2) if n_rounds and "rounds" in timings else None
     return {"deployment_up_s": round(t_up, 1), "run_wall_s": round(wall, 1), "stages": stages,
             "server_timings_s": timings, "seconds_per_round": per_round, "memory": memory,
             "messages_to_silos": received, "clientapp_launches": launches,
@@ -290,11 +321,14 @@ def run_flower(tmp: Path, files: list[Path], schema: Path, options: dict, seed: 
 
 
 def run_fit(tmp: Path, files: list[Path], schema: Path, options: dict, seed: int, rounds: int = 1) -> dict:
-    """``vcmc fit`` on the same files with the deployment's effective options: its one-shot default
-    (``--rounds 1``), or R rounds under the sites' operator limits (``--rounds R --node-config``)."""
+    """``vcmc fit`` on the same files with the deployment's effective options: its ``rounds`` (1: the one-shot
+    pass) with every silo built as the sites' node configs build them (``--silo-policy FILE``, a deployment
+    preview, FILE holding ``site_limits``)."""
     out = tmp / "fit-result"
     sets = [x for k, v in options.items() for x in ("--set", f"{k}={v}")]
-    effective = ["--rounds", str(rounds)] + (["--node-config", node_limits(options, rounds)] if rounds > 1 else [])
+    policy = tmp / "silo-policy.toml"
+    policy.write_text("".join(f"{k} = {_toml(v)}\n" for k, v in site_limits(options, rounds).items()))
+    effective = ["--rounds", str(rounds), "--silo-policy", str(policy)]
     cmd = [str(Path(sys.executable).parent / "vcmc"), "fit", *map(str, files), "--schema", str(schema), "--out",
            str(out), "--seed", str(seed), *sets, *effective]
     t0 = time.monotonic()
@@ -398,7 +432,7 @@ def clientapp_cost(tmp: Path, options: dict, seed: int, rows: int = 300, rounds:
     """What each message of a run costs the fresh ClientApp process started for it (one per message,
     Flower's design): seconds to load the ClientApp module, seconds to answer, peak RSS, which heavy
     libraries the module and the handler import and the node state the message carries. The messages are
-    those of a 2-silo run with ``rounds`` rounds, which the silos allow (the ServerApp over the test suite's
+    those of a 2-silo run with ``rounds`` rounds, each silo with its rounds' key (the ServerApp over the test suite's
     in-process ``LoopbackGrid``, each node with its own ``Context``); each kind of message (and two round
     sweeps) is then answered again in a new process from the node state it arrived with."""
     import pickle
@@ -412,8 +446,10 @@ def clientapp_cost(tmp: Path, options: dict, seed: int, rows: int = 300, rounds:
     from vcmc.flower.server import server_main
 
     files, schema = make_files(tmp, 2, rows, seed)
+    keys = rounds_keys(tmp, [f.stem for f in files])
+    # two silos: each operator's min-peers lowered to 2 so that the rounds can run
     nodes = {1 + i: {"data-path": str(f), "schema-path": str(schema), "silo-name": f.stem,
-                     "min-cluster-size": options["privacy.min-cluster-size"], "allow-strategies": "contingency,rounds"}
+                     "min-cluster-size": options["privacy.min-cluster-size"], "min-peers": 2, **keys[f.stem]}
              for i, f in enumerate(files)}
     captured = []
     handle = client.client_handle
@@ -543,9 +579,8 @@ def idle_cost(tmp: Path, n_sites: int, seconds: float, poll_interval: float | No
 
 
 def compare(flower: dict, fit: dict, silo_out: Path | None = None, fit_out: Path | None = None) -> dict:
-    """The Flower result against vcmc fit's: silos, weights, cluster sizes, WAIC (after rounds, a deployment's
-    is the one-shot pass's, under diagnostics.one_shot) and, with the folders, every silo's assignments and
-    memberships files (written on the silo's side by the deployment)."""
+    """The Flower result against vcmc fit's: silos, weights, cluster sizes, WAIC and, with the folders, every
+    silo's assignments and memberships files (written on the silo's side by the deployment)."""
     import pandas as pd
 
     wf = np.array([c["weight"] for c in flower["clusters"]])
@@ -553,8 +588,7 @@ def compare(flower: dict, fit: dict, silo_out: Path | None = None, fit_out: Path
     same_shape = wf.shape == wv.shape
 
     def waic(r):
-        d = r.get("diagnostics", {})
-        return (d.get("waic") or (d.get("one_shot") or {}).get("waic") or {}).get("elpd_waic")
+        return (r.get("diagnostics", {}).get("waic") or {}).get("elpd_waic")
 
     out = {"same_silos_in_order": flower["silos"] == fit["silos"],
            "n_clusters": [flower["n_clusters"], fit["n_clusters"]],
@@ -596,8 +630,9 @@ def markdown(reports: list[dict], cost: dict | None = None, rounds: dict | None 
              "files beside this one (each gives its command and commit). The sites are started with `vcmc supernode`",
              "and a launch cap (docs/federation.md §3.6) unless the cap column says `none (Flower's SuperExec)`;",
              "`busy` is the number of CPU-bound processes that ran beside the deployment (part of the command).",
-             "`vcmc fit` ran with the deployment's effective options: `--rounds 1` against its one-shot default,",
-             "`--rounds R --node-config` with the operators' limits against its rounds. Figures from a shared 2-core",
+             "`vcmc fit` ran with the deployment's effective options: `--rounds R --silo-policy FILE` (R = 1: the",
+             "one-shot pass), FILE holding the sites' node-config keys other than their paths; for rounds every site",
+             "had its rounds' key from `vcmc keygen` and `reproducible-rounds = true`. Figures from a shared 2-core",
              "machine: read the ratios within one run, not the seconds. Older measurements: 30-sites-shared-host.md",
              "(30 sites before the cap), clientapp-before-after.md, idle-cpu.json.",
              "", "| run | iterations | rows per site | busy | Flower run (s) | vcmc fit (s) | ratio | identical | "

@@ -2,6 +2,7 @@
 operators' command ``vcmc supernode``. Real processes and the installed Flower; the cap over real SuperNodes is
 tested in test_flower_equals_fit.py."""
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -200,11 +201,17 @@ def test_vcmc_supernode_help_and_its_commands(tmp_path):
     assert _vcmc("superexec", "--check").returncode == 0
 
 
-def test_vcmc_fit_node_config_takes_limits_only(tmp_path, capsys):
-    from vcmc.cli import main
+def test_the_node_config_check_knows_the_rounds_keys(tmp_path):
+    from vcmc.flower.node_config import check_node_config, parse_node_config
 
-    data = tmp_path / "a.csv"
-    data.write_text("V1\n1\n2\n")
-    for bad, said in (('data-path="/x.csv"', "unknown key(s) ['data-path']"), ("min-cluster-size=x", "TOML values")):
-        assert main(["fit", str(data), "--out", str(tmp_path / "o"), "--node-config", bad, "--seed", "1"]) == 1
-        assert said in capsys.readouterr().err
+    data, key, peers = tmp_path / "a.csv", tmp_path / "rounds.key", tmp_path / "peers.txt"
+    for f in (data, key, peers):
+        f.write_text("x\n")
+    node = f'data-path="{data}" silo-name="site_a" rounds-key="{key}"'
+    check_node_config(parse_node_config(f'{node} rounds-peers="{peers}"'))
+    check_node_config(parse_node_config(f'{node} rounds-peers="site_b={"ab" * 32}"'))     # the lines inline
+    for bad, said in ((f'{node} rounds-peers="peers.txt"', "'rounds-peers' must be an absolute path"),
+                      (f'{node} rounds-peers="{tmp_path / "none.txt"}"', "does not exist on this host"),
+                      (f'data-path="{data}" rounds-key="{tmp_path / "none.key"}"', "'rounds-key'")):
+        with pytest.raises(ConfigError, match=re.escape(said)):
+            check_node_config(parse_node_config(bad))

@@ -3,8 +3,8 @@
 The text is the one a site's operator gives ``flower-supernode --node-config`` (docs/federation.md §3.3):
 space-separated ``key=value`` pairs whose values are TOML (strings double-quoted), or the path of a
 ``.toml`` file; it is parsed the way Flower 1.42 parses it (``flwr.common.config.parse_config_args``), so
-that ``vcmc supernode`` can refuse a mistake before the SuperNode starts and ``vcmc fit --node-config``
-applies the same operator limits to its silos as a deployment's SuperNodes do.
+that ``vcmc supernode`` can refuse a mistake before the SuperNode starts. (A deployment's silos on the
+analyst's own files are ``vcmc fit --silo-policy FILE``, ``vcmc.flower.preview``: the same node-config keys.)
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from pathlib import Path
 
 from vcmc.exceptions import ConfigError
 
-__all__ = ["LIMIT_KEYS", "NODE_KEYS", "SITE_KEYS", "check_node_config", "limits_from_node_config",
-           "parse_node_config"]
+__all__ = ["LIMIT_KEYS", "NODE_KEYS", "SITE_KEYS", "check_node_config", "parse_node_config"]
 
 SITE_KEYS = ("data-path", "schema-path", "silo-name", "id-column", "out-dir", "na-values", "strip-whitespace",
-             "case-insensitive", "covariates", "distal")
-"""Node-config keys that say which data the site has and how to read it (``vcmc.flower.client``)."""
+             "case-insensitive", "covariates", "distal", "rounds-key", "rounds-peers")
+"""Node-config keys that say which data the site has and how to read it, and the rounds' keys
+(``vcmc.flower.client``)."""
 
 
 def _limit_keys() -> tuple[str, ...]:
@@ -72,21 +72,14 @@ def check_node_config(node: Mapping, *, flag: str = "--node-config", allowed=NOD
     if unknown:
         raise ConfigError(f"{flag}: unknown key(s) {unknown}; the keys are {list(allowed)} "
                           "(docs/federation.md §3.3)")
-    for key in ("data-path", "schema-path", "out-dir", "budget-dir"):
+    # rounds-peers is a file when it holds no name=key pair (vcmc.silo.secure_sum.parse_peers)
+    peers_file = ("rounds-peers",) if node.get("rounds-peers") and "=" not in str(node["rounds-peers"]) else ()
+    for key in ("data-path", "schema-path", "out-dir", "budget-dir", "rounds-key", *peers_file):
         if node.get(key) and not Path(str(node[key])).is_absolute():
             raise ConfigError(f"{flag}: {key!r} must be an absolute path on the site's host (the ClientApp does "
                               f"not run in this working directory); got {node[key]!r}")
-    for key in ("data-path", "schema-path"):
+    for key in ("data-path", "schema-path", "rounds-key", *peers_file):
         if node.get(key) and not Path(str(node[key])).is_file():
             raise ConfigError(f"{flag}: {key!r} {str(node[key])!r} does not exist on this host")
     if "data-path" in allowed and "data-path" not in node:
         raise ConfigError(f"{flag} has no 'data-path' (the site's CSV or Parquet file, an absolute path)")
-
-
-def limits_from_node_config(node: Mapping, *, flag: str = "--node-config"):
-    """The operator's ``PrivacyConfig`` and ``SiloPolicy`` from a node config holding only limits (what a
-    SuperNode with this node config applies to every request; ``vcmc.flower.client``)."""
-    from vcmc.flower.client import policy_from_node_config, privacy_from_node_config
-
-    check_node_config(node, flag=flag, allowed=LIMIT_KEYS)
-    return privacy_from_node_config(node), policy_from_node_config(node)
