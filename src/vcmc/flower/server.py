@@ -33,9 +33,23 @@ SERVER_KEYS = ("min-nodes", "seed", "out-dir", "schema-path", "min-silos", "roun
 """Run-config keys read by ``server_main`` itself; every other key must be a ``FitConfig`` option."""
 
 _POLL_SECONDS = 1.0
-"""Seconds between two pulls of the pending replies. Flower's ``send_and_receive`` sleeps 3 s; one pull is
-one small request to the SuperLink naming the pending message ids, so pulling every second costs the
+"""Most seconds between two pulls of the pending replies. Flower's ``send_and_receive`` sleeps 3 s; one pull
+is one small request to the SuperLink naming the pending message ids, so pulling every second costs the
 SuperLink little and takes up to 2 s off every round."""
+
+_FIRST_POLL_SECONDS = 0.2
+"""Seconds between the first pulls of a round; the pause grows to ``_POLL_SECONDS`` over its first
+``_POLL_RAMP_SECONDS``. A round of the global-informed rounds in a deployment lasts a few seconds (a new
+ClientApp process per site, docs/federation.md §3.6), so its replies are seen a fraction of a second after they
+arrive instead of half a second on average; a long round (a summarize) pulls once a second after its first
+20 s."""
+
+_POLL_RAMP_SECONDS = 20.0
+
+
+def _pull_pause(elapsed: float) -> float:
+    """The pause before the next pull, ``elapsed`` seconds into a round."""
+    return _FIRST_POLL_SECONDS + (_POLL_SECONDS - _FIRST_POLL_SECONDS) * min(1.0, elapsed / _POLL_RAMP_SECONDS)
 
 _REPEATED_ROUND_EVERY = 25
 """A stage asked again of silos that already answered it (the federated-gradient ``counts`` rounds) logs
@@ -183,7 +197,8 @@ class FlowerTransport(TransportBase):
         for mid, name in zip(ids, names, strict=True):
             if not mid:
                 log.warning("silo %r: the SuperLink did not accept the request (a malformed message)", name)
-        deadline = None if timeout is None else time.monotonic() + timeout
+        start = time.monotonic()
+        deadline = None if timeout is None else start + timeout
         while pending:
             for reply in self.grid.pull_messages(list(pending)):
                 name = pending.pop(str(reply.metadata.reply_to_message_id), None)
@@ -191,8 +206,8 @@ class FlowerTransport(TransportBase):
                     arrived(name, reply)
             if not pending or (deadline is not None and time.monotonic() >= deadline):
                 break
-            time.sleep(_POLL_SECONDS if deadline is None else
-                       max(0.0, min(_POLL_SECONDS, deadline - time.monotonic())))
+            pause = _pull_pause(time.monotonic() - start)
+            time.sleep(pause if deadline is None else max(0.0, min(pause, deadline - time.monotonic())))
 
     def close(self) -> None:
         pass
@@ -377,6 +392,12 @@ def _run(grid, rc: Mapping, config, schema, out_dir: Path) -> Path:
 
     if lca_requested(rc):     # the maximum-likelihood latent class analysis (docs/design.md §15) instead
         return _run_lca(transport, rc, schema, hellos, out_dir, seed, t_run)
+    from vcmc.pipeline import plan_rounds
+
+    _, plan = plan_rounds(config, transport, str(_get(rc, "method", "vcmc")))
+    log.info("rounds: %d (%s)", plan["rounds"], plan.get("reason") or "aggregation.rounds in the run config")
+    if plan["other_mode"]["differs"]:     # also in result.json, diagnostics.rounds_plan.other_mode
+        log.warning("note: %s", plan["other_mode"]["note"])
     result = run_vcmc(transport, config, rng=seed, method=str(_get(rc, "method", "vcmc")), policy=policy,
                       save_dir=out_dir / "summaries")
     from vcmc.report import write_outputs
