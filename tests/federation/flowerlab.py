@@ -123,12 +123,14 @@ class Lab:
     Flower's own ``flwr-clientapp``."""
 
     def __init__(self, tmp_path: Path, *, secure: bool = False, max_clientapps: int | None = None,
-                 light_clientapp: bool = True, poll_interval: float | None = None):
+                 light_clientapp: bool = True, poll_interval: float | None = None,
+                 trusted_bundles: tuple[str, ...] = ()):
         self.tmp = tmp_path
         self.secure = secure
         self.max_clientapps = max_clientapps
         self.light_clientapp = light_clientapp
         self.poll_interval = poll_interval
+        self.trusted_bundles = tuple(trusted_bundles)     # the app bundles' hashes every site pinned
         self.slots_dir = tmp_path / "launch-slots"
         self.home = tmp_path / "flwr"
         self.home.mkdir()
@@ -198,6 +200,8 @@ class Lab:
                 extra.append("--flower-clientapp")
             if self.poll_interval is not None:
                 extra += ["--poll-interval", f"{self.poll_interval:g}"]
+            for bundle in self.trusted_bundles:
+                extra += ["--trusted-bundle", bundle]
             return self.spawn(str(BIN / "vcmc"), "supernode", *security, "--superlink", f"127.0.0.1:{self.port}",
                               "--host", "127.0.0.1", "--port", str(free_port()), *extra, "--node-config",
                               node_config, log=log)

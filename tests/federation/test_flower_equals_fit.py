@@ -83,7 +83,11 @@ def deployment(tmp_path_factory):
     publics = {name: _keygen(tmp / f"{name}.rounds.key", name) for name, _ in csvs}
     policy = tmp / "silo-policy.toml"
     policy.write_text("".join(f"{k} = {_toml(v)}\n" for k, v in LIMITS.items()))
-    lab = Lab(tmp, secure=True, max_clientapps=CAP, poll_interval=0.2)
+    # every operator pinned the reviewed app bundle (vcmc superexec --bundle-hash flower_app/)
+    pinned = subprocess.run([str(Path(sys.executable).parent / "vcmc"), "superexec", "--bundle-hash", str(APP_DIR)],
+                            capture_output=True, text=True, timeout=120).stdout.strip()
+    assert len(pinned) == 64, pinned
+    lab = Lab(tmp, secure=True, max_clientapps=CAP, poll_interval=0.2, trusted_bundles=(pinned,))
     watch = ClientAppWatch(str(lab.home))
     silo_out = {name: tmp / "silo-out" / name for name, _ in csvs}
     runs = {}
@@ -111,14 +115,50 @@ def deployment(tmp_path_factory):
                 runs[label][1][name].mkdir(parents=True)
                 for f in folder.iterdir():
                     f.rename(runs[label][1][name] / f.name)
+        received = sum(len(re.findall(r"Receiving: query\.", p.read_text(errors="replace")))
+                       for p in tmp.glob("supernode*.log"))
+        modified = _modified_bundle_run(lab, tmp, watch, N_SILOS)
     finally:
         watch.stop.set()
         watch.join(5)
         lab.close()
-    received = sum(len(re.findall(r"Receiving: query\.", p.read_text(errors="replace")))
-                   for p in tmp.glob("supernode*.log"))
     return {"tmp": tmp, "csvs": csvs, "schema": schema, "policy": policy, "runs": runs, "peak": watch.peak,
-            "launched": len(watch.seen), "received": received, "log0": (tmp / "supernode0.log").read_text()}
+            "launched": len(watch.seen) - modified["launched"], "received": received,
+            "log0": (tmp / "supernode0.log").read_text(), "pinned": pinned, "modified": modified}
+
+
+REFUSED_BUNDLE = re.compile(r"vcmc SuperExec: task \d+ not launched: its app bundle \(FAB sha256 ([0-9a-f]{64})\) is "
+                            r"not one this site trusts")
+
+
+def _modified_bundle_run(lab, tmp: Path, watch, n_sites: int) -> dict:
+    """A run of the app bundle with one line added to its ClientApp, as a server could ship: every site's
+    SuperExec must refuse to launch it (no ClientApp process starts, so no data file is opened). Flower leaves a
+    task that was not launched to expire and be claimed again, so the run is stopped once every site refused."""
+    import shutil
+    import time
+
+    app = tmp / "modified_app"
+    shutil.copytree(APP_DIR, app, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    client = next(app.rglob("client_app.py"))
+    client.write_text(client.read_text() + "\nREAD_THE_ROWS = True  # a change the operators never reviewed\n")
+    launched_before = len(watch.seen)
+    out = tmp / "flower-modified"
+    submitted = lab.flwr("run", str(app), "t", "--format", "json", "--run-config",
+                         f'out-dir="{out}" min-nodes={n_sites} wait-nodes=60')
+    assert submitted.returncode == 0, submitted.stdout + submitted.stderr
+    run_id = json.loads(submitted.stdout)["run-id"]
+    refused: dict[int, set[str]] = {}
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 180 and len(refused) < n_sites:      # a hang guard, not a timing
+        for i in range(n_sites):
+            found = set(REFUSED_BUNDLE.findall((tmp / f"supernode{i}.log").read_text(errors="replace")))
+            if found:
+                refused[i] = found
+        time.sleep(1)
+    lab.flwr("stop", str(run_id), "t")
+    return {"refused": refused, "launched": len(watch.seen) - launched_before,
+            "result": (out / "result.json").exists()}
 
 
 def _fit(d: dict, out: str, rounds: int) -> Path:
@@ -162,9 +202,13 @@ def test_a_deployment_equals_vcmc_fit_with_its_silo_policy_one_shot_and_rounds_u
     assert deployment["launched"] == deployment["received"], (deployment["launched"], deployment["received"])
 
     # the app bundle's hash each SuperExec logs is the one `vcmc superexec --bundle-hash` gives an operator to pin
-    pinned = subprocess.run([str(Path(sys.executable).parent / "vcmc"), "superexec", "--bundle-hash", str(APP_DIR)],
-                            capture_output=True, text=True, timeout=120).stdout.strip()
-    assert len(pinned) == 64 and f"app bundle (FAB) sha256 {pinned}" in deployment["log0"]
+    pinned = deployment["pinned"]
+    assert f"app bundle (FAB) sha256 {pinned}" in deployment["log0"]
+    # a bundle whose ClientApp differs by one line: every site refused it before any ClientApp process started
+    modified = deployment["modified"]
+    assert sorted(modified["refused"]) == list(range(N_SILOS)), modified
+    assert all(pinned not in hashes for hashes in modified["refused"].values())
+    assert modified["launched"] == 0 and not modified["result"]
 
     # the one-shot pass, against vcmc fit --rounds 1 --silo-policy
     out, files = deployment["runs"]["one-shot"]

@@ -37,6 +37,7 @@ BUDGET = "round_start=8,round_finish=2,round_result=2,round_assess=2"
 """Raised by this test's operators so that every crafted request meets its own rule, not a spent budget (a
 refused request counts); the default, one start per run, is ``test_the_default_budget_allows_one_start``."""
 A, B, C = SILOS
+pytestmark = pytest.mark.xdist_group("malicious-rounds")      # one worker sets up the real-Flower lab, once
 
 
 def _keygen(folder: Path, name: str) -> str:

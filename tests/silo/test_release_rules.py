@@ -405,3 +405,13 @@ def test_dp_account_in_result_json(silo_data):
     assert {s: v["releases"] for s, v in account["per_silo"].items()} == dict.fromkeys(
         [d.name for d in sim.silos], 2)
     assert account["epsilon_basic"] == pytest.approx(2.0)
+
+
+def test_two_small_clusters_whose_sum_pins_them_are_withheld_with_a_third():
+    # hypothesis found it: counts 5, 5 under a limit of 6 sum to 10, which only 5 + 5 gives among counts the rule
+    # withholds, so a release (0, 0, 6) beside the row count 16 gave both back; now the 6 is withheld with them
+    gate = _gate(min_size=6)
+    released, withheld = _released_counts(gate, np.array([[5.0, 5.0, 6.0]]))
+    assert withheld.all() and not released.any()
+    released, withheld = _released_counts(gate, np.array([[4.0, 5.0, 6.0]]))     # 4 + 5: two ways, enough
+    assert withheld[0].tolist() == [True, True, False]
