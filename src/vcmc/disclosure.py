@@ -225,8 +225,12 @@ def complementary_withholding(values, withheld, families, threshold: float, *, a
             ids = g[hidden]
             n_hidden = np.bincount(ids, minlength=n_groups)
             totals = [np.bincount(ids, weights=a[hidden], minlength=n_groups) for a in sums]
-            need = (n_hidden == 1) & (totals[0] >= PERSON)
-            for t in totals:
+            need = np.zeros(n_groups, dtype=bool)
+            for a, t in zip(sums, totals, strict=True):
+                # one withheld entry that is not 0 in this array (others withheld beside it may be 0 here: an
+                # expected count under the limit beside a count of 0) is given back by the group's sum
+                n_positive = np.bincount(ids, weights=(a[hidden] > 0).astype(np.float64), minlength=n_groups)
+                need |= (n_positive == 1) & (t >= PERSON)
                 need |= (n_hidden > 0) & (t >= PERSON) & (t < threshold)
             if primary_max is not None:
                 big = np.bincount(ids, weights=(v[hidden] > primary_max).astype(np.float64), minlength=n_groups)

@@ -415,3 +415,13 @@ def test_two_small_clusters_whose_sum_pins_them_are_withheld_with_a_third():
     assert withheld.all() and not released.any()
     released, withheld = _released_counts(gate, np.array([[4.0, 5.0, 6.0]]))     # 4 + 5: two ways, enough
     assert withheld[0].tolist() == [True, True, False]
+
+
+def test_one_withheld_count_beside_a_withheld_zero_is_not_given_back():
+    # hypothesis found it: at a minimum of 1, an expected count of 0.23 beside a count of 0 was withheld with a
+    # count of 1, which the row count then gave back (the other withheld count was 0); the 2 is withheld too
+    gate = _gate(1, 1, 0)
+    counts = np.array([0.0, 0.0, 1.0, 2.0])
+    expected = np.array([0.0, 0.23, 0.92, 1.85])
+    withheld = withheld_entries(gate, counts[None], also=(expected[None],))
+    assert withheld[0].tolist() == [False, True, True, True]
