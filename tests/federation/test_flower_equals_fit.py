@@ -150,7 +150,7 @@ def _modified_bundle_run(lab, tmp: Path, watch, n_sites: int) -> dict:
     run_id = json.loads(submitted.stdout)["run-id"]
     refused: dict[int, set[str]] = {}
     t0 = time.monotonic()
-    while time.monotonic() - t0 < 180 and len(refused) < n_sites:      # a hang guard, not a timing
+    while time.monotonic() - t0 < 600 and len(refused) < n_sites:      # a hang guard, not a timing
         for i in range(n_sites):
             found = set(REFUSED_BUNDLE.findall((tmp / f"supernode{i}.log").read_text(errors="replace")))
             if found:
