@@ -30,9 +30,9 @@ from vcmc.closeness import (
     closeness_statistic,
     closeness_threshold,
     constrained_groups,
-    posterior_moments,
 )
 from vcmc.exceptions import ConfigError
+from vcmc.family import CATEGORICAL
 from vcmc.matching.coordinates import check_summaries, matching_from_groups
 from vcmc.matching.types import Matching
 from vcmc.protocol import SiloSummary
@@ -58,7 +58,7 @@ def cluster_closeness(summaries: Sequence[SiloSummary]) -> dict:
         each cluster by (silo name, local index), used to break ties independently of the silos' order.
     """
     n_mod = check_summaries(summaries)
-    moments = [posterior_moments(s.profile_draws, n_mod) for s in summaries]
+    moments = [CATEGORICAL.moments(s.profile_draws, n_mod) for s in summaries]
     mean = np.concatenate([m for m, _ in moments])
     var = np.concatenate([v for _, v in moments])
     silo_index = np.concatenate([np.full(s.n_clusters, i) for i, s in enumerate(summaries)]).astype(np.int64)

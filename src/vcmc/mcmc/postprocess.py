@@ -36,10 +36,10 @@ from vcmc.closeness import (
     closeness_statistic,
     closeness_threshold,
     constrained_groups,
-    posterior_moments,
 )
 from vcmc.config import PostprocessConfig
 from vcmc.exceptions import DataError
+from vcmc.family import CATEGORICAL
 from vcmc.mcmc.diagnostics import local_diagnostics
 from vcmc.mcmc.posterior import LocalPosterior
 from vcmc.mcmc.relabel import RelabelledChain
@@ -206,7 +206,7 @@ def unresolved_groups(local: LocalPosterior, level: float = DEFAULT_LEVEL) -> np
     k = local.n_clusters
     if k < 2 or local.profile_draws.shape[0] < 2:
         return np.arange(k, dtype=np.int64)
-    mean, var = posterior_moments(local.profile_draws, local.n_modalities)
+    mean, var = CATEGORICAL.moments(local.profile_draws, local.n_modalities)
     group = constrained_groups(closeness_statistic(mean, var), closeness_threshold(mean.shape[1], level),
                                np.zeros(k, dtype=np.int64))
     _, first, dense = np.unique(group, return_index=True, return_inverse=True)

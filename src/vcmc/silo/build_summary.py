@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from vcmc.exceptions import DataError, SchemaError
+from vcmc.family import CATEGORICAL
 from vcmc.mcmc.posterior import LocalPosterior
-from vcmc.model import one_hot_counts
 from vcmc.protocol import SiloSummary
 
 
@@ -54,7 +54,8 @@ def build_summary(local: LocalPosterior, codes: np.ndarray, *, silo: str, schema
     if codes.ndim != 2 or codes.shape != (local.partition.shape[0], len(n_mod)):
         raise DataError(f"silo {silo!r}: codes must have shape ({local.partition.shape[0]}, {len(n_mod)}) "
                         f"(rows of the local partition, variables of the schema); got {codes.shape}")
-    counts = one_hot_counts(codes, local.partition, local.n_clusters, n_mod) if include_counts else None
+    counts = (CATEGORICAL.sufficient_statistics(codes, local.partition, local.n_clusters, n_mod) if include_counts
+              else None)
     sent = local.thinned(summary_draws)
     diagnostics = {k: float(v) for k, v in local.diagnostics.items()}
     diagnostics["n_draws_sent"] = float(sent.pi_draws.shape[0])

@@ -154,10 +154,10 @@ class LocalSilo:
 
     def local_table(self) -> np.ndarray:
         """The cluster-by-modality table of the local partition (row-level sums; stays in the silo)."""
-        from vcmc.model import one_hot_counts
+        from vcmc.family import CATEGORICAL
 
         local = self.require_local("summary")
-        return one_hot_counts(self.codes, local.partition, local.n_clusters, self.n_modalities)
+        return CATEGORICAL.sufficient_statistics(self.codes, local.partition, local.n_clusters, self.n_modalities)
 
     # -- requests ----------------------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ import numpy as np
 from vcmc._rng import as_generator
 from vcmc.config import PriorConfig, SamplerConfig
 from vcmc.exceptions import ConfigError
+from vcmc.family import CATEGORICAL
 from vcmc.mcmc.sampler.draws import _count, _dirichlet_normaliser, _draw_parameters
 from vcmc.mcmc.sampler.kernels_dense import _gibbs_block
 from vcmc.mcmc.sampler.kernels_sparse import _gibbs_block_sparse, initial_counts
@@ -29,7 +30,7 @@ from vcmc.mcmc.sampler.layout import (
     by_exception_count,
     choose_layout,
 )
-from vcmc.model import beta_per_column, fractionate, profile_offsets
+from vcmc.model import fractionate, profile_offsets
 
 
 # ---------------------------------------------------------------------------------------------- results
@@ -119,10 +120,9 @@ def local_prior(prior: PriorConfig, n_modalities, n_silos: int = 1) -> tuple[np.
         raise ConfigError(f"The 'beta' parameter of PriorConfig must be one float or one per variable "
                           f"({k.size} variables). Got {len(prior.beta)} values instead.")
     alpha = np.full(prior.n_components, float(prior.alpha))
-    beta = beta_per_column(prior.beta, k)
     s = int(n_silos)
     return (np.asarray(fractionate(alpha, s, prior.fractionate), dtype=np.float64).copy(),
-            np.asarray(fractionate(beta, s, prior.fractionate), dtype=np.float64).copy())
+            CATEGORICAL.local_prior(prior, k, s))
 
 
 def _read_only(view: np.ndarray) -> np.ndarray:
