@@ -97,3 +97,12 @@ def location_and_scale(columns: list[tuple[np.ndarray, str]], name: str) -> tupl
     if scale <= 0:      # a spread below 1e-300 of the mean: the rounding cannot keep it
         raise SchemaError(f"column {name!r}: its values barely vary ({sources}); remove it or rescale it.")
     return round_significant(float(np.mean(values))), scale
+
+
+def standardised(values: np.ndarray | None, variables) -> np.ndarray | None:
+    """``(x - location) / scale`` of every continuous variable (the model's scale); None when there are none."""
+    if values is None or not len(variables):
+        return None
+    loc = np.array([v.location for v in variables])
+    scale = np.array([v.scale for v in variables])
+    return np.ascontiguousarray((np.asarray(values, dtype=np.float64) - loc) / scale)

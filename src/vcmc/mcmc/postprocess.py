@@ -39,7 +39,7 @@ from vcmc.closeness import (
 )
 from vcmc.config import PostprocessConfig
 from vcmc.exceptions import DataError
-from vcmc.family import CATEGORICAL
+from vcmc.family import parameter_moments
 from vcmc.mcmc.diagnostics import local_diagnostics
 from vcmc.mcmc.posterior import LocalPosterior
 from vcmc.mcmc.relabel import RelabelledChain
@@ -206,7 +206,7 @@ def unresolved_groups(local: LocalPosterior, level: float = DEFAULT_LEVEL) -> np
     k = local.n_clusters
     if k < 2 or local.profile_draws.shape[0] < 2:
         return np.arange(k, dtype=np.int64)
-    mean, var = CATEGORICAL.moments(local.profile_draws, local.n_modalities)
+    mean, var = parameter_moments(local.profile_draws, local.n_modalities, local.n_gaussian)
     group = constrained_groups(closeness_statistic(mean, var), closeness_threshold(mean.shape[1], level),
                                np.zeros(k, dtype=np.int64))
     _, first, dense = np.unique(group, return_index=True, return_inverse=True)
@@ -242,7 +242,8 @@ def merge_clusters(local: LocalPosterior, group: np.ndarray) -> LocalPosterior:
 
 
 def build_local_posterior(chains: list[RelabelledChain], codes: np.ndarray, n_modalities, *,
-                          n_components: int, postprocess: PostprocessConfig | None = None) -> LocalPosterior:
+                          n_components: int, postprocess: PostprocessConfig | None = None,
+                          n_gaussian: int = 0) -> LocalPosterior:
     """Turn aligned relabelled chains into the silo's ``LocalPosterior`` (docs/design.md §4.2).
 
     Parameters
@@ -254,6 +255,9 @@ def build_local_posterior(chains: list[RelabelledChain], codes: np.ndarray, n_mo
     n_components : int
         C+.
     postprocess : PostprocessConfig
+    n_gaussian : int
+        G, the Gaussian items whose means and variances follow the profiles in every parameter row (§17.3). The
+        likelihood fallback of a row no kept draw placed in a kept cluster uses the categorical items only.
 
     Returns
     -------
@@ -318,7 +322,7 @@ def build_local_posterior(chains: list[RelabelledChain], codes: np.ndarray, n_mo
     local = LocalPosterior(partition=partition, membership=membership, pi_draws=pi_draws,
                            profile_draws=prof_all[:, owned], n_occupied=n_occupied,
                            log_posterior=log_posterior, n_modalities=tuple(int(k) for k in n_modalities),
-                           n_components=int(n_components))
+                           n_components=int(n_components), n_gaussian=int(n_gaussian))
     threshold = postprocess.threshold(n)
     if threshold > 1:
         local = reallocate_small_clusters(local, codes, threshold)

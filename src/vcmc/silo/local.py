@@ -166,6 +166,13 @@ class LocalSilo:
         return self.data.codes
 
     @functools.cached_property
+    def values(self) -> np.ndarray | None:
+        """The Gaussian items on the model's standardised scale (docs/design.md §17.2); None when there are none."""
+        from vcmc.data.continuous import standardised
+
+        return standardised(getattr(self.data, "values", None), self.data.schema.continuous)
+
+    @functools.cached_property
     def n_modalities(self) -> tuple[int, ...]:
         # cached: the gate asks for it on every round's request (a silo's data never change in a run)
         return tuple(int(k) for k in self.data.schema.n_modalities)

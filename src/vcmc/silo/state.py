@@ -23,6 +23,9 @@ class RunState:
     summarized: bool = False
     strategy: str = ""
     beta: float = 0.5
+    gaussian_prior: list[float] = dataclasses.field(default_factory=lambda: [0.01, 2.5, 0.75])
+    """The summarize request's normal-inverse-gamma prior of Gaussian items (kappa0, a0, b0): the released
+    draws of their means and variances are drawn from it given the released sums (docs/design.md §17.4)."""
     announced: bool = False
     assignment: list[int] | None = None
     n_global: int = 0

@@ -1,0 +1,126 @@
+"""The Gaussian (diagonal) family: ``X^g | C = c ~ N(mu_gc, sigma2_gc)`` with a normal-inverse-gamma prior
+(docs/design.md §17.3).
+
+``spec`` is the number ``G`` of Gaussian items. The model works on standardised values (``vcmc.data.continuous``:
+``(x - location) / scale`` with the schema's location and scale), so the default prior means the same for every
+unit. One component's parameters take ``2G`` columns of the flat parameter row: the ``G`` means, then the ``G``
+variances. Its statistics per cluster are ``3G`` columns: the observed rows ``n_g``, the sums ``s_g`` and the sums
+of squares ``ss_g`` of each item (missing cells, ``NaN``, contribute nothing, as a missing categorical cell does).
+
+Prior: ``mu | sigma2 ~ N(m0, sigma2 / kappa0)``, ``sigma2 ~ InvGamma(a0, b0)`` with ``m0 = 0``. Fractionated over
+S silos (the product of the S local priors is the prior once): ``kappa0 / S``, ``a0 / S``, ``b0 / S``, ``m0``
+(derivation in docs/design.md §17.3: the power 1/S of the prior's density in the coordinates where its two
+factors are independent, the standardised mean ``(mu - m0) / sigma`` and ``log sigma2``; proper for every S).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from vcmc.family.base import Family
+
+#: Index of each prior parameter in ``GaussianFamily.local_prior``'s array.
+M0, KAPPA, SHAPE, RATE = range(4)
+
+
+def posterior_parameters(stats: np.ndarray, local_prior: np.ndarray, n_items: int) -> tuple[np.ndarray, ...]:
+    """Normal-inverse-gamma posterior ``(m_n, kappa_n, a_n, b_n)`` of every (cluster, item) given the statistics
+    (K, 3G): ``kappa_n = kappa + n``, ``m_n = (kappa m0 + s) / kappa_n``, ``a_n = a + n / 2``,
+    ``b_n = b + (ss + kappa m0^2 - kappa_n m_n^2) / 2`` (the residual sum of squares plus the prior's pull)."""
+    st = np.asarray(stats, dtype=np.float64)
+    n, s, ss = st[..., :n_items], st[..., n_items:2 * n_items], st[..., 2 * n_items:]
+    m0, kappa, a, b = (float(local_prior[i]) for i in (M0, KAPPA, SHAPE, RATE))
+    kappa_n = kappa + n
+    m_n = (kappa * m0 + s) / kappa_n
+    # ss - s^2/n cancels badly when a cluster's values are far from 0; on standardised values they are not, and
+    # the floor keeps a rounded (released) sum of squares from making it negative
+    resid = np.maximum(ss + kappa * m0 * m0 - kappa_n * m_n * m_n, 0.0)
+    return m_n, kappa_n, a + n / 2.0, b + resid / 2.0
+
+
+class GaussianFamily(Family):
+    """Gaussian items with diagonal covariance (module docstring)."""
+
+    name = "gaussian"
+    disclosure = ("per cluster and item the number of observed rows, the sum and the sum of squares of the "
+                  "standardised values (the rounds, the latent class analysis) and the posterior draws of the "
+                  "means and variances; clusters under the minimum size never leave, sums rounded to the "
+                  "operator's precision and noised where set, the draws then redrawn from the released sums "
+                  "(docs/design.md §17.4)")
+    served_by = {
+        "allocation.mixed": "vcmc.mcmc.sampler.kernels_mixed._gibbs_block_mixed",
+        "parameters": "vcmc.mcmc.sampler.kernels_mixed._draw_gaussian",
+        "relabel": "vcmc.mcmc.relabel.PivotRelabeller",
+        "summary": "vcmc.silo.build_summary.build_summary",
+        "release": "vcmc.family.gaussian.release_sums",
+        "matching": "vcmc.family.gaussian.GaussianFamily.moments",
+    }
+
+    def n_columns(self, spec) -> int:
+        return 2 * int(spec)
+
+    def n_coordinates(self, spec) -> int:
+        return 2 * int(spec)
+
+    def log_likelihood_rows(self, data, params, spec) -> np.ndarray:
+        x = np.asarray(data, dtype=np.float64)
+        g = int(spec)
+        mu, var = np.asarray(params)[:, :g], np.asarray(params)[:, g:2 * g]
+        ok = ~np.isnan(x)
+        z = np.where(ok, x, 0.0)[:, None, :] - mu[None, :, :]
+        terms = -0.5 * (np.log(2.0 * math.pi * var)[None, :, :] + z * z / var[None, :, :])
+        return np.where(ok[:, None, :], terms, 0.0).sum(axis=2)
+
+    def sufficient_statistics(self, data, labels, n_clusters, spec) -> np.ndarray:
+        x = np.asarray(data, dtype=np.float64)
+        lab = np.asarray(labels)
+        ok = ~np.isnan(x) & (lab >= 0)[:, None]
+        xz = np.where(ok, x, 0.0)
+        onehot = np.zeros((x.shape[0], int(n_clusters)))
+        rows = np.flatnonzero(lab >= 0)
+        onehot[rows, lab[rows]] = 1.0
+        return np.concatenate([onehot.T @ ok, onehot.T @ xz, onehot.T @ (xz * xz)], axis=1)
+
+    def local_prior(self, prior, spec, n_silos: int) -> np.ndarray:
+        """``(m0, kappa0, a0, b0)``, each but ``m0`` divided by S under fractionation (module docstring)."""
+        s = int(n_silos) if prior.fractionate else 1
+        return np.array([0.0, prior.mean_precision / s, prior.variance_shape / s, prior.variance_rate / s])
+
+    def posterior_draws(self, stats, local_prior, spec, n_draws, rng) -> np.ndarray:
+        g = int(spec)
+        m_n, kappa_n, a_n, b_n = posterior_parameters(stats, local_prior, g)
+        var = b_n / rng.standard_gamma(np.broadcast_to(a_n, (int(n_draws), *a_n.shape)))
+        mu = m_n + np.sqrt(var / kappa_n) * rng.standard_normal(var.shape)
+        return np.concatenate([mu, var], axis=2)
+
+    def moments(self, param_draws, spec) -> tuple[np.ndarray, np.ndarray]:
+        """Coordinates: the means and the log variances (whose posterior is nearer normal than the variance's)."""
+        g = int(spec)
+        d = np.asarray(param_draws, dtype=np.float64)
+        coords = np.concatenate([d[..., :g], np.log(d[..., g:2 * g])], axis=-1)
+        mean = coords.mean(axis=0)
+        var = coords.var(axis=0, ddof=1) if coords.shape[0] > 1 else np.zeros_like(mean)
+        return mean, var
+
+
+def release_sums(stats: np.ndarray, n_items: int, *, precision: float, noise_scale: float | None = None,
+                 rng: np.random.Generator | None = None) -> np.ndarray:
+    """The Gaussian statistics (K, 3G) as they may leave a silo (docs/design.md §17.4): Laplace noise of scale
+    ``noise_scale`` on the sums and sums of squares where set, then both rounded to a multiple of ``precision``
+    (standardised units; 0 keeps them). The counts ``n_g`` are the count rules' (``vcmc.disclosure``); the
+    minimum cluster size is the gate's, common to every family."""
+    out = np.array(stats, dtype=np.float64, copy=True)
+    sums = out[:, n_items:]
+    if noise_scale is not None and noise_scale > 0:
+        if rng is None:
+            raise ValueError("release_sums: noise needs a random generator")
+        sums += rng.laplace(0.0, float(noise_scale), sums.shape)
+    if precision > 0:
+        sums[...] = np.round(sums / precision) * precision
+    out[:, 2 * n_items:] = np.maximum(out[:, 2 * n_items:], 0.0)
+    return out
+
+
+GAUSSIAN = GaussianFamily()
