@@ -7,7 +7,8 @@ pooled M-step, so the federated fit is the pooled fit. Several random starts; th
 Conventions are StepMix's (``measurement="categorical_nan"``): missing cells contribute nothing to the
 likelihood and each variable's profile is normalised over the rows that observed it; probabilities are
 clipped to [1e-15, 1 - 1e-15] inside logarithms; EM stops when the average log-likelihood changes by
-less than ``tol`` (StepMix's ``abs_tol = 1e-10``) or after ``max_iter`` rounds.
+less than ``tol`` (StepMix's ``abs_tol = 1e-10``) or after ``max_iter`` rounds. Gaussian items beside the
+categorical ones are StepMix's ``gaussian_diag`` (``vcmc.lca.gaussian``; docs/design.md §17).
 """
 
 from __future__ import annotations
@@ -45,17 +46,25 @@ class EStepTotals:
     modality: np.ndarray
     loglik: float
     entropy: float
+    gaussian: np.ndarray | None = None
+    at_gaussian: np.ndarray | None = None
+    """The Gaussian parameters (K, 2G) the sums were computed at."""
 
 
-def estep(call: Ask, names, pi, profiles) -> EStepTotals:
-    """One federated E-step round at ``(pi, profiles)``; the silos' sums added in the silos' order."""
-    replies = ask_all(call, names, LcaEStepRequest(pi=np.asarray(pi, float), profiles=np.asarray(profiles, float)))
+def estep(call: Ask, names, pi, profiles, gaussian=None) -> EStepTotals:
+    """One federated E-step round at ``(pi, profiles)`` (and the Gaussian items' ``gaussian``, (K, 2G)); the
+    silos' sums added in the silos' order."""
+    request = LcaEStepRequest(pi=np.asarray(pi, float), profiles=np.asarray(profiles, float),
+                              gaussian=None if gaussian is None else np.asarray(gaussian, float))
+    replies = ask_all(call, names, request)
     reps: list[LcaEStepReply] = [replies[n] for n in names]
     return EStepTotals(n_rows=sum(int(r.n_rows) for r in reps),
                        cluster=np.sum([np.asarray(r.cluster) for r in reps], axis=0),
                        modality=np.sum([np.asarray(r.modality) for r in reps], axis=0),
                        loglik=float(sum(float(r.loglik) for r in reps)),
-                       entropy=float(sum(float(r.entropy) for r in reps)))
+                       entropy=float(sum(float(r.entropy) for r in reps)),
+                       gaussian=None if gaussian is None else np.sum([np.asarray(r.gaussian) for r in reps], axis=0),
+                       at_gaussian=None if gaussian is None else np.asarray(gaussian, float))
 
 
 def m_step(totals: EStepTotals, n_modalities) -> tuple[np.ndarray, np.ndarray]:
@@ -103,30 +112,37 @@ class LcaFit:
     start_logliks: tuple[float, ...]
     n_rounds: int
     statistics: dict = field(default_factory=dict)
+    gaussian: np.ndarray | None = None
+    """(K, 2G): the Gaussian items' means, then variances, standardised (None without them)."""
 
 
 def run_em(call: Ask, names, n_modalities, pi, profiles, *, max_iter: int = 1000,
-           tol: float = 1e-10) -> tuple[np.ndarray, np.ndarray, EStepTotals, int, bool, int]:
-    """EM from ``(pi, profiles)`` until the average log-likelihood changes by less than ``tol``."""
+           tol: float = 1e-10, gaussian=None) -> tuple[np.ndarray, np.ndarray, EStepTotals, int, bool, int]:
+    """EM from ``(pi, profiles)`` (and ``gaussian``) until the average log-likelihood changes by less than
+    ``tol``; the final Gaussian parameters are the returned totals' ``at_gaussian``."""
+    from vcmc.lca.gaussian import gaussian_m_step
+
     previous = -np.inf
     rounds = 0
     converged = False
     it = 0
     for it in range(1, max_iter + 1):  # noqa: B007 - the number of rounds run is reported
-        totals = estep(call, names, pi, profiles)
+        totals = estep(call, names, pi, profiles, gaussian)
         rounds += 1
         avg = totals.loglik / max(totals.n_rows, 1)
         pi, profiles = m_step(totals, n_modalities)
+        if gaussian is not None:
+            gaussian = gaussian_m_step(totals.gaussian)
         if abs(avg - previous) < tol:
             converged = True
             break
         previous = avg
-    final = estep(call, names, pi, profiles)
+    final = estep(call, names, pi, profiles, gaussian)
     return pi, profiles, final, it, converged, rounds + 1
 
 
 def fit_lca(call: Ask, names, n_modalities, k: int, *, n_starts: int = 10, max_iter: int = 1000,
-            tol: float = 1e-10, rng: RngLike = None) -> LcaFit:
+            tol: float = 1e-10, rng: RngLike = None, n_gaussian: int = 0) -> LcaFit:
     """Best of ``n_starts`` federated EM runs of the K-class model.
 
     Parameters
@@ -141,7 +157,11 @@ def fit_lca(call: Ask, names, n_modalities, k: int, *, n_starts: int = 10, max_i
     n_starts, max_iter, tol : EM settings (StepMix's ``n_init``, ``max_iter``, ``abs_tol``).
     rng : seed or Generator
         Draws the starts; same seed, same fit.
+    n_gaussian : int
+        G, the silos' Gaussian items (``gaussian_diag``; their start ``vcmc.lca.gaussian.random_gaussian_start``).
     """
+    from vcmc.lca.gaussian import random_gaussian_start
+
     if int(k) < 1 or int(n_starts) < 1:
         raise ConfigError(f"the latent class model needs k >= 1 and n_starts >= 1; got k={k}, n_starts={n_starts}")
     gen = as_generator(rng)
@@ -151,7 +171,9 @@ def fit_lca(call: Ask, names, n_modalities, k: int, *, n_starts: int = 10, max_i
     rounds = 0
     for _ in range(1 if k == 1 else int(n_starts)):
         pi0, prof0 = random_start(int(k), n_modalities, gen)
-        pi, prof, totals, it, conv, r = run_em(call, names, n_modalities, pi0, prof0, max_iter=max_iter, tol=tol)
+        gauss0 = random_gaussian_start(int(k), int(n_gaussian), gen) if n_gaussian else None
+        pi, prof, totals, it, conv, r = run_em(call, names, n_modalities, pi0, prof0, max_iter=max_iter, tol=tol,
+                                               gaussian=gauss0)
         rounds += r
         logliks.append(totals.loglik)
         if best is None or totals.loglik > best[2].loglik:
@@ -160,15 +182,18 @@ def fit_lca(call: Ask, names, n_modalities, k: int, *, n_starts: int = 10, max_i
     order = np.argsort(-pi, kind="stable")
     from vcmc.lca.statistics import fit_statistics
 
-    stats = fit_statistics(totals.loglik, n_parameters(int(k), n_modalities), totals.n_rows, totals.entropy, int(k))
+    stats = fit_statistics(totals.loglik, n_parameters(int(k), n_modalities, int(n_gaussian)), totals.n_rows,
+                           totals.entropy, int(k))
     return LcaFit(k=int(k), pi=pi[order], profiles=prof[order], n_modalities=n_modalities, n_rows=totals.n_rows,
                   loglik=totals.loglik, entropy=totals.entropy, n_iter=it, converged=conv,
-                  start_logliks=tuple(logliks), n_rounds=rounds, statistics=stats)
+                  start_logliks=tuple(logliks), n_rounds=rounds, statistics=stats,
+                  gaussian=None if totals.at_gaussian is None else totals.at_gaussian[order])
 
 
-def n_parameters(k: int, n_modalities) -> int:
-    """Free parameters of the K-class model: K-1 weights and K x sum_q (M_q - 1) profile probabilities."""
-    return int((k - 1) + k * sum(int(m) - 1 for m in n_modalities))
+def n_parameters(k: int, n_modalities, n_gaussian: int = 0) -> int:
+    """Free parameters of the K-class model: K-1 weights, K x sum_q (M_q - 1) profile probabilities and K x 2G
+    means and variances of the Gaussian items."""
+    return int((k - 1) + k * sum(int(m) - 1 for m in n_modalities) + 2 * k * int(n_gaussian))
 
 
 def point_fit(call: Ask, names, n_modalities, pi, profiles) -> LcaFit:

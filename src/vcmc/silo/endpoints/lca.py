@@ -25,6 +25,13 @@ from vcmc.silo.release import round_real, small
 
 def admit(gate, request):
     pi = rc.probabilities("lca pi", request.pi, ndim=1, floor=0.0, sums_to_one=False)
+    gaussian = getattr(request, "gaussian", None)
+    if gaussian is not None:
+        g = 0 if gate.silo.values is None else gate.silo.values.shape[1]
+        gauss = np.asarray(gaussian, dtype=np.float64)
+        if g == 0 or gauss.shape != (pi.shape[0], 2 * g) or not np.all(np.isfinite(gauss)) or np.any(gauss[:, g:] <= 0):
+            raise ConfigError(f"a latent class request's Gaussian parameters must be ({pi.shape[0]}, {2 * g}) finite "
+                              "means and positive variances of the silo's continuous items")
     rc.cap("lca", clusters=pi.shape[0], max_clusters=gate.policy.max_clusters)
     prof = rc.profiles("lca profiles", request.profiles, (pi.shape[0], gate.silo.n_columns), gate.silo.n_modalities,
                        floor=gate.policy.profile_floor)
@@ -59,7 +66,13 @@ def answer_estep(silo, request: LcaEStepRequest) -> LcaEStepReply:
         cached = (codes, one_hot(codes, n_modalities))
         silo.__dict__["_lca_indicators"] = cached
     pi, profiles = check_point(codes, n_modalities, request.pi, request.profiles)
-    return LcaEStepReply(**estep_sums(codes, n_modalities, pi, profiles, cached[1]))
+    if request.gaussian is None:
+        return LcaEStepReply(**estep_sums(codes, n_modalities, pi, profiles, cached[1]))
+    sums = estep_sums(codes, n_modalities, pi, profiles, cached[1], values=silo.values, gaussian=request.gaussian)
+    # the log-likelihood of the values in their own units (StepMix's): the standardisation's Jacobian
+    scales = np.log([v.scale for v in silo.data.schema.continuous])
+    sums["loglik"] -= float(np.sum(~np.isnan(silo.values), axis=0) @ scales)
+    return LcaEStepReply(**sums)
 
 
 def answer_classify(silo, request: LcaClassifyRequest) -> LcaClassifyReply:
@@ -96,9 +109,21 @@ def _unprotected(gate) -> bool:
 
 
 def release_estep(gate, request, reply: LcaEStepReply) -> LcaEStepReply:
+    gaussian = reply.gaussian
+    if gaussian is not None and (gate.privacy.sum_precision > 0 or gate.privacy.sum_noise is not None):
+        from vcmc.family.gaussian import release_sums
+
+        g = gaussian.shape[1] // 3
+        gaussian = release_sums(gaussian, g, precision=gate.privacy.sum_precision,
+                                noise_scale=gate.privacy.sum_noise, rng=gate.noise_rng())
+        reply = dataclasses.replace(reply, gaussian=gaussian)
     if _unprotected(gate):
         return reply
-    return dataclasses.replace(reply, cluster=_protect(gate, reply.cluster), modality=_protect(gate, reply.modality))
+    if gaussian is not None:
+        g = gaussian.shape[1] // 3
+        gaussian = np.concatenate([_protect(gate, gaussian[:, :g]), gaussian[:, g:]], axis=1)
+    return dataclasses.replace(reply, cluster=_protect(gate, reply.cluster), modality=_protect(gate, reply.modality),
+                               gaussian=gaussian)
 
 
 def release_classify(gate, request, reply: LcaClassifyReply) -> LcaClassifyReply:

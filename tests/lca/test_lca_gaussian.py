@@ -1,0 +1,67 @@
+"""The latent class analysis with Gaussian items (StepMix's gaussian_diag; docs/design.md §17): the federated fit is
+the pooled fit, the one-class fit is the closed form in the data's own units, and the fit recovers known truth."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from vcmc.data.schema import ContinuousVariable, Schema
+from vcmc.lca.analysis import analyse, compare
+from vcmc.research.simulate_mixed import simulate_mixed
+from vcmc.silo.local import LocalSilo
+
+MEANS = np.array([[35.0, 50.0], [50.0, 65.0], [65.0, 40.0]])
+SDS = np.array([[5.0, 7.0], [6.0, 5.0], [4.0, 6.0]])
+
+
+@pytest.fixture(scope="module")
+def mixed():
+    silos, truth = simulate_mixed([250, 300, 350], [0.5, 0.3, 0.2], MEANS, SDS, missing=0.03, rng=4)
+    schema = Schema(silos[0].schema.variables, continuous=(ContinuousVariable("X1", 50.0, 15.0),
+                                                          ContinuousVariable("X2", 50.0, 12.0)))
+    return [dataclasses.replace(s, schema=schema) for s in silos], truth
+
+
+def _pooled(silos):
+    one = dataclasses.replace(silos[0], name="pooled", codes=np.vstack([s.codes for s in silos]),
+                              values=np.vstack([s.values for s in silos]), row_ids=None)
+    return [LocalSilo(one)]
+
+
+def test_federated_fit_is_the_pooled_fit(mixed):
+    silos, _ = mixed
+    fed, fed_fits = compare([LocalSilo(s) for s in silos], [2, 3], n_starts=3, rng=1, waic_draws=0)
+    pooled, pooled_fits = compare(_pooled(silos), [2, 3], n_starts=3, rng=1, waic_draws=0)
+    assert np.allclose(fed["log_likelihood"], pooled["log_likelihood"], rtol=1e-9)
+    assert np.allclose(fed_fits[3].gaussian, pooled_fits[3].gaussian, atol=1e-6)
+    assert fed["n_parameters"].tolist() == [1 + 2 * 6 + 2 * 4, 2 + 3 * 6 + 3 * 4]     # 6 free per profile, 2 items
+
+
+def test_one_class_is_the_closed_form_in_the_data_s_units(mixed):
+    silos, _ = mixed
+    fit = analyse([LocalSilo(s) for s in silos], 1, rng=0).fit
+    x = np.vstack([s.values for s in silos])
+    codes = np.vstack([s.codes for s in silos])
+    ll = 0.0
+    for g in range(x.shape[1]):
+        v = x[~np.isnan(x[:, g]), g]
+        ll += stats.norm.logpdf(v, v.mean(), v.std()).sum()
+    for q in range(codes.shape[1]):
+        c = codes[codes[:, q] >= 0, q]
+        p = np.bincount(c) / c.size
+        ll += np.sum(np.log(p[c]))
+    assert fit.loglik == pytest.approx(ll, rel=1e-7)
+
+
+def test_recovers_the_true_classes_means(mixed):
+    silos, _ = mixed
+    fit = analyse([LocalSilo(s) for s in silos], 3, n_starts=5, rng=2).fit
+    means = fit.gaussian[:, :2] * [15.0, 12.0] + 50.0
+    order = np.argsort(means[:, 0])
+    assert np.allclose(means[order], MEANS, atol=2.0)
+    assert np.allclose(np.sqrt(fit.gaussian[order, 2:]) * [15.0, 12.0], SDS, rtol=0.2)
+    assert analyse([LocalSilo(s) for s in silos], 3, n_starts=5, rng=2).fit.loglik == fit.loglik   # seeded
