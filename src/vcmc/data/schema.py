@@ -218,18 +218,10 @@ class Variable:
 
 @dataclass(frozen=True)
 class ContinuousVariable:
-    """One continuous variable (a Gaussian item of the model, docs/design.md §17.2).
-
-    Parameters
-    ----------
-    name : str
-        Column name, non-empty.
-    location, scale : float
-        The model works on ``(x - location) / scale`` (``scale > 0``) and reports on the original scale
-        (``vcmc.data.continuous``: inferred as the pooled mean and standard deviation at two significant digits).
-    unit : str
-        The unit of the values, for the report (default none).
-    """
+    """One continuous variable, a Gaussian item of the model (docs/design.md §17.2): its column ``name``
+    (non-empty), the ``location`` and ``scale > 0`` of the model's ``(x - location) / scale`` (the estimates are
+    reported back on the original scale; ``vcmc.data.continuous`` infers them as the pooled mean and standard
+    deviation at two significant digits) and, for the report, the ``unit`` of the values (default none)."""
 
     name: str
     location: float

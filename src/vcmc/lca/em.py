@@ -46,9 +46,9 @@ class EStepTotals:
     modality: np.ndarray
     loglik: float
     entropy: float
-    gaussian: np.ndarray | None = None
     at_gaussian: np.ndarray | None = None
-    """The Gaussian parameters (K, 2G) the sums were computed at."""
+    """The Gaussian parameters (K, 2G) the sums were computed at; ``gaussian`` the sums (K, 3G)."""
+    gaussian: np.ndarray | None = None
 
 
 def estep(call: Ask, names, pi, profiles, gaussian=None) -> EStepTotals:

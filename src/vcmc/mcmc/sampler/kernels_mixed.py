@@ -23,19 +23,33 @@ from vcmc.mcmc.sampler.draws import _draw_parameters, _keep_draw
 _LOG_2PI = math.log(2.0 * math.pi)
 
 
+@njit(cache=True, inline="always")
+def _add_row(gstat, x, i, k):
+    """Row ``i``'s observed measurements into component ``k``'s counts, sums and sums of squares."""
+    n_items = x.shape[1]
+    for g in range(n_items):
+        v = x[i, g]
+        if v == v:
+            gstat[k, g] += 1.0
+            gstat[k, n_items + g] += v
+            gstat[k, 2 * n_items + g] += v * v
+
+
 @njit(cache=True)
 def _gaussian_stats(x, z, gstat):
     """Observed rows, sums and sums of squares of every (component, item): ``gstat`` (C, 3G), zeroed here."""
-    n_items = x.shape[1]
     gstat[:, :] = 0.0
     for i in range(x.shape[0]):
-        k = z[i]
-        for g in range(n_items):
-            v = x[i, g]
-            if v == v:
-                gstat[k, g] += 1.0
-                gstat[k, n_items + g] += v
-                gstat[k, 2 * n_items + g] += v * v
+        _add_row(gstat, x, i, z[i])
+
+
+@njit(cache=True)
+def _keep_mixed(s, nc, ct, gstat, pi, logpi, prof, logprof, alpha, beta, offsets, const, gprior, keep_pi, keep_prof,
+                keep_nocc, keep_lp):
+    """Store kept draw ``s``: the shared record, plus the Gaussian items' part of the log joint."""
+    _keep_draw(s, nc, ct, pi, logpi, prof, logprof, alpha, beta, offsets, const, keep_pi, keep_prof, keep_nocc,
+               keep_lp)
+    keep_lp[s] += _gaussian_log_joint(gstat, prof, offsets[offsets.shape[0] - 1], gprior)
 
 
 # error_model="numpy" as in _draw_parameters: every divisor is a positive shape, precision or Gamma draw
@@ -125,42 +139,25 @@ def _gibbs_block_mixed(pidx, x, z, pi, logpi, prof, logprof, alpha, beta, offset
                     for c in range(n_comp):
                         d = v - mu_t[g, c]
                         lw[c] += norm_t[g, c] - half_prec[g, c] * d * d
-            top = lw[0]
-            for c in range(1, n_comp):
-                top = max(top, lw[c])
-            tot = 0.0
+            top = lw.max()
+            acc = 0.0                  # lw becomes the running total; the first total above the uniform wins
             for c in range(n_comp):
-                lw[c] = math.exp(lw[c] - top)
-                tot += lw[c]
-            t = rng.random() * tot
-            k = n_comp - 1
-            acc = 0.0
-            for c in range(n_comp):
-                acc += lw[c]
-                if acc > t:
-                    k = c
-                    break
-            while lw[k] == 0.0:
-                k -= 1
+                acc += math.exp(lw[c] - top)
+                lw[c] = acc
+            k = min(np.searchsorted(lw, rng.random() * acc, side="right"), n_comp - 1)
             z[i] = k
             nc[k] += 1
             for q in range(n_var):
                 ct[pidx[i, q], k] += 1
-            for g in range(n_items):
-                v = x[i, g]
-                if v == v:
-                    gstat[k, g] += 1.0
-                    gstat[k, n_items + g] += v
-                    gstat[k, 2 * n_items + g] += v * v
-        # ---- 2-3. weights, profiles, means and variances given the allocations
+            _add_row(gstat, x, i, k)
+        # ---- 2-3. means and variances, weights and profiles given the allocations (independent given them)
+        _draw_gaussian(gstat, gprior, prof, n_col, rng)
         keep = it >= burn_in and (it - burn_in) % thin == thin - 1
         _draw_parameters(nc, ct, alpha, beta, offsets, shp, pi, logpi, prof, logprof, keep, rng)
-        _draw_gaussian(gstat, gprior, prof, n_col, rng)
-        if keep:
-            s = keep_at + n_kept
-            _keep_draw(s, nc, ct, pi, logpi, prof, logprof, alpha, beta, offsets, const, keep_pi, keep_prof,
-                       keep_nocc, keep_lp)
-            keep_lp[s] += _gaussian_log_joint(gstat, prof, n_col, gprior)
-            keep_z[n_kept] = z
-            n_kept += 1
+        if not keep:
+            continue
+        _keep_mixed(keep_at + n_kept, nc, ct, gstat, pi, logpi, prof, logprof, alpha, beta, offsets, const, gprior,
+                    keep_pi, keep_prof, keep_nocc, keep_lp)
+        keep_z[n_kept] = z
+        n_kept += 1
     return n_kept
