@@ -35,11 +35,6 @@ def as_silos(silos) -> list:
             raise SchemaError(f"silo {s.name!r} uses a different schema from silo {silos[0].name!r} "
                               f"(fingerprints {s.schema.fingerprint()} vs {ref.fingerprint()}); all silos "
                               "must encode their data with the same schema file.")
-    if getattr(ref, "continuous", ()):
-        raise ConfigError(
-            f"the schema has continuous variables ({', '.join(ref.continuous_names)}): they reach the apply step and "
-            "the silo's summary, and the rest of the federated fit (matching, aggregation, labelling) does not use "
-            "them yet (docs/design.md §17.5); declare them categorical (bands) for vcmc fit, or drop them.")
     # one canonical order, whatever order the silos came in (vcmc.federation.order; docs/design.md §12.1)
     from vcmc.federation.order import silo_sort_key
 

@@ -54,8 +54,13 @@ class GaussianFamily(Family):
         "parameters": "vcmc.mcmc.sampler.kernels_mixed._draw_gaussian",
         "relabel": "vcmc.mcmc.relabel.PivotRelabeller",
         "summary": "vcmc.silo.build_summary.build_summary",
-        "release": "vcmc.family.gaussian.release_sums",
-        "matching": "vcmc.family.gaussian.GaussianFamily.moments",
+        "release": "vcmc.silo.gaussian.release_gaussian",
+        "matching": "vcmc.matching.calibrated.cluster_closeness",
+        "aggregation": "vcmc.aggregation.gaussian.aggregate_gaussian",
+        "memberships": "vcmc.rows.mixed.memberships",
+        "replicates": "vcmc.rows.mixed.replicate_item_moments",
+        "waic": "vcmc.rows.mixed.waic_sums",
+        "lca": "vcmc.lca.gaussian.gaussian_m_step",
     }
 
     def n_columns(self, spec) -> int:

@@ -158,6 +158,12 @@ def write_outputs(result: GlobalResult, out_dir, *, schema=None, netcdf: bool = 
         paths["profiles"] = out / "profiles.csv"
         tmp = stack.enter_context(atomic_path(paths["profiles"]))
         frame.to_csv(tmp, index=False)
+        if result.gaussian_draws is not None and schema is not None and schema.continuous:
+            from vcmc.report.continuous import continuous_table
+
+            paths["continuous"] = out / "continuous.csv"
+            tmp = stack.enter_context(atomic_path(paths["continuous"]))
+            pd.DataFrame(continuous_table(result.gaussian_draws, schema.continuous)).to_csv(tmp, index=False)
 
         if netcdf and result.pi_draws is not None:
             paths["posterior"] = out / "posterior.nc"

@@ -51,6 +51,8 @@ class RunState:
     secure_index: int = -1
     secure_round: int = 0
     secure_digest: str = ""
+    gaussian_rows: list[str] = dataclasses.field(default_factory=list)
+    """Digests of the announced global Gaussian draws (docs/design.md §17.6)."""
     kept_round_profiles: list[str] = dataclasses.field(default_factory=list)
     """Digests of the profile draws of the kept rounds this silo answered (the analyst's own session only:
     a round assess request must use some of them)."""

@@ -12,6 +12,7 @@ from vcmc.protocol import AssignReply, AssignRequest
 from vcmc.silo import checks as rc
 from vcmc.silo.endpoints import endpoint
 from vcmc.silo.endpoints.announce import check_draws, require_announced
+from vcmc.silo.gaussian import check_assign
 from vcmc.silo.release import noised_vector, protect_vector, round_real, small, withhold
 
 
@@ -35,7 +36,8 @@ def admit(gate, request: AssignRequest) -> AssignRequest:
     pi = rc.probabilities("assign pi", pi, ndim=2, floor=0.0, sums_to_one=True)
     prof = rc.profiles("assign profiles", profiles, (pi.shape[0], n_global, gate.silo.n_columns),
                        gate.silo.n_modalities, floor=gate.policy.profile_floor)
-    return dataclasses.replace(request, pi=pi, profiles=prof)
+    gaussian = check_assign(gate, request, pi.shape[0], announced)
+    return dataclasses.replace(request, pi=pi, profiles=prof, gaussian=gaussian)
 
 
 def answer(silo, request: AssignRequest) -> AssignReply:
@@ -58,7 +60,14 @@ def answer(silo, request: AssignRequest) -> AssignReply:
         if pi.shape[1] != n_global or profiles.shape[1:] != (n_global, p) or pi.shape[0] != profiles.shape[0]:
             raise ConfigError(f"assign: pi and profiles must be draws of {n_global} clusters over {p} "
                               f"modality columns; got shapes {pi.shape} and {profiles.shape}")
-        memberships, monte_carlo = memberships_to_target(silo.codes, silo.n_modalities, pi, profiles)
+        if request.gaussian is not None:       # every draw sent: the mixed rows' densities (docs/design.md §17.7)
+            from vcmc.rows.mixed import memberships as mixed_memberships
+
+            memberships = mixed_memberships(silo.codes, silo.n_modalities, silo.values, pi, profiles,
+                                            np.asarray(request.gaussian, dtype=np.float64))
+            monte_carlo = None
+        else:
+            memberships, monte_carlo = memberships_to_target(silo.codes, silo.n_modalities, pi, profiles)
         labels = np.argmax(memberships, axis=1)
     else:
         a = silo.check_assignment(request.assignment, n_global, "assign")

@@ -13,7 +13,7 @@ from vcmc.protocol import SiloSummary, SummarizeRequest
 from vcmc.silo import checks as rc
 from vcmc.silo import summary_cache
 from vcmc.silo.endpoints import endpoint
-from vcmc.silo.release_gaussian import release_gaussian
+from vcmc.silo.gaussian import release_gaussian
 
 silo_log = logging.getLogger("vcmc.silo")
 
