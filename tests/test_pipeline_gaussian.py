@@ -14,7 +14,7 @@ import vcmc
 from vcmc.config import FitConfig, SamplerConfig
 from vcmc.data.schema import ContinuousVariable, Schema
 from vcmc.exceptions import ConfigError, DisclosureError
-from vcmc.protocol import AnnounceRequest
+from vcmc.protocol import AnnounceRequest, AssignRequest
 from vcmc.report.outputs import write_outputs
 from vcmc.research.simulate_mixed import simulate_mixed
 from vcmc.silo.local import LocalSilo
@@ -75,3 +75,8 @@ def test_announced_gaussian_draws_far_from_the_silo_s_are_refused(mixed, summari
     with pytest.raises(ConfigError, match="Gaussian draws come exactly when"):
         silo.gate.admit(dataclasses.replace(ok, gaussian=None))
     silo.gate.admit(ok)
+    assign = AssignRequest(assignment=np.arange(k), n_global=k, pi=pi, profiles=prof, gaussian=own)
+    with pytest.raises(DisclosureError, match="Gaussian draws that were not announced"):
+        silo.gate.admit(dataclasses.replace(assign, gaussian=own * 1.01))
+    with pytest.raises(ConfigError, match="needs their Gaussian draws"):
+        silo.gate.admit(dataclasses.replace(assign, gaussian=None))
