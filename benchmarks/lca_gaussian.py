@@ -3,9 +3,10 @@
 Simulated mixed designs (4 categorical variables, continuous items in their own units, 3 silos; homogeneous or
 heterogeneous silo weights), seeded: vcmc fits K = 1..--k-max by federated EM over the silos (best of --starts
 random starts, ``vcmc.lca.analysis.compare``) and StepMix fits the pooled rows with ``categorical_nan`` +
-``gaussian_diag`` (``n_init`` = --starts, ``abs_tol`` 1e-10). Reported per K: both maximised log-likelihoods, their
-relative difference, and both BIC choices of K. Needs StepMix in the running environment (``pip install stepmix``;
-it is not a vcmc dependency). Prints one JSON object; ``--out FILE`` also writes it.
+``gaussian_diag`` (``gaussian_diag_nan`` with missing values; ``n_init`` = --starts, ``abs_tol`` 1e-10).
+Reported per K: both maximised log-likelihoods, their relative difference, and both BIC choices of K. Needs
+StepMix in the running environment (``pip install stepmix``; it is not a vcmc dependency). Prints one JSON
+object; ``--out FILE`` also writes it.
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/lca_gaussian.py [--k-max 5] [--starts 10] [--out FILE]
 """
@@ -57,7 +58,8 @@ def _stepmix(silos, ks, starts: int) -> list[float]:
         model = StepMix(n_components=k, n_init=starts, max_iter=1000, abs_tol=1e-10, random_state=0, verbose=0,
                         progress_bar=0, measurement={
                             "categorical": {"model": "categorical_nan", "n_columns": codes.shape[1]},
-                            "continuous": {"model": "gaussian_diag", "n_columns": x.shape[1]}})
+                            "continuous": {"model": "gaussian_diag_nan" if np.isnan(x).any() else "gaussian_diag",
+                                           "n_columns": x.shape[1]}})
         model.fit(data)
         out.append(float(model.score(data) * data.shape[0]))
     return out
