@@ -15,6 +15,7 @@ from vcmc.config import FitConfig, SamplerConfig
 from vcmc.data.schema import ContinuousVariable, Schema
 from vcmc.exceptions import ConfigError, DisclosureError
 from vcmc.protocol import AnnounceRequest, AssignRequest
+from vcmc.report.build import write_report
 from vcmc.report.outputs import write_outputs
 from vcmc.research.simulate_mixed import simulate_mixed
 from vcmc.silo.local import LocalSilo
@@ -58,6 +59,9 @@ def test_continuous_csv_is_on_the_original_scale(mixed, result, tmp_path):
     assert np.allclose(x1, np.sort(50 + 10 * MEANS[:, 0]), atol=1.5)
     assert (table["mean_ci95_low"] < table["mean"]).all() and (table["unit"] == "mmHg").all()
     assert np.allclose(np.sort(table.loc[table["variable"] == "X2", "sd"]), np.sort(10 * SDS[:, 1]), rtol=0.2)
+    report = write_report(tmp_path)
+    page = report.html.read_text()
+    assert "Continuous variables" in page and "mmHg" in page and report.figures["continuous"].is_file()
 
 
 def test_announced_gaussian_draws_far_from_the_silo_s_are_refused(mixed, summarize_request):
