@@ -50,6 +50,10 @@ def test_default_run_finds_the_clusters_and_their_means(mixed, result):
     means = np.sort(result.gaussian_draws.mean(axis=0)[:, 0])
     assert np.allclose(means, np.sort(MEANS[:, 0]), atol=0.15)
     assert any("continuous items" in w for w in result.diagnostics["warnings"])
+    checks = result.diagnostics["ppc"]["continuous"]["table"]
+    assert len(checks) == 4 and all(0.02 < row["ppp"] < 0.98 for row in checks)      # the model fits the data
+    assert np.isfinite(result.diagnostics["waic"]["elpd_waic"])
+    assert result.diagnostics["n_clusters_posterior"]["global"]["values"] == [3]
 
 
 def test_continuous_csv_is_on_the_original_scale(mixed, result, tmp_path):

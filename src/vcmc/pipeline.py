@@ -254,12 +254,11 @@ def server_steps(summaries: list[SiloSummary], transport, config: FitConfig, *, 
     # (docs/design.md §16), and their start needs only the matching and the local clusters' sizes
     rounds = method == "vcmc" and config.aggregation.rounds > 1
     notes_gaussian = []
-    if matched.gaussian is not None and (rounds or config.assessment.enabled):
-        # the rounds' pooled chain and the assessment round know the categorical items only (docs/design.md §17.8)
-        notes_gaussian = ["with continuous items the one-shot pass is the answer: the global-informed rounds and "
-                          "the model assessment do not cover them yet (docs/design.md §17.8)"]
+    if matched.gaussian is not None and rounds:
+        # the rounds' pooled chain knows the categorical items only (docs/design.md §17.8)
+        notes_gaussian = ["with continuous items the one-shot pass is the answer: the global-informed rounds do not "
+                          "cover them yet (docs/design.md §17.8)"]
         rounds = False
-        config = dataclasses.replace(config, assessment=dataclasses.replace(config.assessment, enabled=False))
     partition = None
     if not rounds:
         t0 = time.perf_counter()

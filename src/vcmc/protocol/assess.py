@@ -21,7 +21,10 @@ class AssessReply(Reply):
     cluster when allocations are sampled at draw r. WAIC sums over the silo's ``n_rows`` rows of
     ``lppd_i = log mean_r p(x_i | theta_r)`` (``lppd``), ``v_i = var_r log p(x_i | theta_r)``
     (``p_waic``) and ``elpd_i = lppd_i - v_i`` (``elpd``), with ``elpd_m2`` the sum of squared deviations of
-    ``elpd_i`` from their silo mean (for the standard error). ``n_suppressed``: counts suppressed.
+    ``elpd_i`` from their silo mean (for the standard error). ``n_suppressed``: counts suppressed. With
+    Gaussian items (docs/design.md §17.7) every density is in the WAIC sums and the occupancy, and
+    ``gaussian_observed`` (3, G) holds each item's observed rows, sum and sum of squares (standardised),
+    ``gaussian_replicated`` (R, 3, G) the same in each replicated dataset.
     """
 
     KIND = "assess_reply"
@@ -40,6 +43,8 @@ class AssessReply(Reply):
     elpd: float
     elpd_m2: float
     n_suppressed: int = 0
+    gaussian_observed: np.ndarray | None = None
+    gaussian_replicated: np.ndarray | None = None
 
     def check_reply(self, request, silo: str) -> None:
         if isinstance(request, AssessRequest):
@@ -82,3 +87,4 @@ class AssessRequest(Request, action="assess", reply=AssessReply, budget=1, witho
     pairs: np.ndarray                  # (E, 2) int
     seed_entropy: int
     spawn_key: tuple[int, ...]
+    gaussian: np.ndarray | None = None  # (R, C, 2G): the Gaussian items' announced draws (docs/design.md §17.7)

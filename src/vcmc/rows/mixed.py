@@ -46,20 +46,55 @@ def waic_sums(codes, n_modalities, values, pi_draws, profile_draws, gaussian_dra
             "elpd_ss": float(np.sum((elpd - elpd.mean()) ** 2)), "n_rows": int(ll.shape[1])}
 
 
+def occupancy(codes, n_modalities, values, pi_draws, profile_draws, gaussian_draws, rng: RngLike = None
+              ) -> np.ndarray:
+    """(R, C) 0/1: whether any row falls in each cluster when every row's allocation is sampled at draw r from
+    its probabilities with every item's density (the occupancy of §14.3)."""
+    gen = as_generator(rng)
+    out = np.zeros(np.shape(pi_draws), dtype=np.int64)
+    for t in range(out.shape[0]):
+        joint = joint_log_density(codes, n_modalities, values, pi_draws[t], profile_draws[t], gaussian_draws[t])
+        cum = np.cumsum(np.exp(joint - logsumexp(joint, axis=1, keepdims=True)), axis=1)
+        picks = (gen.random(cum.shape[0])[:, None] > cum).sum(axis=1)
+        out[t, np.unique(np.minimum(picks, out.shape[1] - 1))] = 1
+    return out
+
+
+def item_sums(values) -> np.ndarray:
+    """Each item's observed rows, sum and sum of squares (3, G)."""
+    x = np.asarray(values, dtype=np.float64)
+    seen = ~np.isnan(x)
+    z = np.where(seen, x, 0.0)
+    return np.stack([seen.sum(axis=0).astype(np.float64), z.sum(axis=0), (z * z).sum(axis=0)])
+
+
 def item_moments(values) -> np.ndarray:
     """Each item's mean and variance over the rows observing it, (2, G)."""
-    return np.stack([np.nanmean(values, axis=0), np.nanvar(values, axis=0)])
+    return moments_of_sums(item_sums(values))
+
+
+def moments_of_sums(sums) -> np.ndarray:
+    """Mean and variance (2, G) from observed rows, sums and sums of squares (3, G) (NaN for an item nobody has)."""
+    n, s, ss = np.asarray(sums, dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = s / n
+        return np.stack([mean, ss / n - mean * mean])
 
 
 def replicate_item_moments(values, pi, gaussian, rng: RngLike = None) -> np.ndarray:
-    """One replicated dataset's mean and variance of every Gaussian item (2, G), drawn from sufficient statistics
-    exactly in distribution (the rows observing an item keep it observed, as in §14.1): the rows' clusters
-    ``~ Multinomial(n_g, pi)``, then per cluster the sum ``~ N(n mu, n sigma2)`` and the sum of squares about the
-    cluster's own mean ``~ sigma2 chi2_{n-1}``, independent (Cochran's theorem), pooled over the clusters."""
+    """One replicated dataset's mean and variance of every Gaussian item (2, G) (``replicate_item_sums``)."""
+    return moments_of_sums(replicate_item_sums(values, pi, gaussian, rng))
+
+
+def replicate_item_sums(values, pi, gaussian, rng: RngLike = None) -> np.ndarray:
+    """One replicated dataset's observed rows, sum and sum of squares of every Gaussian item (3, G), drawn from
+    sufficient statistics exactly in distribution (the rows observing an item keep it observed, as in §14.1): the
+    rows' clusters ``~ Multinomial(n_g, pi)``, then per cluster the sum ``~ N(n mu, n sigma2)`` and the sum of
+    squares about the cluster's own mean ``~ sigma2 chi2_{n-1}``, independent (Cochran's theorem)."""
     gen = as_generator(rng)
     g = np.shape(values)[1]
     observed = np.sum(~np.isnan(values), axis=0)
-    out = np.empty((2, g))
+    out = np.zeros((3, g))
     mu, var = np.asarray(gaussian)[:, :g], np.asarray(gaussian)[:, g:]
     for j in range(g):
         n_c = gen.multinomial(int(observed[j]), np.asarray(pi, dtype=np.float64) / np.sum(pi))
@@ -67,7 +102,5 @@ def replicate_item_moments(values, pi, gaussian, rng: RngLike = None) -> np.ndar
         n = n_c[seen].astype(np.float64)
         sums = gen.normal(n * mu[seen, j], np.sqrt(n * var[seen, j]))
         within = var[seen, j] * gen.chisquare(np.maximum(n - 1, 1e-300)) * (n > 1)
-        mean = sums.sum() / n.sum()
-        out[0, j] = mean
-        out[1, j] = (within.sum() + np.sum(n * (sums / n - mean) ** 2)) / n.sum()
+        out[:, j] = n.sum(), sums.sum(), np.sum(within + sums * sums / n)
     return out

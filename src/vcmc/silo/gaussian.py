@@ -99,23 +99,23 @@ def check_announced(gate, request, assignment: np.ndarray, n_draws: int) -> None
     gate.state.gaussian_rows = digest_rows(draws.reshape(draws.shape[0], -1))
 
 
-def check_assign(gate, request, n_draws: int, announced: bool) -> np.ndarray | None:
-    """The assign request's Gaussian draws: present exactly when the silo has continuous items and the request
-    has parameters, of the announced ones."""
+def check_requested(gate, request, what: str, n_draws: int, announced: bool) -> np.ndarray | None:
+    """An assign or assess request's Gaussian draws (R, C, 2G): present exactly when the silo has continuous items
+    and the request has parameters, of the announced ones."""
     values = gate.silo.values
     gaussian = getattr(request, "gaussian", None)
     if values is None or request.pi is None:
         if gaussian is not None:
-            raise ConfigError("assign: Gaussian draws without continuous items or without profile draws")
+            raise ConfigError(f"{what}: Gaussian draws without continuous items or without profile draws")
         return None
     if gaussian is None:
-        raise ConfigError("assign: the silo has continuous items; the request needs their Gaussian draws")
+        raise ConfigError(f"{what}: the silo has continuous items; the request needs their Gaussian draws")
     g = values.shape[1]
     draws = np.asarray(gaussian, dtype=np.float64)
-    if draws.shape != (n_draws, int(request.n_global), 2 * g) or not np.all(np.isfinite(draws)) \
-            or np.any(draws[..., g:] <= 0):
-        raise ConfigError(f"assign: the Gaussian draws must be ({n_draws}, {int(request.n_global)}, {2 * g})")
+    n_global = np.shape(request.pi)[-1]
+    if draws.shape != (n_draws, n_global, 2 * g) or not np.all(np.isfinite(draws)) or np.any(draws[..., g:] <= 0):
+        raise ConfigError(f"{what}: the Gaussian draws must be ({n_draws}, {n_global}, {2 * g})")
     if announced and not set(digest_rows(draws.reshape(n_draws, -1))) <= set(gate.state.gaussian_rows):
-        raise DisclosureError(f"silo {gate.silo.name!r}: the assign request uses Gaussian draws that were not "
+        raise DisclosureError(f"silo {gate.silo.name!r}: the {what} request uses Gaussian draws that were not "
                               "announced in this run")
     return draws

@@ -14,6 +14,7 @@ from vcmc.protocol import AssessReply, AssessRequest
 from vcmc.silo import checks as rc
 from vcmc.silo.endpoints import endpoint
 from vcmc.silo.endpoints.announce import check_draws, require_announced
+from vcmc.silo.gaussian import check_requested
 from vcmc.silo.release import protect_vector
 
 
@@ -44,7 +45,8 @@ def admit(gate, request: AssessRequest) -> AssessRequest:
     pi = check_terms(gate, "assess", pi, request.pairs, request.spawn_key)
     prof = rc.profiles("assess profiles", profiles, (pi.shape[0], pi.shape[1], gate.silo.n_columns),
                        gate.silo.n_modalities, floor=gate.policy.profile_floor)
-    return dataclasses.replace(request, profiles=prof)
+    gaussian = check_requested(gate, request, "assess", pi.shape[0], announced)
+    return dataclasses.replace(request, profiles=prof, gaussian=gaussian)
 
 
 def answer(silo, request: AssessRequest) -> AssessReply:
@@ -69,7 +71,25 @@ def answer(silo, request: AssessRequest) -> AssessReply:
     if pairs.size and (pairs.min() < 0 or pairs.max() >= p or np.any(var[pairs[:, 0]] == var[pairs[:, 1]])):
         raise ConfigError(f"assess: pairs must be columns in [0, {p}) of two different variables")
     seed = np.random.SeedSequence(int(request.seed_entropy), spawn_key=tuple(int(k) for k in request.spawn_key))
-    return AssessReply(**assess_rows(silo.codes, silo.n_modalities, pi, profiles, pairs, rng=seed, privacy=privacy))
+    sums = assess_rows(silo.codes, silo.n_modalities, pi, profiles, pairs, rng=seed, privacy=privacy)
+    if request.gaussian is not None:
+        sums.update(_gaussian_assessment(silo, pi, profiles, np.asarray(request.gaussian, dtype=np.float64), seed))
+    return AssessReply(**sums)
+
+
+def _gaussian_assessment(silo, pi, profiles, gaussian, seed) -> dict:
+    """With Gaussian items (docs/design.md §17.7): the WAIC sums and the occupancy with every item's density (the
+    categorical replicates stay valid: the items' margins do not depend on the Gaussian ones), and each item's
+    observed and replicated sums. On a stream of its own, so the categorical checks are those of the same seed."""
+    from vcmc.rows import mixed
+
+    gen = np.random.default_rng(np.random.SeedSequence(seed.entropy, spawn_key=(*seed.spawn_key, 0x6A55)))
+    waic = mixed.waic_sums(silo.codes, silo.n_modalities, silo.values, pi, profiles, gaussian)
+    return {"lppd": waic["lppd"], "p_waic": waic["p_waic"], "elpd": waic["elpd"], "elpd_m2": waic["elpd_ss"],
+            "occupied": mixed.occupancy(silo.codes, silo.n_modalities, silo.values, pi, profiles, gaussian, gen),
+            "gaussian_observed": mixed.item_sums(silo.values),
+            "gaussian_replicated": np.stack([mixed.replicate_item_sums(silo.values, pi[r], gaussian[r], gen)
+                                             for r in range(pi.shape[0])])}
 
 
 def waic_grid(n_modalities, pi: np.ndarray, profiles: np.ndarray, round_to: int) -> float:
@@ -107,7 +127,19 @@ def release_at(gate, reply: AssessReply, pi: np.ndarray, profiles) -> AssessRepl
         p_waic = float(np.floor(reply.p_waic / grid + 0.5) * grid)
         changes.update(lppd=lppd, p_waic=p_waic, elpd=lppd - p_waic,
                        elpd_m2=float(np.floor(reply.elpd_m2 / grid ** 2 + 0.5) * grid ** 2))
+    if reply.gaussian_observed is not None:
+        changes.update(gaussian_observed=_released_item_sums(gate, reply.gaussian_observed),
+                       gaussian_replicated=np.stack([_released_item_sums(gate, r) for r in reply.gaussian_replicated]))
     return dataclasses.replace(reply, **changes)
+
+
+def _released_item_sums(gate, sums) -> np.ndarray:
+    """A whole-silo item's rows, sum and sum of squares: the rows as a count, the sums by §17.4's rounding."""
+    from vcmc.family.gaussian import release_sums
+
+    sums = np.asarray(sums, dtype=np.float64)
+    flat = np.concatenate([protect_vector(gate, sums[0]), sums[1], sums[2]])[None, :]
+    return release_sums(flat, sums.shape[1], precision=gate.privacy.sum_precision)[0].reshape(3, -1)
 
 
 def release(gate, request: AssessRequest, reply: AssessReply) -> AssessReply:

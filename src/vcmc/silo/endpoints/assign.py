@@ -12,7 +12,7 @@ from vcmc.protocol import AssignReply, AssignRequest
 from vcmc.silo import checks as rc
 from vcmc.silo.endpoints import endpoint
 from vcmc.silo.endpoints.announce import check_draws, require_announced
-from vcmc.silo.gaussian import check_assign
+from vcmc.silo.gaussian import check_requested
 from vcmc.silo.release import noised_vector, protect_vector, round_real, small, withhold
 
 
@@ -36,7 +36,7 @@ def admit(gate, request: AssignRequest) -> AssignRequest:
     pi = rc.probabilities("assign pi", pi, ndim=2, floor=0.0, sums_to_one=True)
     prof = rc.profiles("assign profiles", profiles, (pi.shape[0], n_global, gate.silo.n_columns),
                        gate.silo.n_modalities, floor=gate.policy.profile_floor)
-    gaussian = check_assign(gate, request, pi.shape[0], announced)
+    gaussian = check_requested(gate, request, "assign", pi.shape[0], announced)
     return dataclasses.replace(request, pi=pi, profiles=prof, gaussian=gaussian)
 
 
