@@ -88,3 +88,14 @@ def test_announced_gaussian_draws_far_from_the_silo_s_are_refused(mixed, summari
         silo.gate.admit(dataclasses.replace(assign, gaussian=own * 1.01))
     with pytest.raises(ConfigError, match="needs their Gaussian draws"):
         silo.gate.admit(dataclasses.replace(assign, gaussian=None))
+
+
+def test_vcmc_predict_scores_new_rows_with_their_measurements(mixed, result, tmp_path):
+    from vcmc.cli import main
+
+    write_outputs(result, tmp_path / "fit", schema=mixed[0][0].schema)
+    new = tmp_path / "new.csv"
+    mixed[0][0].to_frame().to_csv(new, index=False)
+    assert main(["predict", str(tmp_path / "fit"), str(new), "--out", str(tmp_path / "out")]) == 0
+    labels = pd.read_csv(tmp_path / "out" / "assignments.csv")["cluster"].to_numpy() - 1
+    assert np.mean(labels == result.assignments[0]) > 0.95       # global weights here, the silo's own in the fit

@@ -643,10 +643,13 @@ class SiloData:
         return float(np.mean(self.codes == MISSING)) if self.codes.size else 0.0
 
     def to_frame(self) -> pd.DataFrame:
-        """Labels as a data frame (missing as ``None``), index = row ids when known."""
+        """Labels as a data frame (missing as ``None``; continuous columns in their units, missing as NaN), index =
+        row ids when known."""
         import pandas as pd
 
         df = self.schema.decode(self.codes)
+        for g, name in enumerate(self.schema.continuous_names):
+            df[name] = self.values[:, g]
         if self.row_ids is not None:
             df.index = pd.Index(self.row_ids, name="id")
         return df
