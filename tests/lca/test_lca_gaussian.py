@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy import stats
 
@@ -65,3 +66,19 @@ def test_recovers_the_true_classes_means(mixed):
     assert np.allclose(means[order], MEANS, atol=2.0)
     assert np.allclose(np.sqrt(fit.gaussian[order, 2:]) * [15.0, 12.0], SDS, rtol=0.2)
     assert analyse([LocalSilo(s) for s in silos], 3, n_starts=5, rng=2).fit.loglik == fit.loglik   # seeded
+
+
+def test_vcmc_fit_k_writes_the_classes_means_in_the_data_s_units(mixed, tmp_path):
+    from vcmc.cli import main
+
+    silos, _ = mixed
+    files = []
+    for s in silos:
+        files.append(tmp_path / f"{s.name}.csv")
+        s.to_frame().to_csv(files[-1], index=False)
+    silos[0].schema.to_json(tmp_path / "schema.json")
+    assert main(["fit", *map(str, files), "--k", "3", "--seed", "2", "--out", str(tmp_path / "out")]) == 0
+    table = pd.read_csv(tmp_path / "out" / "continuous.csv")
+    x1 = np.sort(table.loc[table["variable"] == "X1", "mean"].to_numpy())
+    assert np.allclose(x1, np.sort(MEANS[:, 0]), atol=2.0)
+    assert (table["ci95_low"] < table["mean"]).all()

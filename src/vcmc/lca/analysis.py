@@ -192,6 +192,29 @@ class LcaAnalysis:
     distal: DistalFit | None = None
     variable_names: tuple[str, ...] = ()
     modality_labels: tuple[tuple[str, ...], ...] = ()
+    continuous: tuple = ()
+    """The schema's continuous variables (``ContinuousVariable``: name, location, scale, unit), when the fit has
+    Gaussian items (docs/design.md §17.5)."""
+
+    def continuous_table(self) -> pd.DataFrame | None:
+        """Each class's mean and standard deviation of every continuous variable in the data's units, with the
+        mean's standard error ``sd / sqrt(N_kg)`` (``N_kg`` the class's expected rows observing the variable at the
+        estimate is approximated by ``pi_k N``); None without continuous variables."""
+        f = self.fit
+        if f.gaussian is None or not self.continuous:
+            return None
+        g = f.gaussian.shape[1] // 2
+        loc = np.array([v.location for v in self.continuous])
+        scale = np.array([v.scale for v in self.continuous])
+        rows = []
+        for c in range(f.k):
+            for j, var in enumerate(self.continuous):
+                mean = float(loc[j] + scale[j] * f.gaussian[c, j])
+                sd = float(scale[j] * np.sqrt(f.gaussian[c, g + j]))
+                se = sd / np.sqrt(max(float(f.pi[c]) * f.n_rows, 1e-12))
+                rows.append({"cluster": c + 1, "variable": var.name, "unit": var.unit, "mean": mean, "sd": sd,
+                             "se": se, "ci95_low": mean - 1.96 * se, "ci95_high": mean + 1.96 * se})
+        return pd.DataFrame(rows)
 
     def profiles_table(self) -> pd.DataFrame:
         """Item-response probabilities (poLCA's ``probs``): cluster, variable, modality, probability, se.
@@ -267,7 +290,9 @@ def analyse(silos, k: int, *, covariates: AuxiliarySpec | None = None, distal: A
         if distal is not None:
             dis_fit = fit_distal(tr.call, names, fit, distal, error=error)
     var_names, labels = _schema_names(silos, schema)
+    schema = schema if schema is not None else (silos[0].data.schema if silos else None)
     return LcaAnalysis(fit=fit, error=error, covariates=cov_fit, distal=dis_fit, variable_names=var_names,
+                       continuous=tuple(getattr(schema, "continuous", ())) if n_gauss else (),
                        modality_labels=labels)
 
 

@@ -124,6 +124,9 @@ def write_analysis(analysis, out, *, settings: dict | None = None) -> dict[str, 
     profiles = analysis.profiles_table()
     paths["item_probabilities"] = _csv(profiles, out / "item_probabilities.csv")
     paths["item_figure"] = atomic_write_bytes(out / "item_probabilities.png", png(item_figure(profiles)))
+    continuous = analysis.continuous_table() if hasattr(analysis, "continuous_table") else None
+    if continuous is not None:        # the Gaussian items' class means and sds (docs/design.md §17.5)
+        paths["continuous"] = _csv(continuous, out / "continuous.csv")
     cov = analysis.covariates.table() if analysis.covariates is not None else None
     dis = analysis.distal.table() if analysis.distal is not None else None
     if cov is not None:
