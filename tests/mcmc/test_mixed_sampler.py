@@ -62,3 +62,17 @@ def test_fractionated_chains_and_an_all_missing_item(mixed):
                       n_silos=5, rng=3, values=values)
     assert np.all(np.isfinite(chain.profiles)) and np.all(chain.profiles[:, :, 10 + 2:] > 0)
     assert np.all(np.isfinite(chain.log_posterior))
+
+
+def test_merged_clusters_keep_the_mixture_s_mean_and_variance(mixed):
+    from vcmc.mcmc.postprocess import merge_clusters
+
+    silo = mixed[0][0]
+    local = run_apply_step(silo.codes, silo.n_modalities, sampler=SamplerConfig(n_iter=300, thin=5), rng=2,
+                           values=silo.values)
+    merged = merge_clusters(local, np.zeros(local.n_clusters, dtype=np.int64))
+    w = local.pi_draws / local.pi_draws.sum(axis=1, keepdims=True)
+    mu, var = local.profile_draws[:, :, 10:12], local.profile_draws[:, :, 12:]
+    mean = np.einsum("tk,tkg->tg", w, mu)
+    assert np.allclose(merged.profile_draws[:, 0, 10:12], mean)
+    assert np.allclose(merged.profile_draws[:, 0, 12:], np.einsum("tk,tkg->tg", w, var + mu ** 2) - mean ** 2)

@@ -230,6 +230,13 @@ def merge_clusters(local: LocalPosterior, group: np.ndarray) -> LocalPosterior:
     num = np.einsum("tk,tkp,kg->tgp", local.pi_draws, local.profile_draws, onehot)
     with np.errstate(invalid="ignore", divide="ignore"):
         prof = num / pi[:, :, None]
+    if local.n_gaussian:
+        # the Gaussian items' variances of the merged mixture: its second moment less its squared mean (§17.6)
+        g = local.n_gaussian
+        mu, var = local.profile_draws[:, :, -2 * g:-g], local.profile_draws[:, :, -g:]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            second = np.einsum("tk,tkj,kg->tgj", local.pi_draws, var + mu * mu, onehot) / pi[:, :, None]
+        prof[:, :, -g:] = second - prof[:, :, -2 * g:-g] ** 2
     zero = ~np.isfinite(prof).all(axis=2)                                     # a weight that underflowed to 0
     if zero.any():
         plain = np.einsum("tkp,kg->tgp", local.profile_draws, onehot) / onehot.sum(axis=0)[None, :, None]
