@@ -33,6 +33,7 @@ class CategoricalFamily(Family):
     served_by = {
         "allocation": "vcmc.mcmc.sampler.kernels_dense._gibbs_block",          # the dense path (§12.5)
         "allocation.sparse": "vcmc.mcmc.sampler.kernels_sparse._gibbs_block_sparse",
+        "allocation.mixed": "vcmc.mcmc.sampler.kernels_mixed._gibbs_block_mixed",   # beside Gaussian items
         "parameters": "vcmc.mcmc.sampler.draws._draw_parameters",
         "relabel": "vcmc.mcmc.relabel.PivotRelabeller",
         "summary": "vcmc.silo.build_summary.build_summary",
