@@ -86,10 +86,13 @@ def _same_posterior(a: Path, b: Path) -> bool:
 
 
 def _without_timings(html: str) -> str:
-    """The report without its "Timings (s)" table (wall times differ by construction)."""
+    """The report without its "Timings (s)" table and the rounds' wall seconds (they differ by construction)."""
+    import re
+
     start = html.find("<h3>Timings (s)</h3>")
     end = html.find("</table>", start)
-    return html if start < 0 or end < 0 else html[:start] + html[end:]
+    html = html if start < 0 or end < 0 else html[:start] + html[end:]
+    return re.sub(r"<dt>seconds</dt><dd>[^<]*</dd>", "<dt>seconds</dt><dd></dd>", html)
 
 
 def _is_time(header: str) -> bool:
