@@ -24,6 +24,7 @@ import csv
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -86,9 +87,7 @@ def _same_posterior(a: Path, b: Path) -> bool:
 
 
 def _without_timings(html: str) -> str:
-    """The report without its "Timings (s)" table and the rounds' wall seconds (they differ by construction)."""
-    import re
-
+    """The report without its "Timings (s)" table and the rounds' "seconds" (wall times differ by construction)."""
     start = html.find("<h3>Timings (s)</h3>")
     end = html.find("</table>", start)
     html = html if start < 0 or end < 0 else html[:start] + html[end:]

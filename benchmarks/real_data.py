@@ -68,6 +68,16 @@ DATASETS: dict[str, dict] = {
                    items=["outcome", "sex", "premi", "smstat", "diabetes", "highbp", "hichol", "angina",
                           "stroke", "hosp"],
                    about="WHO MONICA coronary events (10 items), 9 silos by year of onset"),
+    # grown for issue 43: a large register of binary and few-level items, and a survey of ten-level items
+    "nass-cds": dict(package="DAAG", item="nassCDS", silo="yearacc",
+                     items=["dvcat", "dead", "seatbelt", "frontal", "sex", "abcat", "occRole", "injSeverity"],
+                     about="US car crashes 1997-2002, occupants (8 items; airbag and deploy left out: abcat holds "
+                           "both), 6 silos by year of the accident"),
+    "wvs-usa": dict(package="stevedata", item="wvs_usa_abortion", silo="year",
+                    items=["aj", "ideology", "satisfinancial", "godimportant", "cai", "respectauthority",
+                           "trustmostpeople", "nationalpride", "female", "unemployed"],
+                    about="World Values Survey, United States 1982-2011 (10 items, four of ten levels; collegeed "
+                          "and postma4 left out: not asked in every wave), 6 silos by survey wave"),
 }
 
 METHODS = {
@@ -169,6 +179,74 @@ def run_fit(files, out: Path, seed: int, iterations: int, jobs: int, extra: list
     return time.perf_counter() - t0, json.loads((out / "result.json").read_text())["n_clusters"]
 
 
+def prepared(name: str, spec: dict, data_python: str, tmp: Path, cache: Path | None) -> tuple[dict, Path]:
+    """The dataset's silo files (under ``cache``, prepared once, when given) and where they are."""
+    if cache is None:
+        return prepare(name, spec, data_python, tmp / name), tmp / name
+    folder = cache / name
+    if not (folder / "index.json").exists():
+        data = prepare(name, spec, data_python, folder.resolve())
+        (folder / "index.json").write_text(json.dumps({
+            "files": [str(f) for f in data["files"]], "index": {k: v.tolist() for k, v in data["index"].items()},
+            "n_rows": data["n_rows"], "no_silo": data["no_silo"], "silo_sizes": data["silo_sizes"]}))
+    raw = json.loads((folder / "index.json").read_text())
+    index = {k: np.asarray(v, dtype=np.int64) for k, v in raw["index"].items()}
+    return {"files": [Path(f) for f in raw["files"]], "index": index, "n_rows": raw["n_rows"],
+            "no_silo": raw.get("no_silo", 0), "silo_sizes": raw.get("silo_sizes") or {k: int(v.size)
+                                                                                    for k, v in index.items()}}, folder
+
+
+def reference_fit(data: dict, folder: Path, tmp: Path, name: str, seed: int, iterations: int,
+                  cache: Path | None) -> tuple[np.ndarray, dict]:
+    """Full-data MCMC's labels and record (K, seconds) for one seed, from ``cache`` when it holds them (labels as
+    ``full-<iterations>-<C+ or 0>-<seed>.npy``: the reference is fixed, and the most expensive part)."""
+    stem = folder / f"full-{iterations}-{int(COMMON[1]) if COMMON else 0}-{seed}"
+    if cache is not None and stem.with_suffix(".npy").exists():
+        labels = np.load(stem.with_suffix(".npy"))
+        record = json.loads(stem.with_suffix(".json").read_text()) if stem.with_suffix(".json").exists() else \
+            {"k": int(np.unique(labels).size), "seconds": None, "k_from": "labels (cached without a record)"}
+        return labels, record
+    fit = tmp / f"{name}-full-{seed}"
+    secs, k = run_fit(data["files"], fit, seed, iterations, 1, ["--method", "full-mcmc"])
+    labels = _labels(fit, data["index"], data["n_rows"])
+    record = {"k": k, "seconds": round(secs, 1)}
+    if cache is not None:
+        np.save(stem.with_suffix(".npy"), labels)
+        stem.with_suffix(".json").write_text(json.dumps(record))
+    return labels, record
+
+
+def rounds_record(fit: Path) -> dict:
+    """What result.json says of the rounds: how many, settled, the plan, a deployment preview."""
+    diag = json.loads((fit / "result.json").read_text())["diagnostics"]
+    rounds = diag.get("rounds") or {}
+    st = rounds.get("stability") or {}
+    return {"rounds": rounds.get("n_rounds"), "settled": st.get("stable"), "rhat": st.get("rhat"),
+            "chains_agree": st.get("chains_agree"), "rounds_seconds": rounds.get("seconds"),
+            "secure_sum": rounds.get("secure_sum"), "deployment_preview": "deployment_preview" in diag,
+            "warnings": [w for w in diag.get("warnings", []) if "rounds" in w or "mode" in w]}
+
+
+def issue_rule(entry: dict, labels: list[str]) -> dict:
+    """The must-show of the real-data suite for one method over its seeds (``labels``: METHOD, METHOD@seed2,
+    ...): the median over the seeds of each seed's median ARI to the reference's seeds at least the median ARI
+    between the reference's seeds - 0.05, every seed at least that - 0.1, every seed's K within 1 of the
+    reference's median K, settled, at most 1,000 rounds."""
+    spread = entry["reference_spread"]
+    floor, k_ref = spread["ari_pairs_median"], float(np.median(spread["k"]))
+    runs = [entry["methods"][m] for m in labels if m in entry["methods"] and "error" not in entry["methods"][m]]
+    if len(runs) < len(labels):
+        return {"passes": False, "why": "a run failed"}
+    aris = [r["ari_to_seeds_median"] for r in runs]
+    checks = {"median ARI": float(np.median(aris)) >= floor - 0.05, "every seed's ARI": min(aris) >= floor - 0.1,
+              "K": all(abs(r["k"] - k_ref) <= 1 for r in runs),
+              "settled": all(r.get("settled") in (True, None) for r in runs),
+              "rounds": all((r.get("rounds") or 0) <= 1000 for r in runs)}
+    return {"passes": all(checks.values()), "median_ari": float(np.median(aris)), "min_ari": float(min(aris)),
+            "floor": floor, "k": [r["k"] for r in runs], "k_reference_median": k_ref,
+            "failed": [c for c, ok in checks.items() if not ok]}
+
+
 def pooled_codes(data: dict, folder: Path) -> tuple[np.ndarray, list[int]]:
     """The pooled rows' codes (in the pooled order of ``data["index"]``) and the numbers of modalities."""
     from vcmc.data import Schema, read_csv
@@ -234,6 +312,13 @@ def main(argv=None) -> None:
     ap.add_argument("--method-seeds", type=int, default=1,
                     help="seeds of every method (default 1: seed 1; more add METHOD@seedS entries, the method's own "
                          "seed-to-seed spread beside the reference's)")
+    ap.add_argument("--modes", nargs="+", default=["analyst"], choices=["analyst", "deployment"],
+                    help="analyst: the silos of vcmc fit (the analyst's own session); deployment: the same files "
+                         "under vcmc fit --silo-policy with the operators' default node config (an empty policy "
+                         "file), every silo built as a SuperNode builds it, its rounds secure (label "
+                         "METHOD@deployment)")
+    ap.add_argument("--cache", type=Path, default=None,
+                    help="keep the prepared silo files and full-data MCMC's labels here and reuse them")
     ap.add_argument("--out", type=Path, default=Path("docs/results/real"))
     args = ap.parse_args(argv)
     if args.components:
@@ -246,20 +331,18 @@ def main(argv=None) -> None:
     with tempfile.TemporaryDirectory(prefix="vcmc-real-") as tmp:
         for name in args.datasets:
             spec = DATASETS[name]
-            data = prepare(name, spec, args.data_python, Path(tmp) / name)
+            data, folder = prepared(name, spec, args.data_python, Path(tmp), args.cache)
             entry = {"about": spec["about"], "source": f"{spec['package']}::{spec['item']}",
                      "silo_column": spec["silo"], "n_rows": data["n_rows"],
                      "rows_without_silo": data["no_silo"], "silo_sizes": data["silo_sizes"], "methods": {}}
             labels = {}
-            codes, n_mod = pooled_codes(data, Path(tmp) / name)
+            codes, n_mod = pooled_codes(data, folder)
             cplus = args.components or PriorConfig().n_components     # the C+ every run of this dataset uses
             for seed in range(1, args.reference_seeds + 1):
-                fit = Path(tmp) / f"{name}-full-{seed}"
-                secs, k = run_fit(data["files"], fit, seed, args.iterations, 1, ["--method", "full-mcmc"])
-                labels[f"full-mcmc-{seed}"] = _labels(fit, data["index"], data["n_rows"])
+                labels[f"full-mcmc-{seed}"], record = reference_fit(data, folder, Path(tmp), name, seed,
+                                                                    args.iterations, args.cache)
                 entry["methods"][f"full-mcmc-{seed}"] = {
-                    "k": k, "seconds": round(secs, 1),
-                    "log_posterior": log_posterior(labels[f"full-mcmc-{seed}"], codes, n_mod, cplus)}
+                    **record, "log_posterior": log_posterior(labels[f"full-mcmc-{seed}"], codes, n_mod, cplus)}
             ref = labels["full-mcmc-1"]
             floor = adjusted_rand_index(ref, labels["full-mcmc-2"])
             entry["ari_full_seeds"] = floor
@@ -272,11 +355,17 @@ def main(argv=None) -> None:
                                              "ari_pairs_min": float(np.min(pairs)),
                                              "ari_pairs_max": float(np.max(pairs)),
                                              "k": [entry["methods"][s]["k"] for s in seeds]}
-            for method, seed in [(m, s) for m in args.methods for s in range(1, args.method_seeds + 1)]:
-                label = method if seed == 1 else f"{method}@seed{seed}"
-                fit = Path(tmp) / f"{name}-{method}-{seed}"
+            policy = Path(tmp) / "operators-default-policy.toml"
+            policy.write_text("# the operators' defaults: no node-config key set\n")
+            runs = [(m, mode, s) for m in args.methods for mode in args.modes for s in range(1, args.method_seeds + 1)]
+            for method, mode, seed in runs:
+                base = method if mode == "analyst" else f"{method}@{mode}"
+                label = base if seed == 1 else f"{base}@seed{seed}"
+                fit = Path(tmp) / f"{name}-{method}-{mode}-{seed}"
                 try:
                     extra = [a.format(cplus=cplus) for a in METHODS[method]]
+                    if mode == "deployment":
+                        extra += ["--silo-policy", str(policy)]
                     secs, k = run_fit(data["files"], fit, seed, args.iterations, args.jobs, extra)
                 except RuntimeError as exc:
                     entry["methods"][label] = {"error": str(exc).splitlines()[-1]}
@@ -288,7 +377,7 @@ def main(argv=None) -> None:
                 births = rounds.get("births")
                 entry["methods"][label] = {
                     **({"births": {key: births.get(key) for key in ("columns", "rows", "clusters", "none_because")
-                                   if key in births}} if births else {}),
+                                   if key in births}} if births else {}), **rounds_record(fit),
                     "k": k, "ari_to_full": ari, "seconds": round(secs, 1), "one_cluster_silos": ones,
                     "log_posterior": log_posterior(lab, codes, n_mod, cplus),
                     "passes": bool(ari >= floor - 0.05
@@ -306,6 +395,12 @@ def main(argv=None) -> None:
                                                   and all(o["reference_top_share"] >= 0.9 for o in ones)))
                 print(f"{name:18s} {label:20s} K={k:3d} ARI={ari:.3f} (full seeds {floor:.3f}) {secs:.0f}s",
                       flush=True)
+            if len(seeds) > 2:
+                entry["issue_rule"] = {
+                    (m if mode == "analyst" else f"{m}@{mode}"): issue_rule(entry, [
+                        (m if mode == "analyst" else f"{m}@{mode}") + ("" if s == 1 else f"@seed{s}")
+                        for s in range(1, args.method_seeds + 1)])
+                    for m in args.methods for mode in args.modes}
             results["datasets"][name] = entry
             tmp_json = json_path.with_suffix(".json.tmp")
             tmp_json.write_text(json.dumps(results, indent=2))
@@ -357,6 +452,24 @@ def markdown(results: dict) -> str:
                 lines.append(f"| {head} | {method} | {m['k']} | {m['ari_to_seeds_median']:.3f} "
                              f"({min(m['ari_to_seeds']):.3f}-{max(m['ari_to_seeds']):.3f}) | "
                              f"{'yes' if m['passes_against_seeds'] else 'no'} |")
+    rules = {name: e for name, e in results["datasets"].items() if "issue_rule" in e}
+    if rules:
+        lines += ["", "The real-data must-show over the method's seeds (median ARI of the seeds >= the reference's "
+                  "pairs' median - 0.05, every seed >= that - 0.1, K within 1 of the reference's median K, settled, "
+                  "at most 1,000 rounds):", "",
+                  "| dataset | method | floor (pairs' median) | seeds' ARI: median, least | K of the seeds "
+                  "(reference's median) | rounds (settled) | passes |", "| --- | --- | --- | --- | --- | --- | --- |"]
+        for name, e in rules.items():
+            for method, r in e["issue_rule"].items():
+                if "floor" not in r:
+                    lines.append(f"| {name} | {method} | | | | | no: {r.get('why')} |")
+                    continue
+                seeds = [m for k, m in e["methods"].items() if k == method or k.startswith(f"{method}@seed")]
+                rounds = ", ".join(f"{m.get('rounds')}{'' if m.get('settled') in (True, None) else ' (no)'}"
+                                   for m in seeds)
+                lines.append(f"| {name} | {method} | {r['floor']:.3f} | {r['median_ari']:.3f}, {r['min_ari']:.3f} | "
+                             f"{', '.join(map(str, r['k']))} ({r['k_reference_median']:g}) | {rounds} | "
+                             f"{'yes' if r['passes'] else 'no: ' + ', '.join(r['failed'])} |")
     return "\n".join(lines) + "\n"
 
 

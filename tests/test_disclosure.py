@@ -103,10 +103,10 @@ def test_silo_smaller_than_the_minimum_refuses_without_data_values():
 def test_small_cells_suppressed_with_complementary_suppression():
     # one cluster, variables with 2 and 3 modalities; threshold 8 (the NHS/OpenSAFELY "1-7" rule)
     counts = np.array([[3, 50, 20, 0, 33],      # var 1: lone small cell 3 -> also hide 50; var 2: nothing
-                       [5, 6, 40, 2, 1]])      # var 1: 5 and 6 both small; var 2: 2 and 1 both small
-    out, n = suppress_small_cells(counts, 8, (2, 3))
-    np.testing.assert_array_equal(out, [[0, 0, 20, 0, 33], [0, 0, 40, 0, 0]])
-    assert n == 6
+                       [5, 6, 40, 2, 1]])      # var 1: 5 and 6 both small (11 >= 8 together); var 2: 2 and 1
+    out, n = suppress_small_cells(counts, 8, (2, 3))     # both small, 3 together: also hide 40 (else 2 + 1 = 3
+    np.testing.assert_array_equal(out, [[0, 0, 20, 0, 33], [0, 0, 0, 0, 0]])   # says both are 1 or 2)
+    assert n == 7
     # off by default
     same, zero = suppress_small_cells(counts, 0, (2, 3))
     np.testing.assert_array_equal(same, counts)

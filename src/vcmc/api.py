@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from vcmc._rng import RngLike, as_seed_sequence, root_entropy
 from vcmc.config import FitConfig
@@ -42,7 +43,7 @@ def as_silos(silos) -> list:
 
 
 def make_transport(silos, config: FitConfig, *, jobs: int = 1, kind: str = "auto", progress=None,
-                   state_dir=None):
+                   state_dir=None, silo_policy=None):
     """In-process silos (``kind="inprocess"``) or ``jobs`` worker processes hosting the silos (``"process"``).
 
     ``"auto"`` uses processes when ``jobs > 1`` and there is more than one silo; never more than ``jobs``
@@ -53,6 +54,11 @@ def make_transport(silos, config: FitConfig, *, jobs: int = 1, kind: str = "auto
     from vcmc.federation.transport import InProcessTransport, ProcessPoolTransport
     from vcmc.silo.local import LocalSilo
 
+    if silo_policy is not None:
+        # a deployment preview: the silos as SuperNodes build them, in this process (vcmc.flower.preview)
+        from vcmc.flower.preview import deployment_silos
+
+        return InProcessTransport(deployment_silos(silos, silo_policy, progress=progress))
     if kind == "auto":
         kind = "process" if jobs > 1 and len(silos) > 1 else "inprocess"
     if kind == "inprocess":
@@ -67,7 +73,8 @@ def make_transport(silos, config: FitConfig, *, jobs: int = 1, kind: str = "auto
 
 def fit(silos, *, config: FitConfig | None = None, method: str = "vcmc", rng: RngLike = None,
         jobs: int = 1, transport: str = "auto", policy=None, save_dir=None,
-        n_clusters: int | None = None, show_progress: bool | None = None, state_dir=None) -> GlobalResult:
+        n_clusters: int | None = None, show_progress: bool | None = None, state_dir=None,
+        silo_policy=None) -> GlobalResult:
     """Cluster the silos' rows jointly without pooling them.
 
     Parameters
@@ -95,6 +102,12 @@ def fit(silos, *, config: FitConfig | None = None, method: str = "vcmc", rng: Rn
     state_dir : path, optional
         Each silo saves its finished apply step there (row-level state: on the silos' machine); running
         the same fit again resumes from it instead of re-running the samplers.
+    silo_policy : path or mapping, optional
+        A deployment preview (``vcmc.flower.preview``): the silos' node-config keys (a TOML or JSON file,
+        or its table: the keys for every silo at the top level, a silo's own under ``silos.<name>``); every
+        silo is then built as a SuperNode's node config builds it, with the rounds' keys generated for the run,
+        and runs in this process (``jobs`` is not used for the silos). ``result.diagnostics
+        ["deployment_preview"]`` records it. VCMC and consensus only.
 
     Returns
     -------
@@ -112,15 +125,27 @@ def fit(silos, *, config: FitConfig | None = None, method: str = "vcmc", rng: Rn
     names = [d.name for d in data]
     t0 = time.perf_counter()
 
+    preview = None
+    if silo_policy is not None:
+        from vcmc.flower.preview import describe, parse_silo_policy, read_silo_policy
+
+        if spec.adapter is not None:
+            raise ConfigError(f"a deployment preview (silo_policy, --silo-policy) runs the federated pipeline; the "
+                              f"method {method!r} pools the rows or runs its own protocol")
+        preview = read_silo_policy(silo_policy) if isinstance(silo_policy, (str, Path)) \
+            else parse_silo_policy(silo_policy)
     if spec.adapter is None:           # VCMC and consensus: the pipeline
         from vcmc.pipeline import run_vcmc
 
         total = len(data) * config.sampler.n_iter * config.sampler.n_chains
         with progress_bar(total, "Gibbs sampling in the silos", enabled=show_progress) as bar, \
                 make_transport(data, config, jobs=jobs, kind=transport, progress=bar.update,
-                               state_dir=state_dir) as tr:
-            return run_vcmc(tr, config, rng=rng, method=method, policy=policy, save_dir=save_dir,
-                            show_progress=show_progress)
+                               state_dir=None if preview is not None else state_dir, silo_policy=preview) as tr:
+            result = run_vcmc(tr, config, rng=rng, method=method, policy=policy, save_dir=save_dir,
+                              show_progress=show_progress)
+        if preview is not None:
+            result.diagnostics["deployment_preview"] = describe(preview, names)
+        return result
     if spec.pooled_sampler:
         total = config.sampler.n_iter * config.sampler.n_chains
         with progress_bar(total, "Gibbs sampling (pooled data)", enabled=show_progress) as bar:

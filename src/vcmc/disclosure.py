@@ -162,12 +162,144 @@ def dp_noise(counts: np.ndarray, epsilon: float, sensitivity: int, *, rng: RngLi
     return noisy.reshape(counts.shape)
 
 
-def suppress_small_cells(counts: np.ndarray, below: int, n_modalities) -> tuple[np.ndarray, int]:
-    """Set cells with a count in ``[1, below)`` to 0, with complementary suppression per variable block.
+PERSON = 0.5
+"""Withheld entries whose sum the receiver can compute and that add up to less than half a person hide nobody
+(soft sums: fractions of many rows' memberships): they need no complement."""
 
-    Each (cluster, variable) block sums to the cluster's size minus its missing values, and sizes are sent,
-    so a block with exactly one suppressed cell would let the server recover it. There the smallest other
-    non-zero cell is suppressed too (the usual complementary suppression).
+
+def complementary_withholding(values, withheld, families, threshold: float, *, also=()) -> np.ndarray:
+    """The withheld entries, grown until no sum the receiver knows gives a withheld entry back.
+
+    Each family of ``families`` is one kind of relation the receiver knows: ``families[f][n]`` is the group of
+    entry ``n`` (-1: in no group of that kind), and the receiver knows (or can learn) the sum of every group
+    (a vector of cluster counts and the silo's row count; a (cluster, variable) block of a table and the
+    cluster's size; a column of a table and the silo's count of that modality). In every group the withheld
+    entries that are not 0 must then be none, or at least two that add up to at least ``threshold`` (then the
+    receiver learns the sum of a group of at least ``threshold``, as of a merged cluster, and cannot tell how
+    it splits: every withheld entry has several values, one of them at least ``threshold``, that give the same
+    release, even to a receiver who knows this rule; tests/test_disclosure.py enumerates them). Where that
+    fails, the smallest entry of the group that is neither withheld nor 0 is withheld too (with every entry
+    equal to it), and so on over every group of every family until none changes. ``also``: further arrays of the
+    same shape whose withheld sums must reach ``threshold`` as well (the expected counts beside the counts of
+    an assign reply); the smallest of ``values`` is withheld first.
+
+    A group holding fewer than two entries to withhold keeps what it has: its sum is then what it is (a
+    block whose people all share one value and whose cluster size is sent).
+
+    Parameters
+    ----------
+    values : ndarray of float or int, any shape, >= 0
+    withheld : ndarray of bool, the same shape
+        The primary withholding (entries under the limit).
+    families : sequence of ndarray of int, each the shape of ``values``
+    threshold : float
+
+    Returns
+    -------
+    ndarray of bool, the shape of ``values``: the primary and the complementary entries.
+    """
+    v = np.asarray(values, dtype=np.float64)
+    shape = v.shape
+    v = v.ravel()
+    out = np.array(withheld, dtype=bool, copy=True).ravel()
+    sums = [v] + [np.asarray(a, dtype=np.float64).ravel() for a in also]
+    positive = np.any([a > 0 for a in sums], axis=0)
+    prepared = []
+    for family in families:
+        g = np.asarray(family, dtype=np.int64).ravel()
+        member = g >= 0
+        if not member.any():
+            continue
+        n_groups = int(g.max()) + 1
+        order = np.argsort(np.where(member, g, n_groups), kind="stable")
+        starts = np.concatenate([[0], np.cumsum(np.bincount(g[member], minlength=n_groups))])
+        prepared.append((g, member, n_groups, order, starts))
+    changed = bool(out.any())
+    while changed:
+        changed = False
+        for g, member, n_groups, order, starts in prepared:
+            hidden = out & positive & member
+            ids = g[hidden]
+            n_hidden = np.bincount(ids, minlength=n_groups)
+            totals = [np.bincount(ids, weights=a[hidden], minlength=n_groups) for a in sums]
+            need = (n_hidden == 1) & (totals[0] >= PERSON)
+            for t in totals:
+                need |= (n_hidden > 0) & (t >= PERSON) & (t < threshold)
+            for grp in np.flatnonzero(need):     # the few groups that give something back, not every cell
+                cells = order[starts[grp]:starts[grp + 1]]
+                free = cells[positive[cells] & ~out[cells]]
+                if free.size:
+                    # the smallest, and every entry equal to it: a receiver who knows this rule could otherwise
+                    # read a bound of the withheld complement off the equal entry left in the release
+                    out[free[v[free] == v[free].min()]] = True
+                    changed = True
+    return out.reshape(shape)
+
+
+def table_families(shape, n_modalities, *, rows=None, columns: bool = False) -> list[np.ndarray]:
+    """The groups of a table ``(..., K, P)`` whose sums a receiver knows: each (leading index, row, variable)
+    block of the rows in ``rows`` (bool ``(..., K)``; default every row), whose sum is the row's size (sent)
+    less its missing values; and with ``columns`` each (leading index, column) across the rows, whose sum is
+    the silo's count of that modality (every row of the silo is in some row of the table)."""
+    offsets = profile_offsets(n_modalities)
+    if shape[-1] != offsets[-1]:
+        raise ConfigError(f"counts have {shape[-1]} columns; the schema has {int(offsets[-1])}")
+    n_var = offsets.size - 1
+    variable = np.repeat(np.arange(n_var), np.diff(offsets))
+    row_index = np.arange(int(np.prod(shape[:-1]))).reshape(shape[:-1])
+    blocks = row_index[..., None] * n_var + variable
+    if rows is not None:
+        blocks = np.where(np.asarray(rows, dtype=bool)[..., None], blocks, -1)
+    out = [blocks]
+    if columns:
+        lead = np.arange(int(np.prod(shape[:-2]))).reshape(shape[:-2])
+        out.append(np.broadcast_to(lead[..., None, None] * shape[-1] + np.arange(shape[-1]), shape))
+    return out
+
+
+def pair_families(pairs, n_modalities) -> list[np.ndarray]:
+    """The groups of co-occurrence counts (of the flat profile columns ``pairs`` (E, 2)) whose sums a receiver
+    knows: the pairs of one column ``a`` with every column of another variable sum to the rows with ``a`` and
+    that variable observed (the count of ``a`` where it has no missing values), and likewise the other way;
+    only complete groups (every column of the variable asked for) have a known sum. -1: in no group."""
+    pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+    offsets = profile_offsets(n_modalities)
+    variable = np.repeat(np.arange(offsets.size - 1), np.diff(offsets))
+    width = np.diff(offsets)
+    out = []
+    for own, other in ((0, 1), (1, 0)):
+        key = pairs[:, own] * (offsets.size - 1) + variable[pairs[:, other]]
+        ids = np.full(pairs.shape[0], -1, dtype=np.int64)
+        if pairs.size:
+            uniq, inverse = np.unique(key, return_inverse=True)
+            distinct = np.unique(np.stack([key, pairs[:, other]], axis=1), axis=0)
+            n_cols = np.bincount(np.searchsorted(uniq, distinct[:, 0]), minlength=uniq.size)
+            complete = n_cols == width[uniq % (offsets.size - 1)]
+            ids = np.where(complete[inverse], inverse, -1)
+        out.append(ids)
+    return out
+
+
+def small_cells(counts: np.ndarray, below: int, round_to: int = 1) -> np.ndarray:
+    """Cells under the suppression threshold ``below``, before rounding or after it (a cell that rounding would
+    take under the threshold is small too, so a released cell is never under it)."""
+    v = np.asarray(counts, dtype=np.float64)
+    if below <= 1:
+        return np.zeros(v.shape, dtype=bool)
+    rounded = v if round_to <= 1 else np.floor(v / round_to + 0.5) * round_to
+    return (v > 0) & ((v < below) | (rounded < below))
+
+
+def suppress_small_cells(counts: np.ndarray, below: int, n_modalities, *, columns: bool = False,
+                         round_to: int = 1, families=None) -> tuple[np.ndarray, int]:
+    """Set cells with a count in ``[1, below)`` (before or after rounding to ``round_to``) to 0, with
+    complementary suppression.
+
+    Each (cluster, variable) block sums to the cluster's size minus its missing values, and sizes are sent;
+    with ``columns`` each column sums to the silo's count of that modality (a cluster-by-modality table of
+    every row of the silo). A suppressed cell must not follow from those sums: ``complementary_withholding``
+    suppresses further cells until every such sum hides at least two cells adding up to ``below`` or more.
+    ``families``: other groups with known sums instead of the table's (``pair_families``).
 
     Returns
     -------
@@ -178,26 +310,12 @@ def suppress_small_cells(counts: np.ndarray, below: int, n_modalities) -> tuple[
     out = np.array(counts, dtype=np.int64, copy=True)
     if below <= 1 or out.size == 0:
         return out, 0
-    primary = (out >= 1) & (out < below)
-    offsets = profile_offsets(n_modalities)
-    if out.shape[-1] != offsets[-1]:
-        raise ConfigError(f"counts have {out.shape[-1]} columns; the schema has {int(offsets[-1])}")
-    block = np.repeat(np.arange(offsets.size - 1), np.diff(offsets))           # variable of each column
-    n_blocks = offsets.size - 1
-    flat_block = (np.arange(out.shape[0])[:, None] * n_blocks + block[None, :])  # (K, P) block ids
-    per_block = np.bincount(flat_block.ravel(), weights=primary.ravel(), minlength=out.shape[0] * n_blocks)
-    lone = per_block == 1
-    # complementary cell: the smallest non-zero, not yet suppressed cell of each lone block
-    candidate = (out > 0) & ~primary & lone[flat_block]
-    key = np.where(candidate, out, np.iinfo(np.int64).max)
-    complementary = np.zeros_like(primary)
-    for b in np.flatnonzero(lone):    # loop over the few lone blocks only, not over cells
-        k, q = divmod(int(b), n_blocks)
-        cols = np.arange(offsets[q], offsets[q + 1])
-        j = cols[np.argmin(key[k, cols])]
-        if candidate[k, j]:
-            complementary[k, j] = True
-    suppressed = primary | complementary
+    primary = small_cells(out, below, round_to)
+    if families is None:
+        families = table_families(out.shape, n_modalities, columns=columns)
+    if not primary.any():
+        return out, 0
+    suppressed = complementary_withholding(out, primary, families, float(below))
     out[suppressed] = 0
     return out, int(np.count_nonzero(suppressed))
 
@@ -211,7 +329,7 @@ def round_counts(counts: np.ndarray, base: int) -> np.ndarray:
 
 
 def protect_counts(counts: np.ndarray, privacy: PrivacyConfig, rng: RngLike = None, *,
-                   n_modalities=None, secure: bool = True) -> tuple[np.ndarray, int]:
+                   n_modalities=None, secure: bool = True, columns: bool = False) -> tuple[np.ndarray, int]:
     """Disclosure control of a cluster-by-modality count table, in the order DP -> suppress -> round.
 
     Noise first (on the true counts), then clamping at 0, suppression and rounding, which are
@@ -228,6 +346,9 @@ def protect_counts(counts: np.ndarray, privacy: PrivacyConfig, rng: RngLike = No
         the table is one variable.
     secure : bool
         See ``dp_noise``.
+    columns : bool
+        The table holds every row of the silo (a summary's table): its column sums are the silo's modality
+        counts, which a receiver may know, so suppression complements cells within columns too.
 
     Returns
     -------
@@ -240,6 +361,7 @@ def protect_counts(counts: np.ndarray, privacy: PrivacyConfig, rng: RngLike = No
     out = counts.astype(np.int64)
     if privacy.dp_epsilon is not None:
         out = np.maximum(dp_noise(out, privacy.dp_epsilon, len(n_modalities), rng=rng, secure=secure), 0)
-    out, n_suppressed = suppress_small_cells(out, privacy.suppress_cells_below, n_modalities)
+    out, n_suppressed = suppress_small_cells(out, privacy.suppress_cells_below, n_modalities, columns=columns,
+                                             round_to=privacy.round_to)
     out = round_counts(out, privacy.round_to)
     return out, n_suppressed

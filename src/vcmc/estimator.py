@@ -11,6 +11,7 @@ parameter constraints when ``fit`` is called, learned attributes with a trailing
 from __future__ import annotations
 
 import numbers
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -61,7 +62,10 @@ class FederatedLatentClassModel(ClusterMixin, BaseEstimator):
     Parameters
     ----------
     n_components : int, default 15
-        C+, components of the over-fitted mixture in each silo.
+        C+, components of the over-fitted mixture in each silo: an upper bound, not the number of clusters.
+        This differs from StepMix's ``n_components`` (the fixed number of classes K): the number of clusters is
+        learned (``n_clusters_``); for the maximum-likelihood model of a fixed K use ``vcmc fit --k K`` or
+        ``vcmc.lca.analyse``. Setting it to the K you expect is a trap: the over-fitted prior needs room.
     alpha, beta : float, default 0.01 and 0.5
         Dirichlet concentrations of the weights and of the profiles.
     n_iter : int, default 50,000
@@ -100,7 +104,18 @@ class FederatedLatentClassModel(ClusterMixin, BaseEstimator):
         Present when the training data had string column names.
     covariates_, distal_, distal_tests_ : pandas.DataFrame
         After ``fit(..., covariates=..., distal=...)``: the three-step tables of ``covariates.csv``,
-        ``distal.csv`` and ``distal_tests.csv`` (docs/design.md §15.3).
+        ``distal.csv`` and ``distal_tests.csv`` (docs/design.md §15.3); None for a model that could not be
+        fitted (its reason in ``three_step_warnings_``: the clustering is kept whatever happens there).
+    three_step_warnings_ : list of str
+        Why a covariate or distal model was not fitted (also issued as a ``UserWarning``).
+
+    Notes
+    -----
+    StepMix-compatible names where the meaning is the same: ``predict``, ``predict_proba``, ``score``,
+    ``aic``, ``bic``, ``caic``, ``sabic``, ``entropy``, ``relative_entropy`` and ``n_parameters`` (of the
+    K-cluster model at the posterior mean, StepMix's definitions, docs/design.md §15.2). They differ in
+    ``n_components`` (above) and ``score`` (the mean log posterior predictive density over the posterior
+    draws, where StepMix's is the mean log-likelihood at its estimate).
     """
 
     _parameter_constraints: dict = {
@@ -282,31 +297,62 @@ class FederatedLatentClassModel(ClusterMixin, BaseEstimator):
         joined = [pd.concat([part[i] for part in parts], axis=1) for i in range(len(parts[0]))]
         analysis = three_step_at(silos, joined, self.weights_, self.profiles_, covariates=_column_names(covariates),
                                  distal=_column_names(distal))
+        self.three_step_warnings_ = list(analysis.warnings)
+        for w in analysis.warnings:
+            warnings.warn(w, UserWarning, stacklevel=3)
         self.covariates_ = analysis.covariates.table() if analysis.covariates is not None else None
         self.distal_ = analysis.distal.table() if analysis.distal is not None else None
         self.distal_tests_ = analysis.distal.equality_tests() if analysis.distal is not None else None
+
+    def _all_codes(self, X) -> np.ndarray:
+        """Codes of ``X``: one silo, or a list of silos as ``fit`` takes them (their rows together)."""
+        parts = X if isinstance(X, list | tuple) and X and all(
+            np.ndim(getattr(x, "codes", x)) == 2 for x in X) else None
+        return np.concatenate([self._codes(x) for x in parts]) if parts else self._codes(X)
 
     def _point_statistics(self, X) -> dict:
         from vcmc.lca.em import n_parameters
         from vcmc.lca.statistics import fit_statistics
         from vcmc.rows.lca import estep_sums
 
-        codes = self._codes(X)
+        codes = self._all_codes(X)
         sums = estep_sums(codes, self.schema_.n_modalities, self.weights_, self.profiles_)
         return fit_statistics(sums["loglik"], n_parameters(self.n_clusters_, self.schema_.n_modalities),
                               sums["n_rows"], sums["entropy"], self.n_clusters_)
 
+    @property
+    def n_parameters(self) -> int:
+        """Free parameters of the K-cluster model (StepMix's ``n_parameters``)."""
+        from vcmc.lca.em import n_parameters
+
+        check_is_fitted(self)
+        return n_parameters(self.n_clusters_, self.schema_.n_modalities)
+
     def aic(self, X) -> float:
-        """Akaike information criterion of the posterior-mean model on ``X`` (StepMix's ``aic``: -2 log L + 2p)."""
+        """Akaike information criterion of the posterior-mean model on ``X`` (StepMix's ``aic``: -2 log L + 2p).
+        ``X``: one silo or a list of silos, as ``fit`` takes them."""
         return float(self._point_statistics(X)["aic"])
 
     def bic(self, X) -> float:
-        """Bayesian information criterion on ``X`` (StepMix's ``bic``: -2 log L + p log n; lower is better)."""
+        """Bayesian information criterion on ``X`` (StepMix's ``bic``: -2 log L + p log n; lower is better).
+        ``X``: one silo or a list of silos, as ``fit`` takes them."""
         return float(self._point_statistics(X)["bic"])
+
+    def caic(self, X) -> float:
+        """Consistent AIC on ``X`` (StepMix's ``caic``: -2 log L + p (log n + 1))."""
+        return float(self._point_statistics(X)["caic"])
+
+    def sabic(self, X) -> float:
+        """Sample-size adjusted BIC on ``X`` (-2 log L + p log((n + 2) / 24), Sclove 1987; docs/design.md §15.2)."""
+        return float(self._point_statistics(X)["sabic"])
 
     def entropy(self, X) -> float:
         """Summed entropy of the rows' cluster memberships at the posterior mean (StepMix's ``entropy``)."""
         return float(self._point_statistics(X)["entropy"])
+
+    def relative_entropy(self, X) -> float:
+        """1 - entropy / (n log K) (StepMix's ``relative_entropy``; NaN for one cluster)."""
+        return float(self._point_statistics(X)["relative_entropy"])
 
     def _draws(self):
         idx = evenly_spaced(self._pi_draws.shape[0], _PREDICT_DRAWS)
@@ -329,9 +375,7 @@ class FederatedLatentClassModel(ClusterMixin, BaseEstimator):
 
         ``X`` may also be a list of silos (as ``fit`` takes), so that scikit-learn's model selection
         (``cross_val_score``, ``GridSearchCV``) splitting a list of silos scores the held-out silos' rows."""
-        silos = X if isinstance(X, list | tuple) and X and all(
-            np.ndim(getattr(x, "codes", x)) == 2 for x in X) else None
-        codes = np.concatenate([self._codes(x) for x in silos]) if silos else self._codes(X)
+        codes = self._all_codes(X)
         pi, prof = self._draws()
         per_draw = np.stack([logsumexp(log_likelihood_rows(codes, np.maximum(pi[t], 1e-300), prof[t],
                                                            self.schema_.n_modalities), axis=1)

@@ -241,6 +241,8 @@ def server_steps(summaries: list[SiloSummary], transport, config: FitConfig, *, 
     timings = dict(timings or {})
     srv = server_generator(rng)
     names = tuple(s.silo for s in summaries)
+    ledger = getattr(transport, "releases", None)
+    before = ledger.snapshot() if ledger is not None else {}
 
     t0 = time.perf_counter()
     matching, matched = match_stage(summaries, transport, config, srv)
@@ -292,6 +294,11 @@ def server_steps(summaries: list[SiloSummary], transport, config: FitConfig, *, 
         result = refine(result, transport, config, rng=rng, policy=policy, show_progress=show_progress,
                         stop=bool(rounds_plan.get("stop_when_settled")))
     result.diagnostics["rounds_plan"] = rounds_plan
+    from vcmc.federation.accounting import privacy_account
+
+    account = privacy_account(summaries, ledger.since(before) if ledger is not None else {})
+    if account is not None:          # only where some silo noised its releases (dp-epsilon)
+        result.diagnostics["privacy"] = account
     return result
 
 

@@ -277,8 +277,10 @@ WORKFLOW_DATA_CASES = (
          base(**{"a.csv": _regions(0, ZURICH_NFC), "b.csv": _regions(1, ZURICH_NFD)})),
     Case("missing-code-modality", "warning", "'.' and '-9' become modalities: a warning naming them",
          base(**{"a.csv": _regions(0, "."), "b.csv": _recoded(1, 3, {"F": "-9"})})),
-    Case("disjoint-modalities", "warning", "'Y'/'N' in one silo, 'yes'/'no' in the others (K = 6 against 2)",
-         base(**{"a.csv": _recoded(0, 0, {"yes": "Y", "no": "N"})})),
+    Case("disjoint-modalities", "refusal", "'Y'/'N' in one silo, 'yes'/'no' in the others (K = 6 against 2)",
+         base(**{"a.csv": _recoded(0, 0, {"yes": "Y", "no": "N"})}),
+         match=r"column 'smoker': the files share no value \(\S*a\.csv use 'N', 'Y'; .*b\.csv, .*c\.csv use 'no', "
+               r"'yes'\).*Recode the files to one coding"),
     Case("same-data-two-names", "warning", "the same file given under two silo names", base(**{"c.csv": clean(0)})),
     Case("two-row-silo", "error", "a silo of two rows: refused before the other silos sample",
          base(**{"b.csv": csv_text(clean_rows(1)[:2])}), match=r"b\.csv \(2 rows\) have fewer than 3 rows"),

@@ -169,25 +169,32 @@ def _files(tmp_path):
 
 
 def _fast_error(capsys, *argv):
-    t0 = time.perf_counter()
     rc, _, err = run(capsys, *argv)
-    return rc, err, time.perf_counter() - t0
+    return rc, err
+
+
+#: What a refusal of --out or of a flag must not wait for: the samplers' compiled kernels and the analysis and
+#: plotting libraries (their imports are most of a run's first seconds). Checked by what is imported, not by a
+#: wall clock: a test must not depend on the machine being idle.
+HEAVY = ("numba", "matplotlib", "xarray", "arviz", "sklearn", "vcmc.silo.sampler", "vcmc.pipeline")
+
+
+def _imported_when_refused(*argv) -> tuple[int, list[str], str]:
+    code = ("import sys, json; from vcmc.cli import main; rc = main(json.loads(sys.argv[1])); "
+            f"print(json.dumps([rc, sorted(m for m in {HEAVY!r} if m in sys.modules)]))")
+    done = subprocess.run([PY, "-c", code, json.dumps(["fit", *argv])], capture_output=True, text=True, timeout=600)
+    rc, heavy = json.loads(done.stdout.strip().splitlines()[-1])
+    return rc, heavy, done.stderr
 
 
 def test_out_is_a_file(tmp_path, capsys):
     (tmp_path / "taken").write_text("not a folder")
-    rc, err, seconds = _fast_error(capsys, *_files(tmp_path), "--out", str(tmp_path / "taken"), *FAST)
-    assert rc == 1 and "is a file, not a folder" in err and seconds < 1.0
+    rc, err = _fast_error(capsys, *_files(tmp_path), "--out", str(tmp_path / "taken"), *FAST)
+    assert rc == 1 and "is a file, not a folder" in err
     assert (tmp_path / "taken").read_text() == "not a folder"
-    # and as a user runs it: a new process, interpreter start and imports included (best of 3, so that a
-    # moment of load on a shared machine does not decide)
-    walls = []
-    for _ in range(3):
-        t0 = time.perf_counter()
-        done = _cli(*_files(tmp_path), "--out", str(tmp_path / "taken"), *FAST)
-        walls.append(time.perf_counter() - t0)
-        assert done.returncode == 1 and "is a file, not a folder" in done.stderr
-    assert min(walls) < 1.0, walls
+    # and as a user runs it, in a new process: refused before the samplers and the heavy libraries are imported
+    rc, heavy, err = _imported_when_refused(*_files(tmp_path), "--out", str(tmp_path / "taken"), *FAST)
+    assert rc == 1 and "is a file, not a folder" in err and heavy == [], (heavy, err)
 
 
 @contextlib.contextmanager
@@ -215,16 +222,15 @@ def test_out_read_only(tmp_path, capsys):
         ro.chmod(0o555)
         ctx = contextlib.nullcontext(ro)
     with ctx:
-        rc, err, seconds = _fast_error(capsys, *files, "--out", str(ro / "results"), *FAST)
+        rc, err = _fast_error(capsys, *files, "--out", str(ro / "results"), *FAST)
     assert rc == 1 and re.search(r"--out .*results: cannot write there \((Read-only file system|Permission "
                                  r"denied)\)", err), err
-    assert seconds < 1.0
 
 
 def test_out_empty(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    rc, err, seconds = _fast_error(capsys, *_files(tmp_path), "--out", "", *FAST)
-    assert rc == 1 and "--out must name a folder for the results; got ''" in err and seconds < 1.0
+    rc, err = _fast_error(capsys, *_files(tmp_path), "--out", "", *FAST)
+    assert rc == 1 and "--out must name a folder for the results; got ''" in err
     assert not (tmp_path / "result.json").exists()
 
 
@@ -237,8 +243,8 @@ def test_out_another_run(tmp_path, capsys):
     out = str(tmp_path / "out")
     assert run(capsys, *files, "--out", out, *FAST)[0] == 0
     before = _snapshot(tmp_path / "out")
-    rc, err, seconds = _fast_error(capsys, *files, "--out", out, "--iterations", "200", "--seed", "2")
-    assert rc == 1 and "holds the results of another run" in err and "--overwrite" in err and seconds < 1.0
+    rc, err = _fast_error(capsys, *files, "--out", out, "--iterations", "200", "--seed", "2")
+    assert rc == 1 and "holds the results of another run" in err and "--overwrite" in err
     assert _snapshot(tmp_path / "out") == before
 
 
@@ -278,10 +284,9 @@ def test_out_no_space(tmp_path, capsys, monkeypatch):
 
     monkeypatch.setattr(apply_mod, "run_apply_step", lambda *a, **k: (_ for _ in ()).throw(
         AssertionError("the sampler ran")))
-    rc, err, seconds = _fast_error(capsys, *_files(tmp_path), "--out", str(tmp_path / "out"),
+    rc, err = _fast_error(capsys, *_files(tmp_path), "--out", str(tmp_path / "out"),
                                    "--iterations", "20000", "--seed", "1")
     assert rc == 1 and re.search(r"0\.2 MB free, the run writes up to about [\d.]+ MB \(posterior\.nc", err), err
-    assert seconds < 1.0
 
 
 def _cli(*args, **kw):
@@ -359,9 +364,8 @@ def test_full_disk_no_resume(tmp_path):
 
 # -- flags -------------------------------------------------------------------------------------------------------
 def _flag_error(tmp_path, capsys, *flags) -> str:
-    t0 = time.perf_counter()
     rc, _, err = run(capsys, *_files(tmp_path), "--out", str(tmp_path / "out"), "--seed", "1", *flags)
-    assert rc == 1 and time.perf_counter() - t0 < 1.0, err
+    assert rc == 1, err
     assert not (tmp_path / "out" / "result.json").exists()
     return err
 

@@ -20,6 +20,9 @@ import pytest
 
 pytest.importorskip("flwr")
 
+# one worker runs the whole module, so its deployment (a module fixture) starts once under pytest -n 2
+pytestmark = pytest.mark.xdist_group("catalogue-flower")
+
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parents[1] / "federation"))
 import cases  # noqa: E402

@@ -73,13 +73,6 @@ def test_missing_code_modality(tmp_path, capsys):
     assert re.search(rf"warning: column 'sex': the value '-9' \({n_f} rows\).*--na-values -9", err), err
 
 
-def test_disjoint_modalities(tmp_path, capsys):
-    rc, _, err = fit_case(tmp_path, capsys, _case("disjoint-modalities"))
-    assert rc == 0, err
-    assert ("warning: column 'smoker': the silos share no value: silo(s) 'a' use 'N', 'Y'; silo(s) 'b', 'c' use "
-            "'no', 'yes'") in err, err
-
-
 def test_same_data_two_names(tmp_path, capsys):
     rc, _, err = fit_case(tmp_path, capsys, _case("same-data-two-names"))
     assert rc == 0, err
@@ -147,13 +140,13 @@ def test_sigterm_sighup(tmp_path):
         out = tmp_path / f"out-{sig.name}"
         proc = subprocess.Popen([PY, "-m", "vcmc.cli", "fit", *files, "--out", str(out), "--iterations", "400000",
                                  "--seed", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 600          # a hang guard only: a loaded machine starts slowly
         while not (out / ".vcmc-run.json").exists() and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
         time.sleep(1.0)
         assert proc.poll() is None, proc.communicate()
         proc.send_signal(sig)
-        _, stderr = proc.communicate(timeout=120)
+        _, stderr = proc.communicate(timeout=300)   # a hang guard: the run ends within seconds of the signal
         assert proc.returncode == 130, stderr
         assert re.search(r"vcmc fit: interrupted; kept the finished sampling of [0-3] of 3 silo\(s\) .*resume with: "
                          r"vcmc fit .* --seed 1", stderr), stderr

@@ -17,6 +17,9 @@ import pytest
 
 pytest.importorskip("flwr")
 
+# one worker runs the whole module, so its deployment (a module fixture) starts once under pytest -n 2
+pytestmark = pytest.mark.xdist_group("curious-server")
+
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parent / "curious_app"))
 from flowerlab import Lab, make_node_key  # noqa: E402
@@ -86,7 +89,7 @@ def attacked(request, tmp_path_factory):
 
 
 REFUSED = {
-    "soft-counts-before-summary": "before a summarize request",
+    "soft-counts-before-summary": "counts requests belong",
     "assign-before-summary": "before a summarize request",
     "assess-before-summary": "before a summarize request",
     "wrong-handler": "arrived on the 'query.hello' handler",
@@ -97,8 +100,10 @@ REFUSED = {
     "unknown-option": "'privacy.trust-the-server'",
     "soft-counts-after-summary": "counts requests belong",
     "hard-counts-no-share": "counts requests belong",
-    "nan-divergence": "finite",
-    "negative-divergence": "probabilities",
+    # minimum-divergence references are the server's: refused by default, whatever their values (the values are
+    # checked where an operator allows them: tests/silo/test_gate.py)
+    "nan-divergence": "divergence requests belong",
+    "negative-divergence": "divergence requests belong",
     "assign-without-announcement": "announced first",
     "announce-one-person-profile": "farther than",
     "announce-server-weights": "not one of the silo's own draws",
@@ -134,6 +139,13 @@ def test_honest_assign_sends_nothing_under_the_limits_and_writes_out_dir_once(at
     for field in ("counts", "expected", "probability"):
         v = np.asarray(reply[field], dtype=float)
         assert not np.any((v > 0) & (v < 10)) and np.all(v % 5 == 0), (field, v)
+    # the silo's row count (in its summary) less the released counts gives no withheld cluster back: what is
+    # withheld is none, or at least two clusters holding at least the minimum between them
+    labels = np.loadtxt(folder / "out" / "assignments.csv", delimiter=",", skiprows=1, usecols=2, dtype=int) - 1
+    truth = np.bincount(labels, minlength=len(reply["counts"]))
+    withheld = (np.asarray(reply["counts"]) == 0) & (truth > 0)
+    assert not withheld.any() or (withheld.sum() >= 2 and truth[withheld].sum() >= 10), (truth, reply["counts"])
+    assert results["summary"]["n_rows"] == truth.sum()
     files = sorted(p.name for p in (folder / "out").iterdir())
     assert "assignments.csv" in files and "memberships.csv" in files
     # the refused second assign did not rewrite them: the labels are those of the honest draws, all finite

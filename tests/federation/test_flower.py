@@ -174,9 +174,10 @@ def test_flower_run_equals_in_process_run(federation):
     from vcmc.pipeline import run_vcmc
     from vcmc.silo.local import LocalSilo
 
-    # the default rounds (auto) of a deployment are the one-shot pass, and the result says why
+    # the default rounds (auto) of a deployment whose operators set no rounds keys are the one-shot pass, and
+    # the result says why
     plan = flower["diagnostics"]["rounds_plan"]
-    assert plan["requested"] == "auto" and plan["rounds"] == 1 and "consent" in plan["reason"]
+    assert plan["requested"] == "auto" and plan["rounds"] == 1 and "rounds-key" in plan["reason"]
     cfg = config_from_mapping({**OVERRIDES, "aggregation.rounds": 1})
     from vcmc.config import PrivacyConfig
 

@@ -107,7 +107,7 @@ def test_compare_prefers_the_true_number_of_classes(sim):
     silos, _, _ = _silos(sim.frames, exclude=["age", "sex", "death", "score"])
     table, fits = compare(silos, [1, 2, 3, 4], n_starts=3, rng=2, waic_draws=30)
     assert list(table.columns) == ["k", "log_likelihood", "n_parameters", "aic", "bic", "sabic", "caic", "entropy",
-                                   "relative_entropy", "waic"]
+                                   "relative_entropy", "waic", "smallest_class", "starts", "starts_at_best"]
     assert int(table.k[table.bic.idxmin()]) == 3
     assert table.log_likelihood.is_monotonic_increasing
     assert np.isfinite(table.waic).all()

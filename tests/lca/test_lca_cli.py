@@ -27,7 +27,7 @@ def test_compare_writes_the_table_and_the_figure(files, tmp_path, capsys):
                  "--waic-draws", "20", "--exclude", "age,sex,death,score"]) == 0
     table = pd.read_csv(out / "comparison.csv")
     assert list(table.columns) == ["k", "log_likelihood", "n_parameters", "aic", "bic", "sabic", "caic", "entropy",
-                                   "relative_entropy", "waic"]
+                                   "relative_entropy", "waic", "smallest_class", "starts", "starts_at_best"]
     assert table.k.tolist() == [1, 2, 3, 4]
     assert (out / "comparison.png").stat().st_size > 1000
     assert "BIC chooses K = 3" in capsys.readouterr().out
@@ -50,11 +50,6 @@ def test_fit_k_writes_covariates_and_distal_tables(files, tmp_path):
     assert doc["k"] == 3 and doc["reference_cluster"] == 1 and "bic" in doc["statistics"]
     for name in ("item_probabilities.png", "forest.png", "report.html", "fit_statistics.csv"):
         assert (out / name).is_file()
-
-
-def test_three_step_flags_need_k(files, tmp_path, capsys):
-    assert main(["fit", *files, "--covariates", "age", "--out", str(tmp_path / "x")]) == 1
-    assert "--covariates and --distal need --k K" in capsys.readouterr().err
 
 
 def test_bayesian_flags_are_refused_with_k(files, tmp_path, capsys):

@@ -82,3 +82,17 @@ def test_vcmc_fit_k_writes_the_classes_means_in_the_data_s_units(mixed, tmp_path
     x1 = np.sort(table.loc[table["variable"] == "X1", "mean"].to_numpy())
     assert np.allclose(x1, np.sort(MEANS[:, 0]), atol=2.0)
     assert (table["ci95_low"] < table["mean"]).all()
+    # the fit's own memberships use every item's density, and vcmc predict scores new rows as the fit did
+    members = pd.read_csv(tmp_path / "out" / "memberships.csv")
+    assert main(["predict", str(tmp_path / "out"), str(files[0]), "--out", str(tmp_path / "pred")]) == 0
+    pred = pd.read_csv(tmp_path / "pred" / "memberships.csv")
+    cols = ["p_1", "p_2", "p_3"]
+    assert np.allclose(pred[cols].to_numpy(), members[members.silo == silos[0].name][cols].to_numpy())
+    import json
+
+    from vcmc.lca.outputs import lca_memberships
+
+    doc = json.loads((tmp_path / "out" / "lca.json").read_text())
+    assert np.shape(doc["gaussian"]) == (3, 4)
+    categorical_only = lca_memberships(silos[0].codes, doc["n_modalities"], doc["weights"], doc["profiles"])
+    assert not np.allclose(pred[cols].to_numpy(), categorical_only, atol=1e-3)

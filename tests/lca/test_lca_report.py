@@ -45,7 +45,7 @@ def test_report_of_a_compare_folder_is_the_fit_time_page(files, tmp_path, capsys
                  "--waic-draws", "20", "--exclude", "age,sex,death,score", "--report"]) == 0
     at_fit, again = _report_again(out, capsys)
     assert again == at_fit
-    assert "Choosing the number of classes" in again and "BIC 3" in again
+    assert "Choosing the number of classes" in again and "Report K = 3 (BIC)" in again
 
 
 def test_report_of_a_fit_k_folder_without_three_step_models(files, tmp_path, capsys):

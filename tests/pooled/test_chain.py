@@ -131,3 +131,59 @@ def test_a_malformed_plan_is_refused():
         _plan(checkpoints=(10, 10))
     with pytest.raises(ValueError, match="n_chains"):
         _plan(n_chains=3)
+
+
+def test_the_rules_k_counts_the_components_of_the_minimum_size_and_every_checkpoint_is_recorded():
+    chain = _run(_plan(checkpoints=(30, 60, 120), stop=False))
+    kbig, k = np.asarray(chain.trace_kbig[0]), np.asarray(chain.trace_k[0])
+    assert kbig.shape == k.shape and np.all(kbig <= k)
+    assert [h["round"] for h in chain.history] == [30, 60, 120]
+    assert all({"stable", "rhat", "k_halves"} <= set(h) for h in chain.history)
+    back = PooledChain.restore(chain.plan, chain.seeds, chain.export())
+    assert back.history == chain.history and back.trace_kbig == chain.trace_kbig
+
+
+def test_silos_sharing_a_process_get_the_same_draw_whether_or_not_it_was_remembered():
+    from vcmc.pooled import chain as module
+
+    plan = _plan(checkpoints=(20,))
+    rng = np.random.default_rng(5)
+    counts, start = _toy_counts(rng)
+    a = PooledChain(plan, Seeds(3))
+    draws = a.advance([start])
+    nxt = counts(draws[0])
+    first = a.advance([nxt])
+    module._DRAWS.clear()
+    b = PooledChain(plan, Seeds(3))
+    b.advance([start])
+    again = b.advance([nxt])
+    np.testing.assert_array_equal(first[0].log_profiles, again[0].log_profiles)
+    again[0].log_profiles[:] = 0.0                    # a silo's copy: changing it changes nobody else's
+    c = PooledChain(plan, Seeds(3))
+    c.advance([start])
+    np.testing.assert_array_equal(c.advance([nxt])[0].log_profiles, first[0].log_profiles)
+
+
+def test_of_two_chains_only_the_second_is_annealed_and_only_in_its_burn_in():
+    plan = _plan(checkpoints=(40,), n_chains=2, anneal=2.0, anneal_until=10)
+    rng = np.random.default_rng(2)
+    counts, start = _toy_counts(rng)
+    chain = PooledChain(plan, Seeds(8))
+    state, temps = [start, start], []
+    while (draws := chain.advance(state)) is not None:
+        temps.append([d.inverse_temperature for d in draws])
+        state = [counts(d) for d in draws]
+    temps = np.asarray(temps)                      # rounds 2, 3, ...
+    assert np.all(temps[:, 0] == 1.0)
+    assert np.all(temps[:9, 1] == 2.0) and np.all(temps[9:, 1] == 1.0)
+    single = PooledChain(_plan(checkpoints=(40,), anneal=2.0, anneal_until=10), Seeds(8))
+    assert single.advance([start])[0].inverse_temperature == 2.0     # one chain: it is the annealed one
+
+
+def test_the_common_minimum_is_the_participants_largest():
+    from vcmc.pooled.chain import MINIMA, common_minimum, minimum_vector
+
+    pooled = minimum_vector(10) + minimum_vector(25) + minimum_vector(10)
+    assert pooled.shape == (MINIMA,) and common_minimum(pooled) == 25
+    with pytest.raises(ValueError, match="at most"):
+        minimum_vector(MINIMA + 1)

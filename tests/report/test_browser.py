@@ -144,3 +144,38 @@ def test_the_paper_sized_report_stays_readable(browser, tmp_path):
     heat = next(i for i in info["images"] if i["alt"].startswith("heatmap"))
     assert heat["h"] >= 80 * 20 and heat["w"] >= 27 * 20
     assert info["rows"] == 27
+
+
+def test_the_latent_class_report_renders_its_paper_figures(browser, tmp_path):
+    """The fixed-K report (issue 46): the guide to K, the item-response plot with classes' shares and sizes, the
+    odds-ratio forest plot; rendered by Chromium with no error, each figure screenshotted on its own."""
+    from PIL import Image
+
+    from vcmc.cli import main
+    from vcmc.lca.simulate import simulate_lca
+
+    sim = simulate_lca((200, 200, 200), missing=0.1, rng=7)
+    files = []
+    for i, df in enumerate(sim.frames):
+        files.append(str(tmp_path / f"site{i + 1}.csv"))
+        df.to_csv(files[-1], index=False)
+    schema = tmp_path / "schema.json"
+    assert main(["schema", *files, "--covariates", "age,sex", "--distal", "death,score", "--out", str(schema)]) == 0
+    cmp, fit = tmp_path / "cmp", tmp_path / "fit"
+    assert main(["compare", *files, "--schema", str(schema), "--k", "1-4", "--starts", "3", "--waic-draws", "0",
+                 "--out", str(cmp), "--seed", "1", "--report"]) == 0
+    assert main(["fit", *files, "--schema", str(schema), "--k", "3", "--starts", "3", "--out", str(fit), "--seed",
+                 "1", "--report"]) == 0
+    info = render(browser, cmp / "report.html", screenshot=tmp_path / "compare.png")
+    assert info["problems"] == [] and all(i["ok"] for i in info["images"])
+    assert "What to report" in info["text"] and "EM starts at best" in info["text"]
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto((fit / "report.html").resolve().as_uri(), wait_until="load")
+    text = page.evaluate("() => document.body.innerText")
+    assert "Item-response probabilities" in text and "odds ratio" in text and "class 1" in text
+    for section in ("items", "forest"):
+        shot = tmp_path / f"{section}.png"
+        page.locator(f"#{section} img").first.screenshot(path=str(shot))
+        img = np.asarray(Image.open(shot).convert("L"), dtype=float)
+        assert img.shape[0] > 200 and img.shape[1] > 400 and img.std() > 10, section
+    page.close()

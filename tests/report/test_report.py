@@ -137,7 +137,9 @@ def test_names_carry_through_every_table_and_figure(exact_fit_dir, monkeypatch):
     names = ["1: Baseline", "2: Respiratory smokers", "3: Stroke &amp; dementia"]
     want = [n.replace("&amp;", "&") for n in names]
     assert seen["sizes_figure"][0] == want
-    assert seen["heatmap_figure"][2] == want
+    # the heatmap's columns carry each cluster's share and size beside its name
+    assert [c.split(" (")[0] for c in seen["heatmap_figure"][2]] == want
+    assert all(", n = " in c for c in seen["heatmap_figure"][2])
     assert seen["membership_figure"][1] == want
     assert seen["contributions_figure"][2] == want
     # the tables: sizes, characterisation and per-silo contributions

@@ -130,3 +130,18 @@ def test_the_rounds_show_a_bar_when_asked(small_silo_design, capsys):
     run_vcmc(InProcessTransport([LocalSilo(s) for s in small_silo_design.silos]), config, rng=3,
              show_progress=False)
     assert "Global-informed rounds" not in capsys.readouterr().err
+
+
+def test_the_auto_plan_runs_two_chains_the_second_annealed_and_an_explicit_plan_one(small_silo_design):
+    from vcmc.rounds.stage import AUTO_ANNEAL, AUTO_CHAINS, plan_of
+
+    silos = [LocalSilo(s) for s in small_silo_design.silos]
+    one_shot_config = FitConfig(sampler=SamplerConfig(n_iter=300), aggregation=AggregationConfig(rounds=1))
+    result = run_vcmc(InProcessTransport(silos), one_shot_config, rng=3)          # the one-shot pass: the matching
+    config = resolve_rounds(_config(n_iter=300), own_session=True)[0]
+    auto = plan_of(result, config, secure=False, root=np.random.SeedSequence(1), stop=True)
+    assert auto["n_chains"] == AUTO_CHAINS == 2 and auto["anneal"] == AUTO_ANNEAL
+    assert list(auto["checkpoints"]) == [250, 500, 1000] and auto["anneal_until"] == 63
+    fixed = plan_of(result, resolve_rounds(_config(n_iter=300, rounds=40), own_session=True)[0], secure=False,
+                    root=np.random.SeedSequence(1), stop=False)
+    assert fixed["n_chains"] == 1 and fixed["anneal"] == 1.0 and list(fixed["checkpoints"]) == [40]

@@ -129,6 +129,12 @@ def test_silo_labels_change_the_memberships_not_the_chain(small_silo_design):
     assert any(not np.allclose(a, b) for a, b in zip(pooled.memberships, own.memberships, strict=True))
     for m in own.memberships:
         np.testing.assert_allclose(m.sum(axis=1), 1.0)
+    # each silo's rows are checked at the weights that label them (issue 46): its own, sent with the replies
+    assert own.diagnostics["rounds"]["assessment"]["weights"] == "silo"
+    assert pooled.diagnostics["rounds"]["assessment"]["weights"] == "pooled"
+    small = small_silo_design.silos[3].name
+    assert own.diagnostics["ppc"]["prevalence"]["per_silo"][small] != \
+        pooled.diagnostics["ppc"]["prevalence"]["per_silo"][small]
 
 
 @pytest.fixture(scope="module")

@@ -169,7 +169,8 @@ def test_handle_releases_every_reply_through_the_gate(silo_data, monkeypatch):
                                 rule="penalised"),
 ])
 def test_nothing_but_hello_and_summarize_before_the_summary(silo_data, make):
-    silo = LocalSilo(silo_data, privacy=LIMITS, policy=SiloPolicy())
+    silo = LocalSilo(silo_data, privacy=LIMITS,
+                     policy=SiloPolicy(allowed_strategies=("contingency", "design", "min-divergence")))
     silo.handle(HelloRequest())
     with pytest.raises(NotFittedError, match="before a summarize request"):
         silo.handle(make(3))
@@ -214,8 +215,16 @@ def test_allow_list_and_budget(silo_data):
         budgeted.handle(HelloRequest())
 
 
-def test_non_finite_or_negative_parameters_are_refused(deployed):
-    silo, summary = deployed
+@pytest.fixture
+def divergent(silo_data):
+    """A deployed silo whose operator allows minimum-divergence matching (only without protection)."""
+    silo = LocalSilo(silo_data, privacy=PrivacyConfig(min_cluster_size=10), run_key="run-1",
+                     policy=SiloPolicy(allowed_strategies=("contingency", "min-divergence")))
+    return silo, silo.handle(_req())
+
+
+def test_non_finite_or_negative_parameters_are_refused(divergent):
+    silo, summary = divergent
     p = silo.n_columns
     bad = np.full((2, p), 0.5)
     bad[0, 0] = np.nan
@@ -226,8 +235,8 @@ def test_non_finite_or_negative_parameters_are_refused(deployed):
                                       rule="penalised"))
 
 
-def test_server_probabilities_are_floored(deployed):
-    silo, _ = deployed
+def test_server_probabilities_are_floored(divergent):
+    silo, _ = divergent
     prof = np.stack([_one_person_profile(silo, 0), _one_person_profile(silo, 1)])
     req = silo.gate.admit(DivergenceRequest(reference_pi=np.ones(2) / 2, reference_profiles=prof, rule="penalised"))
     assert np.min(req.reference_profiles) >= silo.gate.policy.profile_floor
@@ -414,9 +423,12 @@ def test_property_assign_replies(limits, counts, soft):
     out = g.release(AssignRequest(assignment=np.zeros(1, int), n_global=c.size),
                     AssignReply(counts=c, expected=e, probability=np.minimum(e, c), entropy=1.0, n_draws=20,
                                 mc_error=0.01, mc_target=0.05))
-    # the whole-silo scalars (entropy, the labelling's Monte Carlo summary) are kept as they are
-    assert (out.entropy, out.n_draws, out.mc_error, out.mc_target) == (1.0, 20, 0.01, 0.05)
+    # the whole-silo scalars of a deployment: the entropy on a grid of rows_of_grid x log C, the Monte Carlo error
+    # as its bound for the 20 draws averaged (a function of 20 alone), the draws and the target as they are
     min_size, round_to, _ = limits
+    grid = max(min_size, round_to) * np.log(max(c.size, 2))
+    assert out.entropy == pytest.approx(max(np.floor(1.0 / grid + 0.5) * grid, 0.0))
+    assert (out.n_draws, out.mc_error, out.mc_target) == (20, 0.5 / np.sqrt(19), 0.05)
     for v in (out.counts, out.expected, out.probability):
         v = np.asarray(v, dtype=float)
         assert not np.any((v > 0) & (v < min_size))
@@ -491,7 +503,7 @@ def _assess_reply(rng, r, p, e, c):
 @given(limits=_limits, seed=st.integers(0, 2 ** 31), r=st.integers(1, 4), e=st.integers(0, 3), c=st.integers(1, 3))
 def test_property_assess_replies(limits, seed, r, e, c):
     # no unrounded count in any assess reply when rounding is set; the WAIC sums on the grid rounding implies
-    from vcmc.silo.endpoints.assess import waic_grid
+    from vcmc.silo.endpoints.assess import waic_grid, waic_grids
 
     min_size, round_to, suppress = limits
     g = _fake_gate(*limits)
@@ -499,7 +511,8 @@ def test_property_assess_replies(limits, seed, r, e, c):
     p = 5
     request = SimpleNamespace(pi=rng.dirichlet(np.ones(c), size=r),
                               profiles=np.concatenate([rng.dirichlet(np.ones(2), size=(r, c)),
-                                                       rng.dirichlet(np.ones(3), size=(r, c))], axis=-1))
+                                                       rng.dirichlet(np.ones(3), size=(r, c))], axis=-1),
+                              pairs=np.stack([np.zeros(e, int), 2 + np.arange(e)], axis=1))
     raw = _assess_reply(rng, r, p, e, c)
     out = ENDPOINTS[AssessRequest].release(g, request, raw)
     for field in ("n_observed", "observed", "replicated", "pair_n_observed", "pair_observed", "pair_replicated"):
@@ -508,13 +521,16 @@ def test_property_assess_replies(limits, seed, r, e, c):
         if suppress > 1 and round_to == 1:          # (rounding after suppression may land a kept cell under it)
             assert not np.any((v >= 1) & (v < suppress)), field
     assert set(np.unique(out.occupied)) <= {0, 1}
-    grid = waic_grid((2, 3), request.pi, request.profiles, round_to)
-    if round_to > 1:
-        for value in (out.lppd, out.p_waic):
-            assert abs(value / grid - round(value / grid)) < 1e-6
-        assert out.elpd == pytest.approx(out.lppd - out.p_waic)
-    else:
-        assert (out.lppd, out.p_waic, out.elpd_m2) == (raw.lppd, raw.p_waic, raw.elpd_m2)
+    # a deployment's WAIC sums are each on its grid of max(min-cluster-size, round-to) rows' worth, whatever is set
+    grids = waic_grids((2, 3), request.pi, request.profiles, max(min_size, round_to))
+    assert grids[0] == waic_grid((2, 3), request.pi, request.profiles, max(min_size, round_to))
+    for value, grid in zip((out.lppd, out.p_waic, out.elpd_m2), grids, strict=True):
+        assert abs(value / grid - round(value / grid)) < 1e-6
+    assert out.elpd == pytest.approx(out.lppd - out.p_waic)
+    own = Gate(g.silo, SiloPolicy.own_data())       # the analyst's own session: exact where nothing is protected
+    mine = ENDPOINTS[AssessRequest].release(own, request, raw)
+    if round_to == 1 and suppress <= 1:
+        assert (mine.lppd, mine.p_waic, mine.elpd_m2) == (raw.lppd, raw.p_waic, raw.elpd_m2)
 
 
 def test_assess_lppd_no_longer_differences_to_a_cell_count(silo_data):
@@ -532,8 +548,8 @@ def test_assess_lppd_no_longer_differences_to_a_cell_count(silo_data):
     moved[0, :, offsets[0]:offsets[1]] = prof[0, :, offsets[0]:offsets[1]][:, ::-1]
     cell = int(np.sum(codes[:, 0] == 0))
     limits = PrivacyConfig(min_cluster_size=10, round_to=5)
-    grid = waic_grid(n_mod, pi, prof, 5)
-    assert grid > 5 * np.log(2)              # five rows' worth of log density at least
+    grid = waic_grid(n_mod, pi, prof, 10)
+    assert grid > 10 * np.log(2)             # ten rows' worth of log density at least
     silo = SimpleNamespace(name="s", privacy_in_force=limits, n_modalities=n_mod, secure_noise=False, local=None)
     gate = Gate(silo, SiloPolicy())
     replies = [gate.release(AssessRequest(pi=pi, profiles=x, pairs=np.zeros((0, 2), int), seed_entropy=1,
@@ -590,7 +606,7 @@ def test_lca_structural_sums_refused_for_a_class_under_the_minimum_size(silo_dat
                                     profiles=profiles, log_error=np.log(np.array([[0.9, 0.1], [0.2, 0.8]])),
                                     params=np.zeros(3))
 
-    allowed = SiloPolicy(allowed_strategies=("contingency", "lca"))
+    allowed = SiloPolicy(allowed_strategies=("contingency", "lca", "lca-structural"))
     deployed = LocalSilo(silo_data, privacy=LIMITS, policy=allowed, auxiliary=aux, run_key="r")
     with pytest.raises(DisclosureError, match="fewer than the minimum cluster size"):
         deployed.handle(request(np.stack([uniform, person])))
@@ -615,3 +631,27 @@ def test_rounds_a_silo_would_refuse_are_refused_before_sampling(silo_data, monke
     # the same silo runs a one-shot request
     monkeypatch.undo()
     assert silo.handle(_req(_with("aggregation", rounds=1))).n_clusters >= 1
+
+
+def test_a_silos_own_weights_leave_only_in_the_analysts_own_session(monkeypatch):
+    """After the rounds a silo may replicate at its own weights and send them (``AssessReply.weights``): only in
+    the analyst's own session without secure sum, where its round counts reach the server anyway."""
+    import dataclasses
+
+    from vcmc.exceptions import DisclosureError
+    from vcmc.silo.endpoints import rounds as round_endpoints
+
+    g = _fake_gate(1, 1, 0)
+    rng = np.random.default_rng(3)
+    reply = dataclasses.replace(_assess_reply(rng, 2, 5, 1, 2), weights=np.full((2, 2), 0.5))
+    asked = SimpleNamespace(pi=np.full((2, 2), 0.5), profiles=np.full((2, 2, 5), 0.5))
+    monkeypatch.setattr(round_endpoints, "assessed_draws", lambda silo, request: asked)
+    for own, secure, allowed in ((False, False, False), (True, True, False), (True, False, True)):
+        g.silo.own_session = own
+        monkeypatch.setattr(round_endpoints, "_session", lambda silo, secure=secure: SimpleNamespace(secure=secure))
+        if allowed:
+            out = round_endpoints.release_assess(g, None, reply)
+            np.testing.assert_array_equal(out.weights, reply.weights)
+        else:
+            with pytest.raises(DisclosureError, match="own weights"):
+                round_endpoints.release_assess(g, None, reply)

@@ -214,7 +214,11 @@ def test_births_put_the_silos_worst_explained_rows_in_their_components(silo_data
     assert np.sort(counts)[-2] >= 2                     # two columns held by the minimum cluster size of misfits
     reply = silo.handle(_start(silo, birth_share=share, birth_budget=2, n_components=k + 2, min_size=2))
     reply = silo.handle(RoundSweepRequest(round=-1, vectors=reply.vector[None], tags=NO_TAGS))   # births vector
-    np.testing.assert_array_equal(reply.vector.view(np.int64), counts)
+    from vcmc.pooled.chain import MINIMA, minimum_vector
+
+    # the births vector, then the silo's minimum cluster size (one-hot: summed, the participants' largest)
+    np.testing.assert_array_equal(reply.vector.view(np.int64)[:-MINIMA], counts)
+    np.testing.assert_array_equal(reply.vector.view(np.int64)[-MINIMA:], minimum_vector(2))
     silo.handle(RoundSweepRequest(round=0, vectors=reply.vector[None], tags=NO_TAGS))            # the start
     columns = np.argsort(-counts, kind="stable")[:2]
     assert silo.round_session.births["columns"] == columns.tolist()

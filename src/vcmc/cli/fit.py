@@ -54,6 +54,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--schema", metavar="JSON", help="shared schema file (default: schema.json beside the files, "
                    "else inferred from all files)")
     p.add_argument("--id-column", metavar="COL", help="a row identifier column to ignore (kept out of the model)")
+    p.add_argument("--exclude", metavar="COL[,COL...]", default=None,
+                   help="columns of the files left out of the clustering (covariates, outcomes, other columns; "
+                        "a schema can declare them instead: vcmc schema --covariates/--distal/--exclude)")
     p.add_argument("--na-values", action="append", type=na_values_arg, metavar="TEXT[,TEXT...]",
                    help="cell texts read as missing besides the empty cell, e.g. --na-values NA,-9 (repeatable; "
                         "recorded in result.json); by default 'NA' is a value")
@@ -82,10 +85,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"with --iterations auto: the most iterations a chain may run (default {n_iter.default})")
     p.add_argument("--rounds", type=_rounds, default=argparse.SUPPRESS, metavar="R|auto",
                    dest="aggregation.rounds",
-                   help="rounds of the run (default auto: in this session min(iterations, 10000) global-informed "
-                        "rounds from C+ components with split-merge moves, which agree with full-data MCMC on real "
-                        "data split by a natural variable; the one-shot pass in a Flower deployment); 1: the "
-                        "paper's one-shot pass; R > 1: R - 1 rounds after it (docs/design.md §16)")
+                   help="rounds of the run (default auto: at most 1,000 global-informed rounds of two chains from "
+                        "C+ components, stopping at round 250, 500 or 1,000 once they settled and agree, wherever "
+                        "every silo can take part: in this session, and in a deployment whose silos have their "
+                        "rounds' keys; else the one-shot pass); 1: the paper's one-shot pass; R > 1: R - 1 rounds "
+                        "after it (docs/design.md §16)")
     for opt in _option_flags():
         if opt.negate:
             p.add_argument(opt.flag, action="store_true", default=argparse.SUPPRESS, dest=opt.key,
@@ -109,6 +113,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "result.json; the same command again in --out resumes with it)")
     p.add_argument("--jobs", type=int, default=1, metavar="J", help="worker processes (at most J, whatever the "
                    "number of silos)")
+    p.add_argument("--silo-policy", metavar="FILE", default=None,
+                   help="a deployment preview: every silo built as a SuperNode's node config builds it, from FILE's "
+                        "node-config keys (TOML or JSON: the privacy keys such as min-cluster-size, "
+                        "suppress-cells-below, round-to and the policy keys such as allow-strategies, min-peers, for "
+                        "every silo at the top "
+                        "level, a silo's own under [silos.NAME]; an empty file is the operators' defaults), the "
+                        "rounds' keys generated for the run, the silos in this process; result.json says so "
+                        "(diagnostics.deployment_preview; docs/federation.md)")
     p.add_argument("--save-summaries", action="store_true",
                    help="save silo summaries in DIR/summaries so server steps can be re-run")
     p.add_argument("--report", action="store_true",
@@ -128,12 +140,19 @@ def _add_lca_arguments(p: argparse.ArgumentParser) -> None:
                    help="fit the K-class model by federated EM instead of the over-fitted Bayesian model; writes "
                         "lca.json, fit_statistics.csv, item_probabilities.csv/.png")
     g.add_argument("--covariates", metavar="COL[,COL...]", default=None,
-                   help="with --k: columns (kept out of the clustering) predicting class membership, a "
-                        "bias-adjusted three-step multinomial logit -> covariates.csv; COL:numeric or "
-                        "COL:categorical forces the kind")
+                   help="columns (kept out of the clustering) predicting class membership, a bias-adjusted "
+                        "three-step multinomial logit -> covariates.csv, at --k K or, without --k, at the Bayesian "
+                        "fit's clusters; COL:numeric or COL:categorical forces the kind (default: the schema's "
+                        "covariate columns)")
     g.add_argument("--distal", metavar="COL[,COL...]", default=None,
-                   help="with --k: outcome columns (binary, categorical or numeric) by class, bias-adjusted "
-                        "three-step -> distal.csv and distal_tests.csv")
+                   help="outcome columns (binary, categorical or numeric) by class, bias-adjusted three-step -> "
+                        "distal.csv and distal_tests.csv, at --k K or the Bayesian fit's clusters (default: the "
+                        "schema's outcome columns)")
+    g.add_argument("--standard-errors", choices=("observed", "complete-data"), default="observed",
+                   help="with --k: the item-response probabilities' standard errors from the model's observed "
+                        "information (missing values and classification uncertainty included; 2 E-step rounds per "
+                        "free parameter, profile intervals at 0 or 1) or the complete-data ones of each class's "
+                        "rows that observed the item (one round; a Flower run's default, lca-standard-errors)")
     add_common_arguments(g)
 
 
@@ -233,7 +252,7 @@ def config_from_args(args) -> FitConfig:
 
 
 def load_silos(files, *, silo_column=None, schema_path=None, id_column=None, na_values=(), normalisation=None,
-               min_modality_rows: int = 1, info: dict | None = None):
+               min_modality_rows: int = 1, info: dict | None = None, exclude=()):
     """The silos of ``vcmc fit``. ``info``, when given, is filled with what ``result.json`` records about the
     data: the schema used (a file, or inferred), the missing-value texts, the normalisation and what it
     changed, and the row numbers of each silo's rows in its file (``rows``)."""
@@ -268,16 +287,18 @@ def load_silos(files, *, silo_column=None, schema_path=None, id_column=None, na_
         silos = split_by_column(paths[0], silo_column, schema=schema, id_column=id_column, na_values=na,
                                 normalisation=normalisation, min_modality_rows=min_modality_rows,
                                 min_modality_rows_flag=min_name,
-                                changes=changes, positions=positions)
+                                changes=changes, positions=positions, exclude=exclude)
     else:
         silos = read_silos(paths, schema=schema, id_column=id_column, na_values=na, normalisation=normalisation,
-                           min_modality_rows=min_modality_rows, min_modality_rows_flag=min_name, changes=changes)
+                           min_modality_rows=min_modality_rows, min_modality_rows_flag=min_name, changes=changes,
+                           exclude=exclude)
         positions = {s.name: None for s in silos}
     if info is not None:
         info.update({
             "files": [str(p) for p in paths],
             "silo_column": silo_column,
-            "id_column": id_column,
+            "id_column": id_column if id_column is not None else silos[0].schema.id_column,
+            "excluded": list(exclude) + list(silos[0].schema.role_columns("covariate", "outcome", "ignored")),
             "schema": {"source": "inferred from the files" if schema is None else f"{schema_path} ({source})",
                        "fingerprint": silos[0].schema.fingerprint()},
             "na_values": list(dict.fromkeys((*na, *silos[0].schema.na_values))),
@@ -290,6 +311,16 @@ def load_silos(files, *, silo_column=None, schema_path=None, id_column=None, na_
     return silos
 
 
+def _clusters_of(paths) -> list[dict]:
+    """The clusters holding rows, as ``result.json`` lists them (weight, interval, size)."""
+    import json
+
+    if "result" not in paths:
+        return []
+    doc = json.loads(Path(paths["result"]).read_text(encoding="utf-8"))
+    return [c for c in doc.get("clusters", []) if (c.get("size") or 0) > 0]
+
+
 def run(args) -> int:
     from vcmc.cli import _guard
 
@@ -298,10 +329,11 @@ def run(args) -> int:
         from vcmc.lca.cli import run_fit
 
         return run_fit(args)
-    if args.covariates or args.distal:
-        raise ConfigError("--covariates and --distal need --k K: the three-step models are built on the "
-                          "maximum-likelihood K-class model")
     _guard.validate_args(args)
+    from vcmc.lca.cli import bayesian_auxiliary
+
+    # the three-step models at the Bayesian fit's clusters (docs/design.md §15.3): the columns typed or declared
+    covariates, distal, auxiliary_excluded = bayesian_auxiliary(args)
     config = config_from_args(args)
     out = _guard.check_out_dir(args.out)       # before reading any data or importing the samplers: < 1 s
 
@@ -312,18 +344,37 @@ def run(args) -> int:
 
     normalisation = Normalisation(strip_whitespace=args.strip_whitespace, case_insensitive=args.case_insensitive)
     na_values = [t for group in (args.na_values or []) for t in group]
+    preview = None
+    if args.silo_policy is not None:
+        from vcmc.flower.preview import read_silo_policy
+
+        preview = read_silo_policy(args.silo_policy)      # checked before any data is read
     info: dict = {}
     silos = load_silos(args.files, silo_column=args.silo_column, schema_path=args.schema,
                        id_column=args.id_column, na_values=na_values, normalisation=normalisation,
-                       min_modality_rows=config.privacy.min_cluster_size, info=info)
+                       min_modality_rows=config.privacy.min_cluster_size, info=info, exclude=auxiliary_excluded)
     _guard.validate_against_data(args, silos, config)
     resume = not args.no_resume
     n_clusters = (args.n_clusters if args.n_clusters is not None
                   else vars(args).get("clusters") if args.method == "fed-kmodes" else None)
 
+    if (covariates or distal) and args.method in ("fed-kmodes",):
+        raise ConfigError(f"--covariates and --distal need a model of class membership; --method {args.method} "
+                          "gives hard labels only")
+    if (covariates or distal) and silos[0].schema.continuous:
+        why = ("the three-step covariate and distal models are not built for continuous clustering variables yet "
+               "(docs/design.md §17.5)")
+        if args.covariates or args.distal:
+            raise ConfigError(f"{why}; fit without --covariates/--distal, or band the continuous variables")
+        print(f"warning: {why}: the schema's covariate and outcome columns are left out of this fit",  # noqa: T201
+              file=sys.stderr)
+        covariates = distal = None
+
     def key_of(seed):
-        return _guard.run_key(method=args.method, config=config, seed=seed, silos=silos, n_clusters=n_clusters,
-                              normalisation=normalisation, na_values=na_values)
+        method = args.method if preview is None else f"{args.method} (deployment preview {preview!r})"
+        return _guard.run_key(method=method, config=config, seed=seed, silos=silos, n_clusters=n_clusters,
+                              normalisation=normalisation, na_values=na_values,
+                              extra={"covariates": covariates, "distal": distal})
 
     # the seed is fixed here, so that the line printed on Ctrl-C can give the command that resumes; without
     # --seed, the seed a previous run of this same command drew in --out (it resumes)
@@ -337,7 +388,7 @@ def run(args) -> int:
         result = fit(silos, config=config, method=args.method, rng=seed, jobs=args.jobs,
                      policy=FaultPolicy(min_silos=args.min_silos),
                      save_dir=(out / "summaries") if args.save_summaries else None, n_clusters=n_clusters,
-                     state_dir=out / "silo-state" if resume else None)
+                     state_dir=out / "silo-state" if resume else None, silo_policy=args.silo_policy)
     except KeyboardInterrupt:
         print(_guard.interrupted_line(out, argv, seed, resume=resume, n_silos=len(silos)),  # noqa: T201
               file=sys.stderr)
@@ -348,9 +399,11 @@ def run(args) -> int:
     except OSError as err:
         raise _guard.write_error(err, out, resume=resume) from None
     if "result" in paths and len(silos) == len(result.silos):
-        from vcmc.lca.cli import add_point_statistics
+        from vcmc.lca.cli import add_point_statistics, bayesian_three_step
 
         add_point_statistics(paths["result"], result, silos)
+        if covariates or distal:
+            paths.update(bayesian_three_step(args, out, paths["result"], result, silos, covariates, distal, info))
     if mode == "overwrite":
         _guard.remove_stale(out, paths.values())
     _guard.seal_results(out, key, paths.values())
@@ -361,6 +414,10 @@ def run(args) -> int:
     for w in result.diagnostics.get("warnings", []) if isinstance(result.diagnostics, dict) else []:
         print(f"warning: {w}", file=sys.stderr)  # noqa: T201
     _guard.say_result_warnings(out, config)
+    from vcmc.report.sections import weakly_identified
+
+    for w in weakly_identified(_clusters_of(paths)):
+        print(f"warning: {w}", file=sys.stderr)  # noqa: T201
     if info["normalised"]:
         n = sum(item["cells"] for item in info["normalised"])
         print(f"note: {n} cell(s) normalised as asked (--strip-whitespace / --case-insensitive / --na-values); "  # noqa: T201

@@ -15,8 +15,11 @@ DESCRIPTION = (
     "texts; identifier-like columns) and writes them to --out (schema.json, for vcmc fit --schema). Modalities "
     "seen in fewer rows than --min-cluster-size are listed, not refused: a modality in the schema is "
     "published in the results (profiles.csv, posterior.nc), so keeping a rare one is the user's decision "
-    "(merge or recode it in the files otherwise). With --check SCHEMA, nothing is written: every file is "
-    "encoded with SCHEMA and any value outside it is reported.")
+    "(merge or recode it in the files otherwise). Columns that are not clustering items stay in the files and "
+    "get a role in the schema: --covariates (predictors of class membership), --distal (outcomes), --exclude "
+    "(left out of every analysis) and --id-column (the row identifier); every command then leaves them out of "
+    "the clustering, and vcmc fit uses the covariates and outcomes. With --check SCHEMA, nothing is written: "
+    "every file is encoded with SCHEMA and any value outside it is reported.")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -28,7 +31,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     what.add_argument("--check", metavar="JSON", help="check the files against this schema; write nothing")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
     p.add_argument("--silo-column", metavar="COL", help="split one file into silos by this column")
-    p.add_argument("--id-column", metavar="COL", help="a row identifier column to leave out of the schema")
+    p.add_argument("--id-column", metavar="COL", help="a row identifier column to leave out of the clustering "
+                   "(recorded in the schema with the role 'id')")
+    p.add_argument("--covariates", metavar="COL[,COL...]", default=None,
+                   help="columns that predict class membership (age, sex): recorded with the role 'covariate' "
+                        "and left out of the clustering; COL:numeric or COL:categorical states the kind")
+    p.add_argument("--distal", metavar="COL[,COL...]", default=None,
+                   help="outcome columns (death, a score): recorded with the role 'outcome' and left out of the "
+                        "clustering; COL:numeric or COL:categorical states the kind")
+    p.add_argument("--exclude", metavar="COL[,COL...]", default=None,
+                   help="other columns left out of every analysis (recorded with the role 'ignored')")
     p.add_argument("--na-values", action="append", metavar="TEXT[,TEXT...]", default=[],
                    help="cell texts read as missing besides the empty cell, e.g. NA,-9 (recorded in the schema)")
     p.add_argument("--continuous", action="append", metavar="COL[,COL...]", default=[],
@@ -51,7 +63,26 @@ def _names(groups) -> list[str]:
     return [t for group in groups for t in group.split(",") if t]
 
 
-def _silos(args, schema, proposed: list | None = None):
+def role_columns(args) -> list:
+    """The non-item columns the flags name, with their roles (``vcmc.data.schema.Column``)."""
+    from vcmc.data.schema import Column
+    from vcmc.exceptions import ConfigError
+    from vcmc.lca.analysis import parse_columns
+
+    out = [Column(name, "covariate", kind) for name, kind in parse_columns(args.covariates, "--covariates")]
+    out += [Column(name, "outcome", kind) for name, kind in parse_columns(args.distal, "--distal")]
+    out += [Column(name, "ignored") for name, _ in parse_columns(args.exclude, "--exclude")]
+    if args.id_column is not None:
+        out.append(Column(str(args.id_column), "id"))
+    names = [c.name for c in out]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ConfigError(f"column(s) {twice} are given two roles (--covariates, --distal, --exclude, --id-column); "
+                          "give each column one")
+    return out
+
+
+def _silos(args, schema, proposed: list | None = None, exclude=()):
     from vcmc.data import read_silos, split_by_column
     from vcmc.data.normalise import Normalisation
 
@@ -66,9 +97,9 @@ def _silos(args, schema, proposed: list | None = None):
 
             raise ConfigError(f"--silo-column splits ONE file into silos; got {len(args.files)} files")
         return split_by_column(args.files[0], args.silo_column, schema=schema, id_column=args.id_column,
-                               na_values=na, normalisation=norm, **kinds), na
+                               na_values=na, normalisation=norm, exclude=exclude, **kinds), na
     return read_silos(args.files, schema=schema, id_column=args.id_column, na_values=na, normalisation=norm,
-                      **kinds), na
+                      exclude=exclude, **kinds), na
 
 
 def rare_modalities(silos, min_modality_rows: int) -> list[str]:
@@ -92,8 +123,10 @@ def run(args) -> int:
     from vcmc.data.checks import data_warnings
     from vcmc.exceptions import ConfigError
 
+    columns = role_columns(args)
+    excluded = [c.name for c in columns if c.role != "id"]
     if args.check:
-        silos, _ = _silos(args, Schema.from_json(Path(args.check)))
+        silos, _ = _silos(args, Schema.from_json(Path(args.check)), exclude=excluded)
         for line in data_warnings(silos):
             print(f"warning: {line}", file=sys.stderr)  # noqa: T201
         print(f"schema: {len(silos)} silo(s), {sum(s.n_rows for s in silos)} rows: every value is a modality of "  # noqa: T201
@@ -106,10 +139,11 @@ def run(args) -> int:
         raise ConfigError(f"--out {out} exists (it may hold reviewed edits); it is kept: choose another name, or "
                           "add --overwrite to replace it")
     proposed: list[str] = []
-    silos, na = _silos(args, None, proposed)
+    silos, na = _silos(args, None, proposed, exclude=excluded)
     schema = silos[0].schema
-    if len(na) > 1:
-        schema = Schema(schema.variables, na_values=tuple(t for t in na if t), continuous=schema.continuous)
+    if len(na) > 1 or columns:
+        schema = Schema(schema.variables, na_values=tuple(t for t in na if t), continuous=schema.continuous,
+                        columns=tuple(columns))
     from vcmc.outputs import lock
 
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -118,6 +152,11 @@ def run(args) -> int:
     cont = f" and {len(schema.continuous)} continuous" if schema.continuous else ""
     print(f"schema: {schema.n_variables} variables, {sum(schema.n_modalities)} modalities{cont} from {len(silos)} "  # noqa: T201
           f"silo(s) -> {out}; review it, then give it to vcmc fit --schema {out}")
+    for role in ("covariate", "outcome", "id", "ignored"):
+        named = schema.role_columns(role)
+        if named:
+            print(f"  {role + ' column' + ('s' if len(named) > 1 else '') + ':':19s} {', '.join(named)} (left out of "  # noqa: T201
+                  "the clustering)")
     for line in data_warnings(silos):
         print(f"warning: {line}", file=sys.stderr)  # noqa: T201
     if proposed:

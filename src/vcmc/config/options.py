@@ -462,9 +462,10 @@ class AggregationConfig:
         Rounds of the run (default 0, ``--rounds auto``). 1: the paper's one-shot pass. R > 1: after the one-shot
         pass's matching, R - 1 global-informed rounds of the pooled model's blocked Gibbs sampler across the
         silos, started from the silos' clusters through the matching (docs/design.md §16); the second half
-        gives the global posterior and memberships. 0 (auto, ``vcmc.rounds.plan``): at most 1,000 rounds from a
-        start of ``prior.n_components`` components (unless ``round_components`` says otherwise), stopping at the
-        first of rounds 250, 500 and 1,000 where the kept rounds settled; the same in the analyst's own session
+        gives the global posterior and memberships. 0 (auto, ``vcmc.rounds.plan``): at most 1,000 rounds of two
+        chains side by side (the second's first burn-in annealed) from a start of ``prior.n_components``
+        components (unless ``round_components`` says otherwise), stopping at the first of rounds 250, 500 and
+        1,000 where the kept rounds settled and the chains agree; the same in the analyst's own session
         and in a deployment whose silos are set up for the rounds (their keys, docs/federation.md), whose
         server only relays; the one-shot pass in a deployment that is not.
     round_components : int
@@ -475,9 +476,10 @@ class AggregationConfig:
         to; a round costs time in proportion to its components.
     round_anneal : float
         Inverse temperature of the rows' draws in the first half of the rounds' burn-in (default 1: plain
-        Gibbs throughout). Above 1 the larger of two copies of a cluster wins its rows faster (the start's
-        copies otherwise trade rows at random for thousands of rounds); the second half of the burn-in and
-        the kept rounds are plain Gibbs (docs/design.md §16).
+        Gibbs throughout; the auto rounds anneal their second chain at 2 or this, whichever is larger). Above 1
+        the larger of two copies of a cluster wins its rows faster (the start's copies otherwise trade rows at
+        random for thousands of rounds); the second half of the burn-in and the kept rounds are plain Gibbs
+        (docs/design.md §16).
     round_labels : {"pooled", "silo"}
         Which weights the rounds' memberships use (the chain is the same either way). "silo" (default): each
         silo's own weights of the components (the posterior mean given its drawn allocation, prior

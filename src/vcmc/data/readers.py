@@ -191,7 +191,28 @@ def _pop_id_column(df: pd.DataFrame, id_column, source: str) -> tuple[pd.DataFra
     return df.drop(columns=df.columns[pos]), ids
 
 
-def _frame_of(obj, i: int, id_column, *, drop: str | None = None) -> tuple[pd.DataFrame, str]:
+def drop_excluded(df: pd.DataFrame, exclude, source: str) -> pd.DataFrame:
+    """``df`` without the columns ``exclude`` names (``--exclude``); one absent from the file is an error naming
+    the file, since a misspelt name would otherwise leave the real column in the clustering."""
+    exclude = [str(c) for c in (exclude or ())]
+    if not exclude:
+        return df
+    cols = [str(c) for c in df.columns]
+    absent = [c for c in exclude if c not in cols]
+    if absent:
+        raise DataError(f"{source}: excluded column(s) {format_values(absent)} (--exclude) are not in the file; "
+                        f"found {format_values(cols, 20)}.")
+    return df.drop(columns=[c for c in df.columns if str(c) in set(exclude)])
+
+
+def _declared_id(id_column, schema: Schema | None, df: pd.DataFrame):
+    """``id_column`` when given, else the schema's declared identifier column when the file has it."""
+    if id_column is not None or schema is None or schema.id_column is None:
+        return id_column
+    return schema.id_column if schema.id_column in {str(c) for c in df.columns} else None
+
+
+def _frame_of(obj, i: int, id_column, *, drop: str | None = None, exclude=()) -> tuple[pd.DataFrame, str]:
     source = _source_of(obj, i)
     if isinstance(obj, pd.DataFrame):
         df = obj
@@ -204,7 +225,7 @@ def _frame_of(obj, i: int, id_column, *, drop: str | None = None) -> tuple[pd.Da
     df, _ = _pop_id_column(df, id_column, source)
     if drop is not None and drop in df.columns:
         df = df.drop(columns=drop)
-    return df, source
+    return drop_excluded(df, exclude, source), source
 
 
 # -- schema inference ----------------------------------------------------------------------------------
@@ -212,7 +233,7 @@ def infer_schema(frames_or_paths, *, max_levels: int = MAX_LEVELS, na_values=DEF
                  id_column=None, normalisation: Normalisation = NO_NORMALISATION, min_modality_rows: int = 1,
                  min_modality_rows_flag: str = "min_modality_rows",
                  many_levels: int | None = MANY_LEVELS, continuous=(), categorical=(),
-                 proposed: list | None = None) -> Schema:
+                 proposed: list | None = None, exclude=(), sources=None) -> Schema:
     """Infer the shared schema from every silo's data: the union of the labels observed in all silos.
 
     Parameters
@@ -246,6 +267,10 @@ def infer_schema(frames_or_paths, *, max_levels: int = MAX_LEVELS, na_values=DEF
         Columns kept categorical under ``continuous="auto"``.
     proposed : list, optional
         Filled with the names of the columns ``"auto"`` made continuous (``vcmc schema`` says so).
+    exclude : iterable of str
+        Columns left out (``--exclude``: covariates, outcomes, other columns); each must be in every source.
+    sources : sequence of str, optional
+        How messages name each entry (its file) when data frames are given (default ``"data frame N"``).
 
     Returns
     -------
@@ -269,7 +294,11 @@ def infer_schema(frames_or_paths, *, max_levels: int = MAX_LEVELS, na_values=DEF
         raise DataError("infer_schema needs at least one data frame or file; got none.")
     if int(max_levels) < 2:
         raise SchemaError(f"max_levels must be an integer >= 2; got {max_levels!r}.")
-    frames = [_frame_of(obj, i, id_column) for i, obj in enumerate(items)]
+    if sources is not None and len(sources) != len(items):
+        raise DataError(f"infer_schema: {len(items)} sources but {len(sources)} names for them.")
+    frames = [_frame_of(obj, i, id_column, exclude=exclude) for i, obj in enumerate(items)]
+    if sources is not None:
+        frames = [(df, str(name)) for (df, _), name in zip(frames, sources, strict=True)]
     return _infer_from_frames(frames, max_levels=max_levels, na_values=na_values, normalisation=normalisation,
                               min_modality_rows=min_modality_rows, min_modality_rows_flag=min_modality_rows_flag,
                               many_levels=many_levels, continuous=continuous, categorical=categorical,
@@ -334,6 +363,36 @@ def _number_variants(keys) -> list[tuple[list[str], float]]:
     return [(sorted(m, key=lambda x: (len(x), x)), v) for v, m in groups.items() if len(m) > 1]
 
 
+def _disjoint_codings(columns, files_of, sources) -> list[str]:
+    """Columns whose files fall into groups sharing no value, two of them with two values or more (``1``/``2`` in
+    one site, ``no``/``yes`` in the others): inferred, each spelling would become a modality of its own and the
+    clusters would split by site. A schema file that lists the values is the way to say they are different."""
+    out = []
+    for c in columns:
+        groups: list[tuple[set[str], set[str]]] = []
+        for src in sources:
+            seen = {lab for lab, where in files_of[c].items() if src in where}
+            if not seen:
+                continue
+            linked = [g for g in groups if g[1] & seen]
+            names, labels = {src}, set(seen)
+            for g in linked:
+                names |= g[0]
+                labels |= g[1]
+                groups.remove(g)
+            groups.append((names, labels))
+        # two codings: at least two groups of files with two values or more each (a file whose rows all hold
+        # one value of its own, a region, is a fact, warned about when the silos are built, not refused)
+        if sum(1 for _, labels in groups if len(labels) > 1) > 1:
+            parts = [f"{', '.join(sorted(names))} use {format_values(sort_modalities(labels))}"
+                     for names, labels in sorted(groups, key=lambda g: sorted(g[0]))]
+            out.append(f"column {c!r}: the files share no value ({'; '.join(parts)}): one coding spelled two ways "
+                       "would become separate modalities and split the clusters by file. Recode the files to one "
+                       "coding (e.g. yes/no everywhere), or, if they really are different values, give a schema "
+                       "file (--schema) that lists them")
+    return out
+
+
 def _one_text(v) -> str:
     return v if isinstance(v, str) else str(v)
 
@@ -348,7 +407,8 @@ def _levels_problem(src: str, c: str, n_levels: int, n_obs: int, shown, max_leve
                 if n_levels >= n_obs else
                 "fewer than two rows per value: it looks like a numeric or free-text variable whose "
                 "modalities this silo cannot estimate. Declare it continuous (vcmc schema --continuous "
-                f"{c}), recode it into fewer categories (e.g. age bands), remove it")
+                f"{c}), recode it into fewer categories (e.g. age bands), leave it out of the clustering "
+                f"(--exclude {c}, or vcmc schema --covariates/--distal for a covariate or outcome), remove it")
         raise SchemaError(f"{src}, column {c!r}: {n_levels} distinct values in {n_obs} rows "
                           f"(e.g. {format_values(shown[:4], 4)}); {what}, or give a schema file (--schema) that "
                           "lists its modalities if it really is categorical.")
@@ -356,7 +416,9 @@ def _levels_problem(src: str, c: str, n_levels: int, n_obs: int, shown, max_leve
         raise SchemaError(
             f"{src}, column {c!r}: {n_levels} distinct values (e.g. {format_values(shown[:3], 3)}); expected a "
             f"categorical variable with at most max_levels={max_levels} modalities. Free text or identifiers "
-            "must be removed (a row identifier: --id-column / id_column=), or raise max_levels.")
+            "must be removed (a row identifier: --id-column / id_column=), or raise max_levels. A covariate or "
+            f"outcome (age, a score) stays in the file: --exclude {c} leaves it out of the clustering, or vcmc "
+            "schema --covariates/--distal declares it.")
 
 
 def _infer_from_frames(frames: list[tuple[pd.DataFrame, str]], *, max_levels: int, na_values,
@@ -408,6 +470,7 @@ def _infer_from_frames(frames: list[tuple[pd.DataFrame, str]], *, max_levels: in
                             f"{', '.join(where)}); they would become separate modalities. Write one spelling "
                             f"in every file (e.g. {members[0]!r} for each of {format_values(members[1:])}), or give "
                             "a schema file (--schema) if they really are different codes")
+    problems += _disjoint_codings(columns, files_of, [src for _, src in frames])
     if problems:
         raise SchemaError(f"schema inference refused ({sources}): " + "; ".join(problems) + ".")
     suspects: dict[str, list[str]] = {}
@@ -531,9 +594,9 @@ def from_dataframe(df: pd.DataFrame, *, schema=None, name: str = "silo", source:
     if not isinstance(df, pd.DataFrame):
         raise DataError(f"from_dataframe expects a pandas DataFrame; got {type(df).__name__}.")
     source = source or f"data frame {name!r}"
-    df, ids = _pop_id_column(df, id_column, source)
-    check_n_rows(len(df), source)
     schema = _as_schema(schema)
+    df, ids = _pop_id_column(df, _declared_id(id_column, schema, df), source)
+    check_n_rows(len(df), source)
     if schema is None:
         schema = _infer_from_frames([(df, source)], max_levels=max_levels, na_values=na_values,
                                     normalisation=normalisation, min_modality_rows=min_modality_rows)
@@ -591,22 +654,25 @@ def read_parquet(path, *, schema=None, name: str | None = None, id_column=None, 
 
 
 def read_rows(path, schema, *, name: str | None = None, id_column=None, na_values=DEFAULT_NA_VALUES,
-              quote_values: bool = False) -> SiloData:
+              quote_values: bool = False, exclude=()) -> SiloData:
     """Rows to be scored under a saved fit (``vcmc predict``): CSV or Parquet, encoded with ``schema``.
 
     Unlike a silo's reader it accepts any number of rows (one person is enough) and columns missing in
     every row (they are skipped when scoring), but the schema is required and applied exactly as in the
     fit: a value that is not a modality of the schema is an error naming the file and the column, never
-    mapped to a neighbouring code (without quoting the value unless ``quote_values``).
+    mapped to a neighbouring code (without quoting the value unless ``quote_values``). Columns that
+    ``exclude`` names, and those the schema gives a role (covariates, outcomes, ignored), are left out; the
+    schema's identifier column is the default ``id_column``.
     """
     p = Path(path)
     _check_file(p)
     df = read_any(p)
     source = str(p)
-    df, ids = _pop_id_column(df, id_column, source)
+    schema = _as_schema(schema)
+    df, ids = _pop_id_column(df, _declared_id(id_column, schema, df), source)
+    df = drop_excluded(df, exclude, source)
     if len(df) == 0:
         raise DataError(f"{source}: has no data row; expected at least one person (one row each).")
-    schema = _as_schema(schema)
     if schema is None:
         raise SchemaError(f"{source}: rows are scored with the fit's schema; none was given.")
     codes = schema.encode(df, source=source, na_values=na_values, quote_values=quote_values)
@@ -619,24 +685,27 @@ def read_silos(paths: Sequence, *, schema=None, names: Sequence[str] | None = No
                na_values=DEFAULT_NA_VALUES, max_levels: int = MAX_LEVELS,
                normalisation: Normalisation = NO_NORMALISATION, min_modality_rows: int = 1,
                min_modality_rows_flag: str = "min_modality_rows", changes: dict | None = None,
-               continuous=(), categorical=(), proposed: list | None = None) -> list[SiloData]:
+               continuous=(), categorical=(), proposed: list | None = None, exclude=()) -> list[SiloData]:
     """Read one file per silo (CSV, or Parquet by extension) with one shared schema.
 
     When ``schema`` is omitted it is inferred from all files together (see :func:`infer_schema` for what it
     refuses), so a silo lacking a modality still uses the shared coding. Silo names default to the file
     stems. ``changes``, when given, is filled with ``{silo name: {column: [(raw, modality or None, cells)]}}``;
-    ``continuous``, ``categorical`` and ``proposed`` are :func:`infer_schema`'s.
+    ``continuous``, ``categorical`` and ``proposed`` are :func:`infer_schema`'s. ``exclude`` names columns left
+    out of the clustering (``--exclude``; each must be in every file); the columns a schema gives a role
+    (covariate, outcome, ignored) are left out too, and its identifier column is the default ``id_column``.
     """
     paths = list(paths)
     if not paths:
         raise DataError("read_silos needs at least one file; got none.")
     if names is not None and len(names) != len(paths):
         raise DataError(f"names must give one name per file: {len(paths)} files, {len(names)} names.")
+    schema = _as_schema(schema)
     frames = []
     for p in paths:
-        df, ids = _pop_id_column(read_any(p), id_column, str(p))
-        frames.append((df, ids))
-    schema = _as_schema(schema)
+        raw = read_any(p)
+        df, ids = _pop_id_column(raw, _declared_id(id_column, schema, raw), str(p))
+        frames.append((drop_excluded(df, exclude, str(p)), ids))
     if schema is None:
         schema = _infer_from_frames([(f, str(p)) for (f, _), p in zip(frames, paths, strict=True)],
                                     max_levels=max_levels, na_values=na_values, normalisation=normalisation,
@@ -663,7 +732,7 @@ def split_by_column(path_or_df, column: str, *, schema=None, id_column=None, na_
                     min_modality_rows: int = 1, min_modality_rows_flag: str = "min_modality_rows",
                     changes: dict | None = None,
                     positions: dict | None = None, continuous=(), categorical=(),
-                    proposed: list | None = None) -> list[SiloData]:
+                    proposed: list | None = None, exclude=()) -> list[SiloData]:
     """Split one table into silos by the value of ``column`` (e.g. a hospital identifier).
 
     Parameters
@@ -682,6 +751,8 @@ def split_by_column(path_or_df, column: str, *, schema=None, id_column=None, na_
     positions : dict, optional
         Filled with ``{silo name: 0-based positions of its rows in the whole table}`` (the ``row`` of
         ``assignments.csv``, whether or not an ``id_column`` is given).
+    exclude : iterable of str
+        Columns left out of the clustering (``--exclude``), as in :func:`read_silos`.
 
     Returns
     -------
@@ -695,7 +766,9 @@ def split_by_column(path_or_df, column: str, *, schema=None, id_column=None, na_
     """
     src = str(path_or_df) if isinstance(path_or_df, str | os.PathLike) else "data frame"
     df = path_or_df if isinstance(path_or_df, pd.DataFrame) else read_any(path_or_df)
-    df, ids = _pop_id_column(df, id_column, src)
+    schema = _as_schema(schema)
+    df, ids = _pop_id_column(df, _declared_id(id_column, schema, df), src)
+    df = drop_excluded(df, [c for c in exclude if str(c) != str(column)], src)
     where = np.arange(len(df))
     if ids is None:
         ids = where
@@ -709,7 +782,6 @@ def split_by_column(path_or_df, column: str, *, schema=None, id_column=None, na_
         raise DataError(f"{src}, column {column!r}: rows {format_values(rows.tolist())} (0-based) have "
                         "no silo; expected a silo name in every row.")
     data = df.drop(columns=str(column))
-    schema = _as_schema(schema)
     values = silo_of.to_numpy()
     if schema is None:
         # the silos' own frames, so that the per-silo checks (identifier-like columns) see each silo

@@ -29,10 +29,8 @@ from vcmc.model import MISSING
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["DEFAULT_NA_VALUES", "SCHEMA_FORMAT", "ContinuousVariable", "SiloData", "Schema", "Variable",
-           "column_labels",
-           "factorize_labels",
-           "sort_modalities"]
+__all__ = ["DEFAULT_NA_VALUES", "ROLES", "SCHEMA_FORMAT", "Column", "ContinuousVariable", "SiloData", "Schema",
+           "Variable", "column_labels", "factorize_labels", "sort_modalities"]
 
 #: Cell contents read as a missing value unless the caller passes other ``na_values``: only the empty cell.
 #: A text such as "NA" is a value (a region code, say) unless ``na_values`` or the schema's ``na_values``
@@ -41,6 +39,9 @@ __all__ = ["DEFAULT_NA_VALUES", "SCHEMA_FORMAT", "ContinuousVariable", "SiloData
 DEFAULT_NA_VALUES: tuple[str, ...] = ("",)
 
 SCHEMA_FORMAT = "vcmc-schema"
+#: Roles of the columns of the silos' files besides the clustering items (docs/design.md §15.4): a covariate
+#: of class membership, a distal outcome, a row identifier, or a column left out of every analysis.
+ROLES = ("covariate", "outcome", "id", "ignored")
 _SCHEMA_VERSION = 1
 _CODE_DTYPE = np.int16
 
@@ -246,6 +247,43 @@ class ContinuousVariable:
 
 
 @dataclass(frozen=True)
+class Column:
+    """A column of the silos' files that is not a clustering item, and its role (docs/design.md §15.4).
+
+    Parameters
+    ----------
+    name : str
+        The column's header.
+    role : str
+        One of ``ROLES``: ``"covariate"`` (predicts class membership: ``vcmc fit --covariates``),
+        ``"outcome"`` (a distal outcome: ``--distal``), ``"id"`` (the row identifier: ``--id-column``) or
+        ``"ignored"`` (left out of every analysis: ``--exclude``).
+    kind : str or None
+        For a covariate or outcome, ``"numeric"`` or ``"categorical"`` when stated; None: inferred from the
+        values when it is used.
+    """
+
+    name: str
+    role: str
+    kind: str | None = None
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name:
+            raise SchemaError(f"a schema column needs a non-empty name; got {self.name!r}.")
+        if self.role not in ROLES:
+            raise SchemaError(f"schema column {self.name!r}: role {self.role!r} is not one of {', '.join(ROLES)} "
+                              "(the clustering items are the schema's 'variables').")
+        if self.kind is not None and (self.role not in ("covariate", "outcome")
+                                      or self.kind not in ("numeric", "categorical")):
+            raise SchemaError(f"schema column {self.name!r}: 'kind' is 'numeric' or 'categorical', and only for a "
+                              f"covariate or outcome; got role {self.role!r}, kind {self.kind!r}.")
+
+    def spec(self) -> str:
+        """``NAME`` or ``NAME:KIND``, as ``--covariates`` and ``--distal`` take it."""
+        return self.name if self.kind is None else f"{self.name}:{self.kind}"
+
+
+@dataclass(frozen=True)
 class Schema:
     """Ordered categorical variables with ordered modalities, shared by every silo.
 
@@ -260,11 +298,17 @@ class Schema:
     continuous : tuple of ContinuousVariable
         Continuous variables (Gaussian items), after the categorical ones in the model's layout; written to the
         JSON only when there are some, so the fingerprint of a categorical schema is unchanged.
+    columns : tuple of Column
+        The other columns of the silos' files and their roles (covariate, outcome, id, ignored): every
+        command leaves them out of the clustering, and ``vcmc fit`` uses the covariates and outcomes as
+        ``--covariates`` and ``--distal`` when those flags are not given. Written to the JSON only when
+        given, and not part of the fingerprint (which identifies the clustering's coding).
     """
 
     variables: tuple[Variable, ...]
     na_values: tuple[str, ...] = ()
     continuous: tuple[ContinuousVariable, ...] = ()
+    columns: tuple[Column, ...] = ()
 
     def __post_init__(self):
         vs = tuple(self.variables)
@@ -295,6 +339,19 @@ class Schema:
                 raise SchemaError(f"Schema variable {v.name!r}: {format_values(both)} is both a modality and one "
                                   "of the schema's na_values; a cell text cannot mean a value and 'missing'. "
                                   "Remove it from one of the two lists.")
+        cols = tuple(self.columns)
+        object.__setattr__(self, "columns", cols)
+        for c in cols:
+            if not isinstance(c, Column):
+                raise SchemaError(f"Schema columns must be vcmc.data.schema.Column; got {type(c).__name__}.")
+        other = [c.name for c in cols]
+        twice = sorted({n for n in other if other.count(n) > 1} | (set(other) & set(names)))
+        if twice:
+            raise SchemaError(f"Schema names column(s) {format_values(twice)} twice (as a variable and with a role, "
+                              "or with two roles); give each column one role.")
+        ids = [c.name for c in cols if c.role == "id"]
+        if len(ids) > 1:
+            raise SchemaError(f"Schema declares {len(ids)} identifier columns {format_values(ids)}; at most one.")
 
     # -- construction ------------------------------------------------------------------------------
     @classmethod
@@ -314,6 +371,19 @@ class Schema:
         """Variable names in column order."""
         return tuple(v.name for v in self.variables)
 
+    def role_columns(self, *roles: str) -> tuple[str, ...]:
+        """Names of the declared non-item columns with one of ``roles`` (all of them without ``roles``)."""
+        return tuple(c.name for c in self.columns if not roles or c.role in roles)
+
+    @property
+    def id_column(self) -> str | None:
+        """The declared row identifier column, or None."""
+        return next((c.name for c in self.columns if c.role == "id"), None)
+
+    def with_columns(self, columns) -> Schema:
+        """This schema with the given non-item ``columns`` (replacing any it declared)."""
+        return Schema(self.variables, na_values=self.na_values, continuous=self.continuous, columns=tuple(columns))
+
     @property
     def n_modalities(self) -> tuple[int, ...]:
         """Number of modalities of each variable, in column order."""
@@ -325,8 +395,9 @@ class Schema:
         return tuple(v.name for v in self.continuous)
 
     @property
-    def columns(self) -> tuple[str, ...]:
-        """Every column of the schema: the categorical variables, then the continuous ones."""
+    def item_names(self) -> tuple[str, ...]:
+        """Every clustering column of the schema: the categorical variables, then the continuous ones (the
+        non-item columns with a role are ``columns``)."""
         return self.names + self.continuous_names
 
     @property
@@ -353,15 +424,20 @@ class Schema:
             out["na_values"] = list(self.na_values)
         if self.continuous:
             out["continuous"] = [v.to_dict() for v in self.continuous]
+        if self.columns:
+            out["columns"] = [{"name": c.name, "role": c.role, **({"kind": c.kind} if c.kind else {})}
+                              for c in self.columns]
         return out
 
     def fingerprint(self) -> str:
         """Stable hash of the schema: first 16 hex characters of the sha256 of its canonical JSON.
 
         Two silos agree on the coding exactly when their fingerprints are equal; the canonical form (sorted
-        keys, no whitespace) makes the hash independent of how the JSON file was pretty-printed.
+        keys, no whitespace) makes the hash independent of how the JSON file was pretty-printed. The roles of
+        the non-item columns (``columns``) are not part of it: they do not change the clustering's coding.
         """
-        canon = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+        coding = {k: v for k, v in self.to_dict().items() if k != "columns"}
+        canon = json.dumps(coding, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
         return hashlib.sha256(canon.encode("utf-8")).hexdigest()[:16]
 
     def to_json(self, path=None) -> str:
@@ -429,7 +505,24 @@ class Schema:
                 raise SchemaError(f"Schema {source!r}: continuous variable {i + 1} needs 'name', 'location' and "
                                   f"'scale'; got {v!r:.80}.")
             continuous.append(ContinuousVariable(v["name"], v["location"], v["scale"], v.get("unit", "")))
-        return cls(tuple(variables), na_values=tuple(na), continuous=tuple(continuous))
+        raw_columns = obj.get("columns", [])
+        if not isinstance(raw_columns, list):
+            raise SchemaError(f"Schema {source!r}: 'columns' must be a JSON list of {{\"name\", \"role\"}} objects; "
+                              f"got {type(raw_columns).__name__}.")
+        columns = []
+        for i, c in enumerate(raw_columns):
+            if not isinstance(c, dict) or not isinstance(c.get("name"), str) or not isinstance(c.get("role"), str):
+                raise SchemaError(f"Schema {source!r}: column entry {i + 1} needs a 'name' and a 'role' (one of "
+                                  f"{', '.join(ROLES)}); got {c!r:.80}.")
+            try:
+                columns.append(Column(c["name"], c["role"], c.get("kind")))
+            except SchemaError as err:
+                raise SchemaError(f"Schema {source!r}: {err}") from None
+        try:
+            return cls(tuple(variables), na_values=tuple(na), continuous=tuple(continuous),
+                       columns=tuple(columns))
+        except SchemaError as err:
+            raise SchemaError(f"Schema {source!r}: {err}") from None
 
     # -- encoding ----------------------------------------------------------------------------------
     def encode(self, df: pd.DataFrame, *, source: str = "data frame", na_values=DEFAULT_NA_VALUES,
@@ -472,16 +565,22 @@ class Schema:
         import pandas as pd
 
         cols = [str(c) for c in df.columns]
+        declared = [c for c in cols if c in set(self.role_columns())]
+        if declared:       # columns the schema gives a role other than item: left out of the clustering
+            df = df.drop(columns=[c for c in df.columns if str(c) in set(declared)])
+            cols = [str(c) for c in df.columns]
         missing_cols = [n for n in self.names if n not in cols]
         if missing_cols:
             raise SchemaError(f"{source}: column(s) {format_values(missing_cols)} of the schema are missing; "
-                              f"expected columns {format_values(self.columns, 20)}; "
+                              f"expected columns {format_values(self.item_names, 20)}; "
                               f"found {format_values(cols, 20)}.")
-        extra = [c for c in cols if c not in self.columns]
+        extra = [c for c in cols if c not in self.item_names]
         if extra:
             raise SchemaError(f"{source}: column(s) {format_values(extra)} are not in the schema; "
                               "expected only "
-                              f"{format_values(self.columns, 20)}. Remove them or add them to the schema.")
+                              f"{format_values(self.item_names, 20)}. Leave them out with --exclude "
+                              f"{','.join(extra[:5])} (or declare their role in the schema: vcmc schema "
+                              "--covariates/--distal/--exclude), or remove them from the file.")
         if len(set(cols)) != len(cols):
             dup = sorted({c for c in cols if cols.count(c) > 1})
             raise SchemaError(f"{source}: column(s) {format_values(dup)} appear more than once.")
@@ -518,13 +617,17 @@ class Schema:
                         f"{source}, column {var.name!r}: {len(bad)} distinct value(s) in {rows.size} row(s) "
                         f"are not among the {var.n_modalities} modalities of the schema (values not quoted); "
                         "every value must be a modality of the schema or missing.")
+                known = int(np.count_nonzero(codes >= 0))
+                fix = ("This file codes the column with none of the schema's values: another coding of the same "
+                       "answers (1/2 for no/yes?); recode the file to the schema's values, do not add them to the "
+                       "schema (they would become separate modalities)." if known == 0 else
+                       "Add them to the shared schema if they are valid.")
                 raise DataError(
                     f"{source}, column {var.name!r}: value(s) {format_values(bad)} (data row(s) "
                     f"{format_values(rows.tolist())}, 0-based) are not modalities of the schema; "
                     "expected one of "
                     f"{format_values(var.modalities, 20)} or a missing value. "
-                    + _unknown_value_hint(bad, var.modalities, normalisation)
-                    + "Add them to the shared schema if they are valid.")
+                    + _unknown_value_hint(bad, var.modalities, normalisation) + fix)
             if changes is not None and column_changes:
                 modality = {k: m for k, m in zip(keys, var.modalities, strict=True)}
                 changes[var.name] = [(raw, None if lab is None else modality.get(lab, lab), n)

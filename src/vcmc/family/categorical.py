@@ -11,7 +11,6 @@ from __future__ import annotations
 import numpy as np
 
 from vcmc.closeness import posterior_moments
-from vcmc.dirichlet import sample_dirichlet_blocks
 from vcmc.family.base import Family
 from vcmc.model import (
     beta_per_column,
@@ -67,6 +66,9 @@ class CategoricalFamily(Family):
         return np.asarray(fractionate(beta, int(n_silos), prior.fractionate), dtype=np.float64).copy()
 
     def posterior_draws(self, stats, local_prior, spec, n_draws, rng) -> np.ndarray:
+        # imported here: numba is not on the import path of a message that draws nothing (a hello)
+        from vcmc.dirichlet import sample_dirichlet_blocks
+
         return sample_dirichlet_blocks(np.asarray(stats) + np.asarray(local_prior)[None, :], spec, n_draws, rng)
 
     def moments(self, param_draws, spec) -> tuple[np.ndarray, np.ndarray]:

@@ -146,6 +146,9 @@ def gather(transport, requests: Mapping[str, Message], policy: FaultPolicy | Non
     for name, reason in _schema_outliers(replies).items():
         del replies[name]
         failures.append(SiloFailure(name, f"inconsistent summary at stage {stage!r}: {reason}"))
+    ledger = getattr(transport, "releases", None)
+    if ledger is not None:
+        ledger.record(replies)          # the noised releases received (the run's DP account)
 
     if optional:
         return replies, failures

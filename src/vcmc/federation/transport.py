@@ -81,6 +81,15 @@ class TransportBase:
     own_session: bool = False
     rounds_ready: bool | None = None
 
+    @property
+    def releases(self):
+        """The noised releases this transport received from each silo (``vcmc.federation.accounting``)."""
+        from vcmc.federation.accounting import ReleaseLedger
+
+        if "_releases" not in self.__dict__:
+            self._releases = ReleaseLedger()
+        return self._releases
+
     def __enter__(self):
         return self
 
@@ -94,6 +103,12 @@ class TransportBase:
         unknown = [n for n in requests if n not in self.silos]
         if unknown:
             raise ValueError(f"requests name unknown silos {unknown}; this transport has {list(self.silos)}")
+
+
+def _min_peers(silo) -> int:
+    """The fewest participants a deployment's silo takes part in rounds with (its operator's ``min-peers``)."""
+    policy = getattr(getattr(silo, "gate", None), "policy", None)
+    return int(getattr(policy, "min_peers", 1))
 
 
 class InProcessTransport(TransportBase):
@@ -122,7 +137,10 @@ class InProcessTransport(TransportBase):
         self.silos = tuple(names)
         self.roundtrip = roundtrip
         self.own_session = all(bool(getattr(s, "own_session", False)) for s in silos)
-        self.rounds_ready = all(bool(getattr(s, "own_session", False)) or getattr(s, "rounds_key", None) is not None
+        # a deployment's silo takes part in the rounds with its keys and at least its operator's min-peers
+        # participants (it refuses the start otherwise, which would fail the run: docs/federation.md)
+        self.rounds_ready = all(bool(getattr(s, "own_session", False))
+                                or (getattr(s, "rounds_key", None) is not None and len(silos) >= _min_peers(s))
                                 for s in silos)
 
     def silo(self, name: str):

@@ -36,7 +36,8 @@ NODE_PRIVACY_KEYS = {o.key.partition(".")[2]: o.name for o in options() if o.sec
 run config without their section (``min-cluster-size``, ...), from the one table of options."""
 
 NODE_POLICY_KEYS = ("allow-requests", "allow-strategies", "request-budget", "max-iterations", "max-cpu-seconds",
-                    "fingerprint-key", "max-runs-per-day", "budget-dir", "min-peers", "reproducible-rounds")
+                    "fingerprint-key", "max-runs-per-day", "budget-dir", "min-peers", "reproducible-rounds",
+                    "exact-scalars")
 """Node-config keys of the operator-only limits of the boundary (``vcmc.silo.policy.SiloPolicy``)."""
 
 NODE_AUXILIARY_KEYS = {"covariates": "covariate", "distal": "distal"}
@@ -59,7 +60,8 @@ def policy_from_node_config(node_config: Mapping):
     ``allow-requests`` and ``allow-strategies``: comma-separated names; ``request-budget``: comma-separated
     ``type=count`` (e.g. ``"assign=1,assess=0"``); ``max-iterations``, ``max-cpu-seconds``: numbers;
     ``fingerprint-key``: a secret shared by the silos' operators; ``max-runs-per-day`` with ``budget-dir``
-    (an absolute folder on the silo's host that outlives runs): the runs a server may start in 24 hours.
+    (an absolute folder on the silo's host that outlives runs): the runs a server may start in 24 hours;
+    ``exact-scalars`` (true/false): scalar sums over the rows sent as computed where nothing is protected.
     """
     from vcmc.silo.policy import SiloPolicy
 
@@ -93,6 +95,8 @@ def policy_from_node_config(node_config: Mapping):
         kwargs["budget_dir"] = str(node_config["budget-dir"])
     if node_config.get("fingerprint-key"):
         kwargs["fingerprint_key"] = str(node_config["fingerprint-key"])
+    if "exact-scalars" in node_config:
+        kwargs["exact_scalars"] = _flag(node_config, "exact-scalars")
     return SiloPolicy(**kwargs)
 
 

@@ -34,7 +34,7 @@ log = logging.getLogger("vcmc.flower")
 __all__ = ["LCA_KEYS", "check_lca_settings", "lca_requested", "run_lca"]
 
 LCA_KEYS = ("lca-k", "lca-compare", "lca-covariates", "lca-distal", "lca-starts", "lca-max-em-iterations",
-            "lca-waic-draws")
+            "lca-waic-draws", "lca-min-best", "lca-standard-errors")
 """Run-config keys of the latent class analysis (read by ``run_lca``; the ServerApp's own keys)."""
 
 
@@ -83,7 +83,16 @@ def _settings(rc: Mapping):
                           "'lca-covariates' and 'lca-distal'")
     return {"k": k, "ks": ks, "covariates": covariates, "distal": distal,
             "starts": _int(rc, "lca-starts", 10, 1), "max_em_iterations": _int(rc, "lca-max-em-iterations", 1000, 1),
-            "waic_draws": _int(rc, "lca-waic-draws", 0, 0)}
+            "waic_draws": _int(rc, "lca-waic-draws", 0, 0),
+            # a deployment's EM rounds are announced as starts x iterations: by default exactly lca-starts starts
+            "min_best": _int(rc, "lca-min-best", 1, 1), "standard_errors": _standard_errors(rc)}
+
+
+def _standard_errors(rc: Mapping) -> str:
+    value = str(_value(rc, "lca-standard-errors", "complete-data")).strip()
+    if value not in ("observed", "complete-data"):
+        raise ConfigError(f"run config 'lca-standard-errors' must be 'observed' or 'complete-data'; got {value!r}")
+    return value
 
 
 def check_lca_settings(rc: Mapping) -> None:
@@ -109,7 +118,8 @@ def run_lca(transport, rc: Mapping, out_dir: Path, *, n_modalities, schema=None,
         log.info("lca: comparing K = %s over %d silos (best of %d starts each)", ",".join(map(str, s["ks"])),
                  len(transport.silos), s["starts"])
         table, _ = compare(None, s["ks"], n_starts=s["starts"], max_iter=s["max_em_iterations"], rng=seed,
-                           waic_draws=s["waic_draws"], transport=transport, n_modalities=n_modalities)
+                           waic_draws=s["waic_draws"], transport=transport, n_modalities=n_modalities,
+                           min_best=s["min_best"])
         paths.update(write_comparison(table, out_dir))
         best = int(table["k"].iloc[int(table["bic"].idxmin())])
         log.info("lca: BIC chooses K = %d", best)
@@ -119,7 +129,8 @@ def run_lca(transport, rc: Mapping, out_dir: Path, *, n_modalities, schema=None,
                                                                              ("distal", s["distal"])) if c))
         analysis = analyse(None, s["k"], covariates=s["covariates"], distal=s["distal"], n_starts=s["starts"],
                            max_iter=s["max_em_iterations"], rng=seed, transport=transport,
-                           n_modalities=n_modalities, schema=schema)
+                           n_modalities=n_modalities, schema=schema, min_best=s["min_best"],
+                           standard_errors=s["standard_errors"], profile_intervals=False)
         settings = {"k": s["k"], "starts": s["starts"], "max_em_iterations": s["max_em_iterations"], "seed": seed,
                     "silos": list(transport.silos), "covariates": coding_text(s["covariates"]) or None,
                     "distal": coding_text(s["distal"]) or None,

@@ -26,6 +26,22 @@ from vcmc.protocol.lca import LcaEStepReply, LcaEStepRequest
 
 Ask = Callable[[Mapping[str, Message]], Mapping[str, Message]]
 
+PARAMETER_TOL = 1e-6
+"""Largest change of a weight, profile probability (or a Gaussian item's standardised mean or variance) under
+which EM has converged when the log-likelihood summed over the silos did not change at all (the silos sent it on
+a grid, docs/design.md §13)."""
+
+
+def _moved(old, new) -> float:
+    """The largest absolute change of any parameter between two points ``(pi, profiles[, gaussian])``."""
+    return float(max(np.max(np.abs(np.asarray(a) - np.asarray(b))) for a, b in zip(old, new, strict=True)))
+
+
+#: Starts that must reach the best log-likelihood before EM stops adding starts (docs/design.md §15.1).
+DEFAULT_MIN_BEST = 2
+#: At most this many times ``n_starts`` starts in all.
+MAX_STARTS_FACTOR = 10
+
 
 def ask_all(call: Ask, names, request: Message) -> dict[str, Message]:
     """Send the same request to every silo; a failed silo stops the analysis (its reason is said)."""
@@ -97,7 +113,8 @@ class LcaFit:
     """A fitted K-class model: classes ordered by decreasing weight.
 
     ``loglik`` and ``entropy`` are at the final parameters (sums over every row of every silo);
-    ``start_logliks`` the final log-likelihood of each start; ``n_rounds`` every E-step round sent.
+    ``start_logliks`` the final log-likelihood of each start; ``n_rounds`` every E-step round sent;
+    ``n_best`` how many starts reached the best log-likelihood (within ``best_tolerance``).
     """
 
     k: int
@@ -112,6 +129,8 @@ class LcaFit:
     start_logliks: tuple[float, ...]
     n_rounds: int
     statistics: dict = field(default_factory=dict)
+    n_best: int = 1
+    best_tolerance: float = 0.0
     gaussian: np.ndarray | None = None
     """(K, 2G): the Gaussian items' means, then variances, standardised (None without them)."""
 
@@ -130,10 +149,15 @@ def run_em(call: Ask, names, n_modalities, pi, profiles, *, max_iter: int = 1000
         totals = estep(call, names, pi, profiles, gaussian)
         rounds += 1
         avg = totals.loglik / max(totals.n_rows, 1)
+        old = (pi, profiles)
         pi, profiles = m_step(totals, n_modalities)
         if gaussian is not None:
+            old = (*old, gaussian)
             gaussian = gaussian_m_step(totals.gaussian)
-        if abs(avg - previous) < tol:
+        new = (pi, profiles) if gaussian is None else (pi, profiles, gaussian)
+        # a deployment's silos send the log-likelihood on a grid (docs/design.md §13): an unchanged sum there
+        # says nothing of convergence, so EM goes on while the parameters still move
+        if abs(avg - previous) < tol and (avg != previous or _moved(old, new) < PARAMETER_TOL):
             converged = True
             break
         previous = avg
@@ -141,9 +165,27 @@ def run_em(call: Ask, names, n_modalities, pi, profiles, *, max_iter: int = 1000
     return pi, profiles, final, it, converged, rounds + 1
 
 
+#: Starts whose final log-likelihoods differ by less than this (absolute, or relative to the best) reached the
+#: same maximum: EM stops when the average log-likelihood changes by 1e-10, so the finals of one maximum agree
+#: to about 1e-6 at 10,000 rows, while distinct local maxima differ by tenths (docs/design.md §15.1).
+SAME_MAXIMUM = (1e-4, 1e-8)
+
+
+def best_count(logliks, best: float) -> int:
+    """How many starts reached ``best`` (within ``SAME_MAXIMUM``)."""
+    tol = max(SAME_MAXIMUM[0], SAME_MAXIMUM[1] * abs(best))
+    return int(sum(1 for v in logliks if v >= best - tol))
+
+
 def fit_lca(call: Ask, names, n_modalities, k: int, *, n_starts: int = 10, max_iter: int = 1000,
-            tol: float = 1e-10, rng: RngLike = None, n_gaussian: int = 0) -> LcaFit:
-    """Best of ``n_starts`` federated EM runs of the K-class model.
+            tol: float = 1e-10, rng: RngLike = None, min_best: int | None = None,
+            max_starts: int | None = None, n_gaussian: int = 0) -> LcaFit:
+    """Best of ``n_starts`` (or more) federated EM runs of the K-class model.
+
+    After the first ``n_starts`` starts, more are made until ``min_best`` of them (default 2) reached the best
+    log-likelihood, at most ``max_starts`` in all (default ``MAX_STARTS_FACTOR`` times ``n_starts``): a
+    maximum that one start in ten reaches may not be the global one (docs/design.md §15.1). ``min_best = 1``
+    gives exactly ``n_starts`` starts, StepMix's ``n_init``.
 
     Parameters
     ----------
@@ -157,19 +199,27 @@ def fit_lca(call: Ask, names, n_modalities, k: int, *, n_starts: int = 10, max_i
     n_starts, max_iter, tol : EM settings (StepMix's ``n_init``, ``max_iter``, ``abs_tol``).
     rng : seed or Generator
         Draws the starts; same seed, same fit.
+    min_best, max_starts : int
+        Starts are added until ``min_best`` reached the best value, at most ``max_starts`` in all.
     n_gaussian : int
         G, the silos' Gaussian items (``gaussian_diag``; their start ``vcmc.lca.gaussian.random_gaussian_start``).
     """
     from vcmc.lca.gaussian import random_gaussian_start
 
-    if int(k) < 1 or int(n_starts) < 1:
-        raise ConfigError(f"the latent class model needs k >= 1 and n_starts >= 1; got k={k}, n_starts={n_starts}")
+    min_best = DEFAULT_MIN_BEST if min_best is None else int(min_best)
+    max_starts = MAX_STARTS_FACTOR * int(n_starts) if max_starts is None else int(max_starts)
+    if int(k) < 1 or int(n_starts) < 1 or min_best < 1 or max_starts < int(n_starts):
+        raise ConfigError(f"the latent class model needs k >= 1, n_starts >= 1, min_best >= 1 and max_starts >= "
+                          f"n_starts; got k={k}, n_starts={n_starts}, min_best={min_best}, max_starts={max_starts}")
     gen = as_generator(rng)
     n_modalities = tuple(int(m) for m in n_modalities)
     best = None
-    logliks = []
+    logliks: list[float] = []
     rounds = 0
-    for _ in range(1 if k == 1 else int(n_starts)):
+    limit = 1 if k == 1 else max_starts
+    while len(logliks) < limit:
+        if len(logliks) >= (1 if k == 1 else int(n_starts)) and best_count(logliks, best[2].loglik) >= min_best:
+            break
         pi0, prof0 = random_start(int(k), n_modalities, gen)
         gauss0 = random_gaussian_start(int(k), int(n_gaussian), gen) if n_gaussian else None
         pi, prof, totals, it, conv, r = run_em(call, names, n_modalities, pi0, prof0, max_iter=max_iter, tol=tol,
@@ -187,6 +237,8 @@ def fit_lca(call: Ask, names, n_modalities, k: int, *, n_starts: int = 10, max_i
     return LcaFit(k=int(k), pi=pi[order], profiles=prof[order], n_modalities=n_modalities, n_rows=totals.n_rows,
                   loglik=totals.loglik, entropy=totals.entropy, n_iter=it, converged=conv,
                   start_logliks=tuple(logliks), n_rounds=rounds, statistics=stats,
+                  n_best=best_count(logliks, totals.loglik),
+                  best_tolerance=max(SAME_MAXIMUM[0], SAME_MAXIMUM[1] * abs(totals.loglik)),
                   gaussian=None if totals.at_gaussian is None else totals.at_gaussian[order])
 
 

@@ -248,12 +248,15 @@ def fit_distal(call: Ask, names, fit: LcaFit, spec: AuxiliarySpec, *, error: np.
     rounds = 1
     # first M-step from the posterior without the outcomes' information is the start of EM
     for _ in range(max_iter):
+        before = params
         params = _distal_m_step(cur.moments, spec, k, cur.n_rows)
         new = structural_round(call, names, "distal", spec, fit, log_e, params)
         rounds += 1
         gain = new.loglik - cur.loglik
         cur = new
-        if abs(gain) < tol * max(1.0, abs(cur.loglik)):
+        # a log-likelihood on the silos' grid (docs/design.md §13) that did not change: go on while the
+        # parameters move
+        if abs(gain) < tol * max(1.0, abs(cur.loglik)) and (gain != 0.0 or np.max(np.abs(params - before)) < 1e-6):
             break
     else:
         raise ConvergenceError(f"the distal model did not converge in {max_iter} EM rounds")

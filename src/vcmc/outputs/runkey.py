@@ -24,12 +24,15 @@ from vcmc.outputs.folder import CORE_NAMES, OUTPUT_NAMES, OutputError
 RUN_MANIFEST = ".vcmc-run.json"
 
 
-def run_key(*, method: str, config, seed: int, silos, n_clusters, normalisation, na_values) -> str:
-    """What determines a fit's results: the data (codes and schema of every silo), the options, the seed."""
+def run_key(*, method: str, config, seed: int, silos, n_clusters, normalisation, na_values, extra=None) -> str:
+    """What determines a fit's results: the data (codes and schema of every silo), the options, the seed
+    (and ``extra`` settings, when any is set: the three-step models' columns)."""
     h = hashlib.sha256()
-    h.update(json.dumps({"method": method, "config": config.to_dict(), "seed": str(seed),
-                         "n_clusters": n_clusters, "normalisation": normalisation.to_dict(),
-                         "na_values": sorted(na_values)}, sort_keys=True, default=str).encode())
+    parts = {"method": method, "config": config.to_dict(), "seed": str(seed), "n_clusters": n_clusters,
+             "normalisation": normalisation.to_dict(), "na_values": sorted(na_values)}
+    if extra and any(v is not None for v in extra.values()):     # absent otherwise: earlier runs keep their key
+        parts["extra"] = extra
+    h.update(json.dumps(parts, sort_keys=True, default=str).encode())
     for s in silos:
         h.update(s.name.encode() + b"\0" + s.schema.fingerprint().encode())
         h.update(np.ascontiguousarray(s.codes).tobytes())

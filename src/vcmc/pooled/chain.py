@@ -22,6 +22,9 @@ mixed and their K equal) or if it is the last checkpoint (the cap); otherwise th
 from __future__ import annotations
 
 import dataclasses
+import functools
+import hashlib
+import json
 import math
 
 import numpy as np
@@ -33,6 +36,9 @@ PARAMETERS_KEY = 1_000_000_000   # the draws' streams beside the silos' (a silo'
 MAX_RHAT = 1.1            # the rounds' settling target: split R-hat of the log joint over a window of 125 to
                           # 500 rounds, whose extra components blink on and off (Brooks and Gelman's 1.1)
 MIN_WINDOW = 20           # a window of fewer kept rounds cannot be judged settled
+_MEMO_SIZE = 16           # rounds' draws remembered per process (silos sharing a process ask for the same one)
+_DRAWS: dict = {}
+_LOG_JOINTS: dict = {}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,13 +62,16 @@ class ChainPlan:
         Independent chains run side by side (the silos hold one allocation per chain); with two the rule also
         asks that they agree, and the answer is the chain of higher posterior.
     anneal : float
-        Inverse temperature of the rows' draws in rounds ``2 .. anneal_until`` (1: plain Gibbs).
+        Inverse temperature of the rows' draws in rounds ``2 .. anneal_until`` (1: plain Gibbs); of the last chain
+        only (with two chains the first is plain).
     anneal_until : int
     max_stored : int
         Most kept draws stored per window (evenly spaced): the answer's draws and the rounds at which each silo
         adds its rows' allocation probabilities to their memberships.
     min_size : int
         The answer's clusters are the components with at least this many rows on average over the window.
+    max_rhat : float
+        The stopping rule's target for the split R-hat of the log joint (``settled``).
     """
 
     n_components: int
@@ -76,6 +85,7 @@ class ChainPlan:
     anneal_until: int = 1
     max_stored: int = 500
     min_size: int = 1
+    max_rhat: float = MAX_RHAT
 
     def __post_init__(self):
         cps = tuple(int(r) for r in self.checkpoints)
@@ -97,13 +107,18 @@ class ChainPlan:
     def stored_rounds(self, j: int) -> frozenset[int]:
         """The kept rounds of window j whose draws are stored: at most ``max_stored``, evenly spaced, the first
         and the last included."""
-        first, last = self.window(j)
-        n_keep = last - first
-        idx = np.unique(np.linspace(0, n_keep - 1, min(n_keep, self.max_stored)).round().astype(int))
-        return frozenset(int(first + 1 + i) for i in idx)
+        return _stored_rounds(*self.window(j), self.max_stored)
 
     def beta(self) -> np.ndarray:
         return np.asarray(self.beta_cols, dtype=np.float64)
+
+
+@functools.lru_cache(maxsize=64)
+def _stored_rounds(first: int, last: int, max_stored: int) -> frozenset[int]:
+    # asked every round: computed once per window
+    n_keep = last - first
+    idx = np.unique(np.linspace(0, n_keep - 1, min(n_keep, max_stored)).round().astype(int))
+    return frozenset(int(first + 1 + i) for i in idx)
 
 
 def doubling(first: int, cap: int) -> tuple[int, ...]:
@@ -146,8 +161,9 @@ class Draw:
 
 def settled(log_joints: np.ndarray, ks: np.ndarray, max_rhat: float = MAX_RHAT) -> dict:
     """Did a window settle? ``log_joints`` and ``ks`` are (chains, rounds): ArviZ's rank-normalised split R-hat
-    of the collapsed log joint (each chain's two halves as chains), and the most frequent occupied K of every
-    half equal. Returns ``stable``, ``rhat``, the halves' K and, when unstable, what to do (``said``)."""
+    of the collapsed log joint (each chain's two halves as chains), and the most frequent K (the chain's
+    components holding the minimum cluster size) of every half equal. Returns ``stable``, ``rhat``, the halves'
+    K and, when unstable, what to do (``said``)."""
     import arviz as az
 
     lj = np.atleast_2d(np.asarray(log_joints, dtype=np.float64))
@@ -162,7 +178,8 @@ def settled(log_joints: np.ndarray, ks: np.ndarray, max_rhat: float = MAX_RHAT) 
     k_halves = [int(np.bincount(x).argmax()) for x in np.concatenate([k[:, :half], k[:, half:2 * half]])]
     stable = bool(rhat < max_rhat and len(set(k_halves)) == 1)
     said = "" if stable else (
-        f"the rounds did not settle: over the kept rounds the occupied components were {k_halves} (halves"
+        f"the rounds did not settle: over the kept rounds the components of the minimum cluster size were "
+        f"{k_halves} (halves"
         f"{' of each chain' if lj.shape[0] > 1 else ''}) and the log joint's R-hat is {rhat:.3f} (target < "
         f"{max_rhat:g}); raise aggregation.rounds (--rounds) and compare")
     return {"stable": stable, "rhat": rhat, "k_halves": k_halves, "said": said}
@@ -193,6 +210,8 @@ class PooledChain:
         self.stored_prof: list[list[np.ndarray]] = [[] for _ in range(m)]
         self.origin = np.tile(np.arange(c), (m, 1))     # the start component of each label (alignment permutes)
         self.trace_k: list[list[int]] = [[] for _ in range(m)]
+        self.trace_kbig: list[list[int]] = [[] for _ in range(m)]     # components holding min_size rows or more
+        self.history: list[dict] = []                                 # the stopping rule at every checkpoint
         self.trace_lj: list[list[float]] = [[] for _ in range(m)]
         self.stability: dict = {}
 
@@ -210,19 +229,22 @@ class PooledChain:
         first, last = plan.window(self.window)
         for ch, (cluster, modality) in enumerate(counts):
             self.trace_k[ch].append(int(np.count_nonzero(cluster)))
-            self.trace_lj[ch].append(log_joint(cluster, modality, alpha=plan.alpha, beta_cols=plan.beta(),
-                                               n_modalities=plan.n_modalities))
+            self.trace_kbig[ch].append(int(np.count_nonzero(np.asarray(cluster) >= plan.min_size)))
+            self.trace_lj[ch].append(self._log_joint(cluster, modality))
             if first < r <= last:
                 self.size_sum[ch] += np.asarray(cluster, dtype=np.float64)
         if first < r <= last:
             self.n_sized += 1
         if r == last:
             lj = np.asarray([t[first:last] for t in self.trace_lj])       # rounds first+1 .. last (0-based)
-            ks = np.asarray([t[first:last] for t in self.trace_k])
-            self.stability = settled(lj, ks)
+            # K of the rule: the components that hold the minimum cluster size, as the answer's clusters do
+            # (the occupied count also blinks with the single rows an emptied component catches)
+            ks = np.asarray([t[first:last] for t in self.trace_kbig])
+            self.stability = settled(lj, ks, plan.max_rhat)
             if plan.n_chains > 1:
-                self.stability["chains_agree"] = self._chains_agree(lj, ks)
+                self.stability["chains_agree"] = self._chains_agree(lj, ks, plan.max_rhat)
                 self.stability["stable"] = self.stability["stable"] and self.stability["chains_agree"]
+            self.history.append({"round": int(r), **{k: v for k, v in self.stability.items() if k != "said"}})
             if (plan.stop and self.stability["stable"]) or self.window == len(plan.checkpoints) - 1:
                 self.stopped = True
                 self.reason = "settled" if self.stability["stable"] else "cap"
@@ -232,16 +254,11 @@ class PooledChain:
         first, last = plan.window(self.window)
         keep = first < r_next <= last
         store = keep and r_next in plan.stored_rounds(self.window)
-        inv_temp = float(plan.anneal) if r_next <= plan.anneal_until else 1.0
+        annealed = float(plan.anneal) if r_next <= plan.anneal_until else 1.0
         draws = []
         for ch, (cluster, modality) in enumerate(counts):
-            log_pi, log_prof = draw_parameters(cluster, modality, alpha=plan.alpha, beta_cols=plan.beta(),
-                                               n_modalities=plan.n_modalities,
-                                               rng=self.seeds.parameters(r_next, ch))
-            ref = self.reference[ch]
-            if ref is not None:
-                perm = align_to(log_prof, ref)
-                log_pi, log_prof = log_pi[perm], log_prof[perm]
+            log_pi, log_prof, perm = self._aligned_draw(r_next, ch, cluster, modality)
+            if perm is not None:
                 self.origin[ch] = self.origin[ch][perm]
             prof = np.exp(log_prof)
             if keep:
@@ -254,9 +271,50 @@ class PooledChain:
                     self.stored_prof[ch].append(log_prof)
             else:
                 self.reference[ch] = prof
-            draws.append(Draw(log_pi, log_prof, store, inv_temp))
+            # with two chains only the second is annealed: a tempered and a plain burn-in, whose agreement says
+            # more than two alike, and the answer the one of higher posterior (docs/design.md §16)
+            draws.append(Draw(log_pi, log_prof, store, annealed if ch == plan.n_chains - 1 else 1.0))
         self.round = r_next
         return draws
+
+    def _aligned_draw(self, r_next: int, ch: int, cluster, modality):
+        """Chain ``ch``'s draw of round ``r_next`` from the counts, aligned to its reference: ``(log pi, log
+        theta, perm)`` (perm None before the first alignment). A deterministic function of the plan, the seeds,
+        the round, the counts and the reference, so silos sharing a process (the analyst's own session) compute
+        it once: the memo is keyed by all of them and returns copies."""
+        plan, ref = self.plan, self.reference[ch]
+        h = hashlib.blake2b(digest_size=20)
+        for part in (np.ascontiguousarray(cluster, dtype=np.float64), np.ascontiguousarray(modality, dtype=np.float64),
+                     np.zeros(0) if ref is None else np.ascontiguousarray(ref, dtype=np.float64)):
+            h.update(part.tobytes())
+        key = (plan, self.seeds, int(r_next), int(ch), h.digest())
+        hit = _DRAWS.get(key)
+        if hit is None:
+            log_pi, log_prof = draw_parameters(cluster, modality, alpha=plan.alpha, beta_cols=plan.beta(),
+                                               n_modalities=plan.n_modalities, rng=self.seeds.parameters(r_next, ch))
+            perm = None
+            if ref is not None:
+                perm = align_to(log_prof, ref)
+                log_pi, log_prof = log_pi[perm], log_prof[perm]
+            hit = (log_pi, log_prof, perm)
+            if len(_DRAWS) >= _MEMO_SIZE:
+                _DRAWS.pop(next(iter(_DRAWS)))
+            _DRAWS[key] = hit
+        return tuple(None if a is None else a.copy() for a in hit)
+
+    def _log_joint(self, cluster, modality) -> float:
+        plan = self.plan
+        h = hashlib.blake2b(np.ascontiguousarray(cluster, dtype=np.float64).tobytes(), digest_size=20)
+        h.update(np.ascontiguousarray(modality, dtype=np.float64).tobytes())
+        key = (plan, h.digest())
+        value = _LOG_JOINTS.get(key)
+        if value is None:
+            value = log_joint(cluster, modality, alpha=plan.alpha, beta_cols=plan.beta(),
+                              n_modalities=plan.n_modalities)
+            if len(_LOG_JOINTS) >= _MEMO_SIZE:
+                _LOG_JOINTS.pop(next(iter(_LOG_JOINTS)))
+            _LOG_JOINTS[key] = value
+        return value
 
     def _new_window(self) -> None:
         self.window += 1
@@ -268,13 +326,13 @@ class PooledChain:
         self.stored_prof = [[] for _ in range(self.plan.n_chains)]
 
     @staticmethod
-    def _chains_agree(lj: np.ndarray, ks: np.ndarray) -> bool:
+    def _chains_agree(lj: np.ndarray, ks: np.ndarray, max_rhat: float = MAX_RHAT) -> bool:
         """Two chains agree when their log joints over the window mix (R-hat below the target) and their most
         frequent K is the same."""
         import arviz as az
 
         rhat = float(az.rhat(lj)) if np.ptp(lj) > 0 else 1.0
-        return bool(rhat < MAX_RHAT and len({int(np.bincount(k).argmax()) for k in ks}) == 1)
+        return bool(rhat < max_rhat and len({int(np.bincount(k).argmax()) for k in ks}) == 1)
 
     # -- the answer ---------------------------------------------------------------------------------------
 
@@ -313,6 +371,8 @@ class PooledChain:
         out["chain.stored_pi"] = np.asarray([np.asarray(s).reshape(-1, c) for s in self.stored_pi])
         out["chain.stored_prof"] = np.asarray([np.asarray(s).reshape(-1, c, p) for s in self.stored_prof])
         out["chain.trace_k"] = np.asarray(self.trace_k, dtype=np.int64).reshape(m, -1)
+        out["chain.trace_kbig"] = np.asarray(self.trace_kbig, dtype=np.int64).reshape(m, -1)
+        out["chain.history"] = np.asarray([json.dumps(self.history)])
         out["chain.trace_lj"] = np.asarray(self.trace_lj, dtype=np.float64).reshape(m, -1)
         out["chain.reason"] = np.asarray([self.reason])
         return out
@@ -329,6 +389,8 @@ class PooledChain:
         chain.stored_pi = [list(np.asarray(s)) for s in np.asarray(state["chain.stored_pi"])]
         chain.stored_prof = [list(np.asarray(s)) for s in np.asarray(state["chain.stored_prof"])]
         chain.trace_k = [list(map(int, t)) for t in np.asarray(state["chain.trace_k"])]
+        chain.trace_kbig = [list(map(int, t)) for t in np.asarray(state["chain.trace_kbig"])]
+        chain.history = json.loads(str(np.asarray(state["chain.history"]).ravel()[0]))
         chain.trace_lj = [list(map(float, t)) for t in np.asarray(state["chain.trace_lj"])]
         chain.reason = str(np.asarray(state["chain.reason"]).ravel()[0])
         return chain
@@ -341,6 +403,30 @@ def choose_births(pooled: np.ndarray, budget: int, min_size: int) -> list[int]:
     counts = np.asarray(pooled, dtype=np.float64)
     order = np.argsort(-counts, kind="stable")
     return [int(j) for j in order[:max(int(budget), 0)] if counts[j] >= min_size]
+
+
+MINIMA = 1024   # the largest minimum cluster size the silos' common minimum is agreed over (``minimum_vector``)
+
+
+def minimum_vector(min_size: int) -> np.ndarray:
+    """A silo's minimum cluster size as a one-hot vector (MINIMA,): summed over the participants (masked as any
+    round's vector), it gives every silo the same common minimum, the largest (``common_minimum``), so that every
+    silo's chain keeps the same clusters and stops at the same round whatever each operator set (docs/design.md
+    §16, "One model in both modes")."""
+    m = int(min_size)
+    if not 1 <= m <= MINIMA:
+        raise ValueError(f"the rounds agree a minimum cluster size of at most {MINIMA}; this silo's is {m}")
+    out = np.zeros(MINIMA)
+    out[m - 1] = 1.0
+    return out
+
+
+def common_minimum(pooled: np.ndarray) -> int:
+    """The largest minimum cluster size among the participants, from the sum of their ``minimum_vector``."""
+    held = np.flatnonzero(np.asarray(pooled) > 0)
+    if held.size == 0:
+        raise ValueError("no participant's minimum cluster size in the pooled vector")
+    return int(held.max()) + 1
 
 
 def log_joint_grid(n_modalities, min_size: int) -> float:

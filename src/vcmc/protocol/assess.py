@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -21,14 +21,17 @@ class AssessReply(Reply):
     cluster when allocations are sampled at draw r. WAIC sums over the silo's ``n_rows`` rows of
     ``lppd_i = log mean_r p(x_i | theta_r)`` (``lppd``), ``v_i = var_r log p(x_i | theta_r)``
     (``p_waic``) and ``elpd_i = lppd_i - v_i`` (``elpd``), with ``elpd_m2`` the sum of squared deviations of
-    ``elpd_i`` from their silo mean (for the standard error). ``n_suppressed``: counts suppressed. With
-    Gaussian items (docs/design.md §17.7) every density is in the WAIC sums and the occupancy, and
+    ``elpd_i`` from their silo mean (for the standard error). ``n_suppressed``: counts suppressed.
+    ``weights`` (R, C): empty when the replicates were drawn at the request's weights; after the rounds, in the
+    analyst's own session with labels under the silo's own weights, the silo's own weights of each draw, at
+    which it replicated its rows (the server needs them for the checks' expected counts; docs/design.md §16).
+    With Gaussian items (docs/design.md §17.7) every density is in the WAIC sums and the occupancy, and
     ``gaussian_observed`` (3, G) holds each item's observed rows, sum and sum of squares (standardised),
     ``gaussian_replicated`` (R, 3, G) the same in each replicated dataset.
     """
 
     KIND = "assess_reply"
-    VERSION = 1
+    VERSION = 2
 
     n_rows: int
     n_observed: np.ndarray
@@ -43,6 +46,7 @@ class AssessReply(Reply):
     elpd: float
     elpd_m2: float
     n_suppressed: int = 0
+    weights: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
     gaussian_observed: np.ndarray | None = None
     gaussian_replicated: np.ndarray | None = None
 
@@ -61,6 +65,11 @@ class AssessReply(Reply):
             arr = np.asarray(getattr(self, name), dtype=float)
             if not np.all(np.isfinite(arr)) or np.any(arr < 0):
                 self.refuse(request, silo, f"{name} must hold finite non-negative counts")
+        w = np.asarray(self.weights, dtype=float)
+        if w.size and (w.ndim != 2 or w.shape[0] != np.shape(self.replicated)[0] or w.shape[1] !=
+                       np.shape(self.occupied)[-1] or not np.all(np.isfinite(w)) or np.any(w < 0)
+                       or not np.allclose(w.sum(axis=1), 1.0)):
+            self.refuse(request, silo, "weights must be (R, C) probability vectors, one per replicated dataset")
         if not all(np.isfinite(v) for v in (self.lppd, self.p_waic, self.elpd, self.elpd_m2)):
             self.refuse(request, silo, "the WAIC sums must be finite")
         if self.n_rows < 1 or self.p_waic < 0 or self.elpd_m2 < 0:

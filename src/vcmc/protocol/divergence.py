@@ -28,8 +28,11 @@ class DivergenceReply(Reply):
 
 
 @dataclass(frozen=True)
-class DivergenceRequest(Request, action="divergence", reply=DivergenceReply, budget=5000):
-    """Minimum-divergence matching: cost of matching each local cluster to each reference cluster."""
+class DivergenceRequest(Request, action="divergence", reply=DivergenceReply, budget=5000,
+                        strategies=("min-divergence",)):
+    """Minimum-divergence matching: cost of matching each local cluster to each reference cluster. The references
+    are the server's (the global clusters found so far, silo after silo), so the operator must allow the
+    ``min-divergence`` strategy (docs/federation.md)."""
 
     VERSION = 1
 

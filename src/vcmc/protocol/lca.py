@@ -26,6 +26,11 @@ LCA = ("lca",)
 """The strategy of the latent class analysis' requests: the operator allows it, and then they may come without
 a summary (the analysis has none)."""
 
+LCA_STRUCTURAL = ("lca-structural",)
+"""The strategy of the three-step structural requests: their sums are taken at covariate coefficients (or
+outcome parameters) and a classification-error matrix the server chooses, which can weight one person alone,
+so the operator allows them apart from the measurement model's EM rounds (docs/federation.md)."""
+
 
 @dataclass(frozen=True)
 class LcaEStepReply(Reply):
@@ -103,7 +108,7 @@ class LcaStructuralReply(Reply):
 
 @dataclass(frozen=True)
 class LcaStructuralRequest(Request, action="lca_structural", reply=LcaStructuralReply,
-                           budget=20000, strategies=LCA, without_summary=LCA):
+                           budget=20000, strategies=LCA_STRUCTURAL, without_summary=LCA_STRUCTURAL):
     """The ML-corrected three-step model of covariates or distal outcomes at ``params``.
 
     ``model`` is ``"covariate"`` or ``"distal"``; ``spec_json`` names the silo's columns and their coding

@@ -42,10 +42,11 @@ def write_report(folder, *, out=None, labels=None) -> ReportPaths:
     con = contrast(fit)
     ctx = S.Context(fit=fit, labels=names, con=con, keep=keep)
     sections: list[Section] = [
-        S.sizes(ctx), S.heatmap(ctx), continuous_section(ctx), S.characterisation_section(ctx), S.k_posterior(ctx),
-        S.membership(ctx), S.contributions(ctx), S.convergence(ctx), S.elbo(ctx), S.rounds(ctx), S.ppc(ctx),
-        S.warnings_section(ctx), S.configuration(ctx)]
-    sections = [s for s in sections if s is not None]
+        S.sizes(ctx), S.items(ctx), S.heatmap(ctx), continuous_section(ctx), S.characterisation_section(ctx),
+        S.three_step_section(ctx), S.k_posterior(ctx), S.membership(ctx),
+        S.contributions(ctx), S.convergence(ctx), S.elbo(ctx), S.rounds(ctx), S.ppc(ctx), S.warnings_section(ctx),
+        S.configuration(ctx)]
+    sections = [x for x in sections if x is not None]
     intro = S.overview(ctx)
     method = fit.result.get("method", "vcmc")
     title = f"{method} fit: {len(keep)} clusters, {int(fit.result.get('n_rows', sizes.sum())):,} rows"

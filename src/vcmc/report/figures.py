@@ -9,8 +9,12 @@ and nothing is stretched at the demo's (6 clusters, 22 modalities, 4 silos).
 from __future__ import annotations
 
 import io
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: Resolution of the PNG files: with the sizes below, tick labels are 8 pt, ~13 px at this resolution.
 DPI = 120
@@ -311,4 +315,126 @@ def rounds_figure(rounds: list[int], k: list[float], log_joint: list[float], bur
     ax_k.yaxis.set_major_locator(MaxNLocator(integer=True))     # K is a whole number
     ax_lj.ticklabel_format(axis="y", useOffset=False, style="plain")
     ax_lj.set_xlabel("round (dashed: end of the burn-in)", fontsize=FONT)
+    return fig
+
+
+#: A binary item's modality shown in the item-response plot without naming it (its "yes").
+_YES = {"1", "yes", "y", "true", "present"}
+
+
+def class_label(cluster, weight=None, size=None) -> str:
+    """``class 2 (31%, n = 480)``: a class's number with its share and size, as legends and tables name it."""
+    parts = [] if weight is None or not np.isfinite(float(weight)) else [f"{100 * float(weight):.0f}%"]
+    if size is not None:
+        parts.append(f"n = {int(size):,}")
+    return f"class {cluster}" + (f" ({', '.join(parts)})" if parts else "")
+
+
+def item_figure(profiles: pd.DataFrame, *, weights=None, sizes=None, estimate: str = "probability",
+                what: str = "class"):
+    """The item-response plot of a latent class paper: one line per class across the items, with 95% intervals.
+
+    A binary item shows the probability of its second modality (its "yes"; the tick names the modality when it
+    is not 1/yes/true), any other variable one point per modality (``variable=modality``). The legend names
+    each class with its share (``weights``) and size (``sizes``); ``estimate`` is the column of the point
+    estimate (``probability`` in ``item_probabilities.csv``, ``estimate`` in a Bayesian fit's ``profiles.csv``)."""
+
+    classes = list(dict.fromkeys(profiles["cluster"]))
+    variables = list(dict.fromkeys(profiles["variable"]))
+    first = profiles[profiles["cluster"] == classes[0]]
+    ticks, keys = [], []
+    for v in variables:
+        mods = [str(m) for m in first.loc[first["variable"] == v, "modality"]]
+        if len(mods) == 2:
+            ticks.append(str(v) if mods[1].strip().lower() in _YES else f"{v}={mods[1]}")
+            keys.append((v, mods[1]))
+        else:
+            ticks += [f"{v}={m}" for m in mods]
+            keys += [(v, m) for m in mods]
+    n = len(keys)
+    fig = new_figure(max(6.0, 0.32 * n + 2.5), 3.6)
+    ax = fig.add_subplot()
+    import matplotlib
+
+    cmap = matplotlib.colormaps["tab10" if len(classes) <= 10 else "tab20"]
+    x = np.arange(n)
+    offset = np.linspace(-0.18, 0.18, len(classes)) if len(classes) > 1 else np.zeros(1)
+    for i, c in enumerate(classes):
+        sub = profiles[profiles["cluster"] == c].assign(variable=lambda d: d["variable"].astype(str),
+                                                        modality=lambda d: d["modality"].astype(str))
+        sub = sub.set_index(["variable", "modality"])
+        rows = sub.loc[[(str(v), str(m)) for v, m in keys]]
+        est = rows[estimate].to_numpy(float)
+        lo = rows["ci95_low"].to_numpy(float)
+        hi = rows["ci95_high"].to_numpy(float)
+        w = None if weights is None else weights[i]
+        size = None if sizes is None else sizes[i]
+        label = class_label(c, w, size).replace("class", what, 1)
+        ax.errorbar(x + offset[i], est, yerr=[np.clip(est - lo, 0, None), np.clip(hi - est, 0, None)], fmt="-o",
+                    ms=3.5, lw=1.2, elinewidth=0.8, capsize=1.5, color=cmap(i % cmap.N), label=label)
+    ax.set_xticks(x, ticks, rotation=60, ha="right", fontsize=FONT)
+    ax.set_xlim(-0.6, n - 0.4)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_ylabel("probability (95% interval)", fontsize=FONT)
+    ax.set_xlabel("item (binary items: probability of the second modality, e.g. yes)", fontsize=FONT)
+    ax.tick_params(axis="y", labelsize=FONT)
+    ax.grid(axis="y", lw=0.3, alpha=0.6)
+    ax.legend(fontsize=FONT - 0.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False,
+              title=f"{what} (share, size)" if sizes is not None else f"{what} (share)", title_fontsize=FONT)
+    return fig
+
+
+def forest_figure(covariates: pd.DataFrame | None, distal: pd.DataFrame | None, *, what: str = "class"):
+    """Forest plot: covariates as odds ratios against class 1 (log axis, the intercept left out), and each
+    distal outcome's probability (or mean) by class, with 95% intervals and labelled axes."""
+
+    panels = []
+    if covariates is not None and len(covariates):
+        cov = covariates[covariates["term"].astype(str) != "intercept"]
+        if len(cov):
+            panels.append(("covariates", f"covariates of {what} membership", cov))
+    if distal is not None and len(distal):
+        for name, d in distal.groupby("outcome", sort=False):
+            levels = list(dict.fromkeys(map(str, d["level"])))
+            if len(levels) == 2:           # a binary outcome: its second level (death = 1) says it all
+                d = d[d["level"].astype(str) == levels[1]]
+            panels.append(("distal", f"outcome {name} by {what}", d))
+    if not panels:
+        fig = new_figure(4.0, 1.0)
+        fig.text(0.5, 0.5, "no covariate or outcome estimate", ha="center", va="center", fontsize=FONT)
+        return fig
+    n_rows = sum(len(d) for _, _, d in panels)
+    fig = new_figure(7.0, 1.0 + 0.24 * n_rows + 0.7 * len(panels))
+    axes = np.atleast_1d(fig.subplots(len(panels), 1, height_ratios=[max(len(d), 1) for _, _, d in panels]))
+    for ax, (kind, title, d) in zip(axes, panels, strict=True):
+        y = np.arange(len(d))[::-1]
+        est, lo, hi = (d[c].to_numpy(float) for c in ("estimate", "ci95_low", "ci95_high"))
+        if kind == "covariates":
+            est, lo, hi = np.exp(est), np.exp(lo), np.exp(hi)
+            from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+            labels = [f"{what} {r.cluster} vs 1: {r.term}" for r in d.itertuples()]
+            ax.set_xscale("log")
+            ax.axvline(1.0, color="grey", lw=0.8, ls="--")
+            span = np.concatenate([lo, hi, [1.0]])
+            span = span[np.isfinite(span) & (span > 0)]
+            nice = np.array([b * 10.0 ** e for e in range(-4, 5) for b in (1, 2, 5)])
+            ticks = nice[(nice >= span.min() / 1.01) & (nice <= span.max() * 1.01)]
+            if ticks.size < 2:
+                ticks = nice[(nice >= span.min() / 3) & (nice <= span.max() * 3)]
+            ax.xaxis.set_major_locator(FixedLocator(ticks))
+            ax.xaxis.set_minor_locator(NullLocator())
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            ax.set_xlabel(f"odds ratio against {what} 1 (95% interval; log scale)", fontsize=FONT)
+        else:
+            labels = [f"{what} {r.cluster}: " + ("mean" if str(r.level) == "mean" else f"P({r.outcome} = {r.level})")
+                      for r in d.itertuples()]
+            numeric = set(map(str, d["level"])) == {"mean"}
+            ax.set_xlabel("mean (95% interval)" if numeric else "probability (95% interval)", fontsize=FONT)
+        ax.errorbar(est, y, xerr=[np.clip(est - lo, 0, None), np.clip(hi - est, 0, None)], fmt="o", ms=3.5,
+                    color="#4c72b0", ecolor="black", elinewidth=0.8, capsize=2)
+        ax.set_yticks(y, labels, fontsize=FONT - 0.5)
+        ax.tick_params(axis="x", labelsize=FONT)
+        ax.set_title(title, fontsize=FONT + 1)
+        ax.grid(axis="x", lw=0.3, alpha=0.6)
     return fig

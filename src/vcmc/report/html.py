@@ -91,6 +91,19 @@ def fmt(value, digits: int = 3) -> str:
     return f"{v:.{digits - 1}e}"
 
 
+def fmt_prob(value) -> str:
+    """A probability for a table: three decimals, and '<0.001' / '>0.999' beyond them (a weight interval reads
+    [<0.001, 0.206], not [9.12e-87, 0.206])."""
+    if value is None or not math.isfinite(float(value)):
+        return "–"
+    v = float(value)
+    if 0 < v < 0.0005:
+        return "<0.001"
+    if 0.9995 < v < 1:
+        return ">0.999"
+    return f"{v:.3f}"
+
+
 def fmt_ratio(value) -> str:
     """A ratio with two significant digits (0.0034, 0.52, 3.1, 48, 1,200)."""
     if value is None or not math.isfinite(float(value)):

@@ -12,7 +12,7 @@ import numpy as np
 
 from vcmc.report import figures as F
 from vcmc.report.characterise import MIN_EXPECTED, MIN_ODDS_RATIO, Contrast, characterisation
-from vcmc.report.html import Cell, Section, esc, figure, fmt, fmt_ratio, kv, note, pct, table, unavailable
+from vcmc.report.html import Cell, Section, esc, figure, fmt, fmt_prob, fmt_ratio, kv, note, pct, table, unavailable
 from vcmc.report.load import MAX_DRAWS, FitOutputs
 
 RHAT_MAX = F.RHAT_MAX
@@ -36,6 +36,13 @@ class Context:
         """A cluster's name in figures: its number, and its label when given."""
         label = self.labels.get(int(cid))
         return f"{cid}: {label}" if label else str(cid)
+
+    def long_name(self, cid: int) -> str:
+        """A cluster's name with its share of the rows and its size: ``2: frail (31%, n = 480)``."""
+        i = self.fit.cluster_ids.index(int(cid))
+        n = int(self.fit.sizes[i])
+        total = max(int(self.fit.sizes.sum()), 1)
+        return f"{self.name(cid)} ({pct(n / total)}, n = {n:,})"
 
     def label_cells(self, cid: int) -> list:
         return [int(cid)] + ([self.labels.get(int(cid), "")] if self.labels else [])
@@ -134,6 +141,26 @@ def overview(ctx: Context) -> str:
 
 
 # ------------------------------------------------------------------------------------------------- sizes
+#: A cluster whose weight's 95% interval reaches below this is weakly identified: the posterior keeps it
+#: possible that the cluster does not exist (docs/design.md §8).
+WEAK_WEIGHT = 1e-3
+
+
+def weakly_identified(clusters: list[dict], shown=None) -> list[str]:
+    """One warning per cluster whose weight's 95% interval reaches below ``WEAK_WEIGHT``."""
+    out = []
+    for c in clusters:
+        ci = c.get("weight_ci95")
+        if (shown is not None and c.get("cluster") not in shown) or not ci or ci[0] is None:
+            continue
+        if float(ci[0]) < WEAK_WEIGHT:
+            out.append(f"cluster {c['cluster']} (N = {int(c.get('size') or 0):,}, weight {fmt_prob(c.get('weight'))}, "
+                       f"95% interval [{fmt_prob(ci[0])}, {fmt_prob(ci[1])}]) is weakly identified: its weight's "
+                       "interval reaches 0, so the data do not establish that it exists; report it with that caveat, "
+                       "or describe it as a possible subgroup of the cluster it is closest to.")
+    return out
+
+
 def sizes(ctx: Context) -> Section:
     fit = ctx.fit
     avg = _average_probability(fit)
@@ -144,8 +171,9 @@ def sizes(ctx: Context) -> Section:
         ci = c.get("weight_ci95")
         per = c.get("size_per_silo") or {}
         rows.append(ctx.label_cells(c["cluster"]) + [
-            int(c.get("size") or 0), Cell(pct((c.get("size") or 0) / n_rows), "num"), float(c.get("weight") or 0),
-            Cell("–" if not ci else f"[{fmt(ci[0])}, {fmt(ci[1])}]", "num"),
+            int(c.get("size") or 0), Cell(pct((c.get("size") or 0) / n_rows), "num"),
+            Cell(fmt_prob(c.get("weight") or 0), "num"),
+            Cell("–" if not ci else f"[{fmt_prob(ci[0])}, {fmt_prob(ci[1])}]", "num"),
             Cell("–" if avg is None or avg[k] is None else fmt(avg[k]), "num"),
             Cell(f"{sum(1 for v in per.values() if v)} / {len(per)}", "num")])
     body = ("<p>Number of rows (N) assigned to each cluster (each row to its most probable cluster, as in "
@@ -158,6 +186,8 @@ def sizes(ctx: Context) -> Section:
         body += note(f"Global cluster(s) {', '.join(map(str, empty))} hold no row (components of the "
                      "over-fitted mixture that kept a little weight); the other sections leave them out, "
                      "but their weights enter the population prevalence.")
+    for w in weakly_identified(fit.clusters, [fit.clusters[k]["cluster"] for k in ctx.keep]):
+        body += f'<div class="warn">{esc(w)}</div>'
     names = [ctx.name(fit.clusters[k]["cluster"]) for k in ctx.keep]
     fig = F.sizes_figure(names, fit.weights[ctx.keep], [fit.clusters[k].get("weight_ci95") for k in ctx.keep],
                          fit.sizes[ctx.keep])
@@ -193,7 +223,7 @@ def heatmap(ctx: Context) -> Section:
         "A binary variable is shown by its \"present\" modality (yes, 1, true, present, positive; else the "
         "second): the other modality's value is exactly the negative. A framed cell is listed in the "
         "characterisation table below.</div>")
-    cols = [ctx.name(ctx.fit.clusters[k]["cluster"]) for k in ctx.keep]
+    cols = [ctx.long_name(ctx.fit.clusters[k]["cluster"]) for k in ctx.keep]
     fig = F.heatmap_figure(con.scaled[ctx.keep].T, con.shown.names, cols, con.listed[ctx.keep].T)
     body += ctx.add("heatmap", fig, alt="heatmap of scaled prevalence differences",
                     caption=f"Scaled difference between each cluster's prevalence and the whole population's, "
@@ -202,6 +232,71 @@ def heatmap(ctx: Context) -> Section:
                             "cells carry no value). A low prevalence of a rare modality stays pale: the scaled "
                             "difference cannot go below −√(p̄/(1 − p̄)).")
     return Section("heatmap", "Clusters against the population (heatmap)", body)
+
+
+# ------------------------------------------------------------------------------------- item-response plot
+def items(ctx: Context) -> Section:
+    """The item-response plot of a latent class paper: each cluster's probability of each item, with its 95%
+    interval (from ``profiles.csv``), one line per cluster, shares and sizes in the legend."""
+    import pandas as pd
+
+    fit = ctx.fit
+    if fit.profiles_ci is None:
+        return Section("items", "Item-response probabilities",
+                       unavailable("the profiles' intervals (ci95_low, ci95_high of profiles.csv)"))
+    rows = []
+    for k in ctx.keep:
+        cid = fit.clusters[k]["cluster"]
+        for j, (v, m) in enumerate(fit.columns.labels):
+            rows.append({"cluster": cid, "variable": v, "modality": m, "estimate": float(fit.profiles[k, j]),
+                         "ci95_low": float(fit.profiles_ci[k, j, 0]), "ci95_high": float(fit.profiles_ci[k, j, 1])})
+    frame = pd.DataFrame(rows)
+    total = max(float(fit.sizes.sum()), 1.0)
+    fig = F.item_figure(frame, weights=[fit.sizes[k] / total for k in ctx.keep], sizes=[fit.sizes[k] for k in ctx.keep],
+                        estimate="estimate", what="cluster")
+    body = ("<p>Each cluster's probability of each item (posterior mean, equal-tailed 95% interval of the global "
+            "draws; <code>profiles.csv</code>): a binary item by the probability of its second modality (e.g. yes), "
+            "any other variable by each modality. The legend gives each cluster's share of the rows and its size N "
+            "(rows assigned to it).</p>")
+    body += ctx.add("items", fig, alt="item-response probabilities by cluster",
+                    caption="Item-response probabilities by cluster with 95% intervals.")
+    return Section("items", "Item-response probabilities", body)
+
+
+def three_step_section(ctx: Context) -> Section | None:
+    """Covariates and outcomes at the clusters (``covariates.csv``, ``distal.csv``), when the fit has them."""
+    import pandas as pd
+
+    folder = ctx.fit.folder
+    cov = pd.read_csv(folder / "covariates.csv", dtype={"term": str}) if (folder / "covariates.csv").is_file() \
+        else None
+    dis = pd.read_csv(folder / "distal.csv", dtype={"outcome": str, "level": str}) \
+        if (folder / "distal.csv").is_file() else None
+    info = _mapping(ctx.fit.result.get("three_step"))
+    if cov is None and dis is None and not info:
+        return None
+    body = ("<p>Bias-adjusted (ML) three-step models at the fit's clusters (its posterior-mean weights and "
+            "profiles; classification error corrected, docs/design.md §15.3). Clusters are numbered as above; "
+            "the reference of the odds ratios is cluster 1.</p>")
+    body += "".join(f'<div class="warn">{esc(w)}</div>' for w in info.get("warnings") or [])
+    if cov is not None:
+        body += "<h3>Covariates of cluster membership</h3>" + table(
+            ["cluster", "term", "log odds", "se", "odds ratio", "95% interval"],
+            [[int(r.cluster), r.term, Cell(fmt(r.estimate), "num"), Cell(fmt(r.se), "num"),
+              Cell("–" if r.term == "intercept" else fmt_ratio(np.exp(r.estimate)), "num"),
+              Cell("–" if r.term == "intercept" else
+                   f"[{fmt_ratio(np.exp(r.ci95_low))}, {fmt_ratio(np.exp(r.ci95_high))}]", "num")]
+             for r in cov.itertuples()])
+    if dis is not None:
+        body += "<h3>Outcomes by cluster</h3>" + table(
+            ["cluster", "outcome", "level", "estimate", "se", "95% interval"],
+            [[int(r.cluster), r.outcome, r.level, Cell(fmt(r.estimate), "num"), Cell(fmt(r.se), "num"),
+              Cell(f"[{fmt(r.ci95_low)}, {fmt(r.ci95_high)}]", "num")] for r in dis.itertuples()])
+    if cov is not None or dis is not None:
+        body += ctx.add("forest", F.forest_figure(cov, dis, what="cluster"), alt="forest plot",
+                        caption="Covariates: odds ratios against cluster 1 (log scale, intercept left out); outcomes: "
+                                "probability or mean by cluster; 95% intervals.")
+    return Section("three-step", "Covariates and outcomes by cluster", body)
 
 
 # ---------------------------------------------------------------------------------------- characterisation
@@ -281,11 +376,19 @@ def characterisation_section(ctx: Context) -> Section:
 
 
 # ----------------------------------------------------------------------------------------------- K posterior
+#: Where the report sends a reader who must choose K for a paper (docs/design.md §15.5).
+K_GUIDE = ("<div class=\"rule\"><strong>Choosing K for a paper.</strong> This posterior counts the groups the "
+           "over-fitted model's sparse prior cannot empty, small ones included; information criteria charge each "
+           "class for its parameters and may choose fewer. <code>vcmc compare FILES --k 1-8 --bayesian DIR --report"
+           "</code> puts both side by side, says where and why they disagree, and what to report (docs/nhefs.md "
+           "is a worked example).</div>")
+
+
 def k_posterior(ctx: Context) -> Section:
     diag = ctx.fit.diagnostics
     g, loc = k_distribution(diag.get("n_clusters_posterior"))
     local = local_diagnostics(ctx.fit)
-    body = ""
+    body = K_GUIDE
     if not g and not loc:
         body += unavailable("the posterior distribution of the number of clusters "
                             "(diagnostics.n_clusters_posterior)", "Shown instead: the fit's point values.")
@@ -392,7 +495,12 @@ def contributions(ctx: Context) -> Section:
     body += table(heads, rows, tall=len(rows) > 25)
     min_size = ((fit.result.get("config") or {}).get("privacy") or {}).get("min_cluster_size")
     if min_size is not None:
-        body += note(f"Disclosure control: no local cluster under {esc(min_size)} people left a silo.")
+        small = int(np.count_nonzero((counts > 0) & (counts < int(min_size))))
+        body += note(f"Disclosure control: no local cluster (a silo's own cluster, before matching) under "
+                     f"{esc(min_size)} people left a silo."
+                     + (f" {small} cell(s) of the table above are under {esc(min_size)}: they count each silo's rows "
+                        "by the global cluster each row was finally assigned to, on the analyst's own machine, which "
+                        "that minimum does not govern." if small else ""))
     if silos and cids:
         fig = F.contributions_figure(counts, silos, [ctx.name(c) for c in cids])
         body += ctx.add("contributions", fig, alt="rows per silo and cluster",
@@ -609,6 +717,7 @@ def ppc(ctx: Context) -> Section:
 def warnings_section(ctx: Context) -> Section:
     diag = ctx.fit.diagnostics
     warns = diag.get("warnings") if isinstance(diag.get("warnings"), list) else []
+    warns = list(warns) + weakly_identified(ctx.fit.clusters, [ctx.fit.clusters[k]["cluster"] for k in ctx.keep])
     body = ""
     if warns:
         body += "".join(f'<div class="warn">{esc(w)}</div>' for w in warns)

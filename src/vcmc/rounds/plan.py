@@ -26,6 +26,18 @@ from vcmc.config import FitConfig
 from vcmc.config.options import AUTO_ROUNDS
 from vcmc.rounds.stage import AUTO_MAX_ROUNDS
 
+AUTO_ONE_SHOT_ITERATIONS: int | None = None
+"""With auto rounds to follow, the most Gibbs iterations of the silos' one-shot pass (None: as asked): the rounds
+need of it only a start (docs/design.md §16)."""
+
+
+def one_shot_sampler(sampler, cap: int | None):
+    """``sampler`` with at most ``cap`` iterations (a derived burn-in derived again, a given one at most half)."""
+    if cap is None or sampler.stop != "fixed" or sampler.n_iter <= cap:
+        return sampler
+    burn_in = None if sampler.derived_burn_in else min(int(sampler.burn_in), cap // 2)
+    return dataclasses.replace(sampler, n_iter=int(cap), burn_in=burn_in, thin=min(int(sampler.thin), cap // 4))
+
 
 def resolve_rounds(config: FitConfig, *, own_session: bool, method: str = "vcmc",
                    ready: bool | None = None) -> tuple[FitConfig, dict]:
@@ -62,21 +74,24 @@ def resolve_rounds(config: FitConfig, *, own_session: bool, method: str = "vcmc"
             rounds, reason = 1, "one Gibbs iteration per silo: no rounds"
         elif not (ready if ready is not None else own_session):
             rounds, reason = 1, ("a deployment whose silos are not all set up for the rounds (node config "
-                                 "rounds-key and rounds-peers, docs/federation.md, 'The rounds'), so the one-shot "
-                                 "pass")
+                                 "rounds-key and rounds-peers, and at least each operator's min-peers participants; "
+                                 "docs/federation.md, 'The rounds'), so the one-shot pass")
         else:
             rounds = AUTO_MAX_ROUNDS
             reason = (f"at most {AUTO_MAX_ROUNDS} rounds, stopping once the kept rounds settled, which agree with "
                       "the pooled analysis (docs/results/real/rounds/)")
+        sampler = config.sampler
         if rounds > 1:
             agg = dataclasses.replace(agg, rounds=rounds,
                                       round_components=agg.round_components or int(config.prior.n_components))
+            sampler = one_shot_sampler(sampler, AUTO_ONE_SHOT_ITERATIONS)
         else:
             agg = dataclasses.replace(agg, rounds=1)
-        config = dataclasses.replace(config, aggregation=agg)
+        config = dataclasses.replace(config, aggregation=agg, sampler=sampler)
     plan = {"requested": requested, "rounds": int(agg.rounds),
             "round_components": int(agg.round_components) if agg.rounds > 1 else None,
-            "stop_when_settled": requested == "auto" and agg.rounds > 1, "secure_sum": not own_session}
+            "stop_when_settled": requested == "auto" and agg.rounds > 1, "secure_sum": not own_session,
+            "one_shot_iterations": int(config.sampler.n_iter)}
     if reason is not None:
         plan["reason"] = reason
     return config, plan

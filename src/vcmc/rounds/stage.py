@@ -34,6 +34,11 @@ from vcmc.results import GlobalResult
 
 AUTO_FIRST_CHECK = 250     # the auto rounds' first checkpoint; then 500, 1,000 (docs/design.md §16)
 AUTO_MAX_ROUNDS = 1000     # the most rounds of the auto plan (the agreement issue's bar)
+AUTO_ANNEAL = 2.0          # the auto plan's inverse temperature of its second chain in the first half of its first
+                           # burn-in (rounds 2-63): the start's copies of a cluster merge there instead of by drift,
+                           # while the first chain's plain burn-in keeps what tempering would merge (docs/design.md §16)
+AUTO_CHAINS = 2            # chains of the auto plan, side by side in the same rounds: settled only when they agree,
+                           # else the answer (the chain of higher posterior) may be a poor mode (docs/design.md §16)
 MAX_STORED_DRAWS = 500     # kept draws stored per window (the answer's draws and the memberships' rounds)
 START_CAP_PER_PRIOR = 4    # aggregation.round_components = 0: at most 4 x prior.n_components start components
 POOLED_K_DEFINITION = "occupied components of the pooled chain"   # as vcmc.research.baselines.full_mcmc's
@@ -95,8 +100,10 @@ def plan_of(one_shot: GlobalResult, config, *, secure: bool, root: np.random.See
     first_burn = (checkpoints[0] - 1) // 2
     return {"start": start, "n_components": max(int(prior.n_components), used + birth_budget),
             "alpha": float(prior.alpha), "beta": beta_per_column(prior.beta, one_shot.n_modalities),
-            "checkpoints": np.asarray(checkpoints, dtype=np.int64), "stop": bool(stop), "n_chains": 1,
-            "anneal": float(agg.round_anneal), "anneal_until": 1 + first_burn // 2,
+            "checkpoints": np.asarray(checkpoints, dtype=np.int64), "stop": bool(stop),
+            "n_chains": AUTO_CHAINS if stop else 1,
+            "anneal": max(float(agg.round_anneal), AUTO_ANNEAL) if stop else float(agg.round_anneal),
+            "anneal_until": 1 + first_burn // 2,
             "max_stored": MAX_STORED_DRAWS, "min_size": max(1, int(config.privacy.min_cluster_size)),
             "birth_share": float(agg.round_births), "birth_budget": birth_budget,
             "silo_weight_prior": float(prior.alpha) if agg.round_labels == "silo" else 0.0, "secure": secure,
@@ -212,7 +219,9 @@ def _result(one_shot: GlobalResult, transport, names, answer, labels, trace_byte
     notes = [] if stability["stable"] else [_unsettled(stability, trace_k.size)]
     diagnostics["warnings"] = [w for w in diagnostics.get("warnings", []) if "labelled rows" not in w] \
         + one_cluster_silo_warnings(partition_counts, names) + notes \
-        + ["the matching checks describe the one-shot pass; they were not recomputed after the rounds"]
+        + ["the matching checks describe the one-shot pass; they were not recomputed after the rounds (nothing to "
+           "do: the result's clusters are the rounds', the pooled model's sampler across the silos, not a matching; "
+           "a warning above about the silos' resolution describes the one-shot pass that the rounds correct)"]
     timings = dict(one_shot.timings)
     timings["rounds"] = seconds
     timings["total"] = timings.get("total", 0.0) + seconds
@@ -250,7 +259,8 @@ def _unsettled(stability: dict, n_rounds: int) -> str:
 def _assess(result: GlobalResult, transport, names, answer, config, policy: FaultPolicy) -> None:
     """The model assessment (docs/design.md §14) of the rounds' answer, in place: each silo checks its rows at
     ``assessment.n_replicates`` of the answer's stored draws, which it has (``RoundAssessRequest``), with the
-    pooled weights: the model the rounds sample is the pooled one."""
+    weights its rows are labelled with: its own (``round_labels = "silo"``, the default, in the analyst's own
+    session without secure sum), else the pooled ones."""
     from vcmc.assessment import combine_assessment
     from vcmc.protocol import AssessRequest
     from vcmc.rows.ppc import choose_pairs
@@ -267,14 +277,19 @@ def _assess(result: GlobalResult, transport, names, answer, config, policy: Faul
         pi, prof = np.asarray(answer.pi_draws), np.asarray(answer.profile_draws)
         idx = evenly_spaced(pi.shape[0], int(request.n_replicates))
         pairs = choose_pairs(pi[idx].mean(axis=0), prof[idx].mean(axis=0), result.n_modalities, request.max_pairs)
-        as_checked = {n: AssessRequest(pi=pi[idx], profiles=prof[idx], pairs=pairs, seed_entropy=0, spawn_key=())
-                      for n in replies}
+        # each silo's replicates were drawn at the weights it says (its own, where its rows are labelled under
+        # them), so its expected counts are computed at those (docs/design.md §16)
+        own = {n: np.asarray(r.weights) for n, r in replies.items() if np.asarray(r.weights).size}
+        as_checked = {n: AssessRequest(pi=own.get(n, pi[idx]), profiles=prof[idx], pairs=pairs, seed_entropy=0,
+                                       spawn_key=()) for n in replies}
         assessment = combine_assessment(replies, as_checked, result.n_modalities)
         diag["ppc"], diag["waic"] = assessment["ppc"], assessment["waic"]
         diag["n_clusters_posterior"]["global_per_silo"] = assessment["k_global_per_silo"]
     seconds = time.perf_counter() - t0
     if replies:
-        diag["rounds"]["assessment"] = {"n_replicates": int(idx.size), "weights": "pooled", "seconds": seconds}
+        diag["rounds"]["assessment"] = {"n_replicates": int(idx.size), "seconds": seconds,
+                                        "weights": "silo" if len(own) == len(replies) else
+                                        "pooled" if not own else f"silo ({len(own)} of {len(replies)} silos)"}
     result.timings["rounds_assessment"] = seconds
     result.timings["total"] = result.timings.get("total", 0.0) + seconds
     diag["warnings"] = [*diag["warnings"], *notes]

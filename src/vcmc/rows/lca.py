@@ -386,3 +386,54 @@ def structural_sums(codes, n_modalities, auxiliary, *, model: str, spec_json: st
     if model == "distal":
         return distal_sums(columns, spec, log_e, params)
     raise ConfigError(f"structural request model must be 'covariate' or 'distal'; got {model!r}")
+
+
+def _binade(values) -> float:
+    """The power of two at or above the median absolute value of a column (at least 1): a typical row's scale,
+    which no single row moves, and the only thing the grid of a structural sum uses of the column
+    (docs/design.md §15.6)."""
+    v = np.abs(np.asarray(values, dtype=np.float64))
+    v = v[np.isfinite(v)]
+    mid = float(np.median(v)) if v.size else 0.0
+    return float(2.0 ** np.ceil(np.log2(mid))) if mid > 1.0 else 1.0
+
+
+def structural_worths(auxiliary, *, model: str, spec_json: str, k: int, params, where: str) -> dict[str, object]:
+    """What a typical row adds to each sum of a structural reply (``structural_sums``), entry by entry, from the
+    request's parameters and, for a numeric column, the power of two at or above its median absolute value (of
+    a numeric outcome's distance from each class's mean, for its mean and log-sd terms) (``_binade``: of the
+    whole column, whichever rows the parameters weight, so that the grid follows no one row). A scalar sum is
+    released on a grid of several rows' worth of it (``vcmc.silo.endpoints.lca``).
+
+    Returns ``loglik`` (float), ``score`` (D,), ``hessian`` (D, D) and ``moments`` (K, M) worths.
+    """
+    spec = AuxiliarySpec.from_json(spec_json)
+    columns = encode_auxiliary(auxiliary, spec, where=where)
+    params = np.asarray(params, dtype=np.float64)
+    if model == "covariate":
+        scale = np.concatenate([[1.0], *[[_binade(v)] if c.kind == "numeric" else np.ones(len(c.levels) - 1)
+                                         for c, v in zip(spec.columns, columns, strict=True)]])
+        score = np.tile(scale, k - 1)
+        return {"loglik": float(np.log(max(k, 2))), "score": score, "hessian": np.outer(score, score),
+                "moments": np.zeros((k, 0))}
+    layout = distal_layout(spec, k)
+    score = np.ones(layout[-1][1].stop)
+    loglik = float(np.log(max(k, 2)))
+    moments = [np.ones((k, 1))]
+    for col, values, (_, sl) in zip(spec.columns, columns, layout[1:], strict=True):
+        moments.append(np.ones((k, 1)))
+        if col.kind == "categorical":
+            loglik += float(np.log(len(col.levels)))
+            moments.append(np.ones((k, len(col.levels))))
+            continue
+        top = _binade(values)
+        block = params[sl] if params.shape == (layout[-1][1].stop,) else np.zeros(2 * k)
+        mu, var = block[:k], np.exp(2 * block[k:])
+        # a typical row's distance from each class's mean at the request's parameters (the median's binade:
+        # no one row moves it), so the grid of a mean's or a log-sd's sum scales with 1 / var as the sum does
+        reach = np.array([_binade(values - m) for m in mu])
+        score[sl.start:sl.start + k] = reach / var
+        score[sl.start + k:sl.stop] = reach ** 2 / var + 1.0
+        loglik += float(np.max(0.92 + np.abs(block[k:]) + reach ** 2 / (2 * var)))
+        moments += [np.full((k, 1), top), np.full((k, 1), top ** 2)]
+    return {"loglik": loglik, "score": score, "hessian": np.outer(score, score), "moments": np.hstack(moments)}

@@ -46,17 +46,18 @@ def waic_sums(codes, n_modalities, values, pi_draws, profile_draws, gaussian_dra
             "elpd_ss": float(np.sum((elpd - elpd.mean()) ** 2)), "n_rows": int(ll.shape[1])}
 
 
-def occupancy(codes, n_modalities, values, pi_draws, profile_draws, gaussian_draws, rng: RngLike = None
-              ) -> np.ndarray:
-    """(R, C) 0/1: whether any row falls in each cluster when every row's allocation is sampled at draw r from
-    its probabilities with every item's density (the occupancy of §14.3)."""
+def occupancy(codes, n_modalities, values, pi_draws, profile_draws, gaussian_draws, rng: RngLike = None, *,
+              at_least: int = 1) -> np.ndarray:
+    """(R, C) 0/1: whether at least ``at_least`` rows (default any row) fall in each cluster when every row's
+    allocation is sampled at draw r from its probabilities with every item's density (the occupancy of §14.3)."""
     gen = as_generator(rng)
     out = np.zeros(np.shape(pi_draws), dtype=np.int64)
     for t in range(out.shape[0]):
         joint = joint_log_density(codes, n_modalities, values, pi_draws[t], profile_draws[t], gaussian_draws[t])
         cum = np.cumsum(np.exp(joint - logsumexp(joint, axis=1, keepdims=True)), axis=1)
         picks = (gen.random(cum.shape[0])[:, None] > cum).sum(axis=1)
-        out[t, np.unique(np.minimum(picks, out.shape[1] - 1))] = 1
+        sampled = np.bincount(np.minimum(picks, out.shape[1] - 1), minlength=out.shape[1])
+        out[t] = sampled >= max(int(at_least), 1)
     return out
 
 

@@ -32,7 +32,7 @@ from numba import njit
 
 from vcmc._rng import RngLike, as_seed_sequence
 from vcmc.config import PrivacyConfig
-from vcmc.disclosure import round_counts, suppress_small_cells
+from vcmc.disclosure import pair_families, round_counts, suppress_small_cells
 from vcmc.model import MISSING, profile_offsets, variable_of_column
 from vcmc.rows.row_kernels import DrawTables, density_and_occupancy, place_and_tally
 
@@ -84,16 +84,19 @@ def _tally(codes, offsets, in_pairs, pair_index, counts, pair_counts):  # pragma
 def _disclosure(counts: np.ndarray, privacy: PrivacyConfig, n_modalities) -> tuple[np.ndarray, int]:
     """Suppression (complementary within each variable) then rounding of modality counts (..., P)."""
     table = np.atleast_2d(np.asarray(counts, dtype=np.int64))
-    table, n_sup = suppress_small_cells(table, privacy.suppress_cells_below, n_modalities)
+    table, n_sup = suppress_small_cells(table, privacy.suppress_cells_below, n_modalities, round_to=privacy.round_to)
     return round_counts(table, privacy.round_to).reshape(np.shape(counts)), n_sup
 
 
-def _disclosure_cells(counts: np.ndarray, privacy: PrivacyConfig) -> tuple[np.ndarray, int]:
-    """Cell-wise suppression and rounding of pair counts (each pair is its own one-cell table)."""
-    out = np.array(counts, dtype=np.int64, copy=True)
-    small = (out >= 1) & (out < privacy.suppress_cells_below)
-    out[small] = 0
-    return round_counts(out, privacy.round_to), int(np.count_nonzero(small))
+def _disclosure_cells(counts: np.ndarray, privacy: PrivacyConfig, pairs, n_modalities) -> tuple[np.ndarray, int]:
+    """Suppression and rounding of pair counts (..., E), complementary within the groups of pairs whose sums
+    are modality counts (``pair_families``: a column paired with every column of another variable)."""
+    out = np.atleast_2d(np.asarray(counts, dtype=np.int64))
+    lead = np.arange(out.shape[0])[:, None] * max(out.shape[1], 1)
+    families = [np.where(f[None, :] >= 0, lead + f[None, :], -1) for f in pair_families(pairs, n_modalities)]
+    out, n_sup = suppress_small_cells(out, privacy.suppress_cells_below, n_modalities, round_to=privacy.round_to,
+                                      families=families)
+    return round_counts(out, privacy.round_to).reshape(np.shape(counts)), n_sup
 
 
 def _missingness(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -193,7 +196,8 @@ def occupancy_threshold(privacy: PrivacyConfig) -> int:
 
 
 def assess_rows(codes: np.ndarray, n_modalities, pi: np.ndarray, profiles: np.ndarray, pairs: np.ndarray,
-                *, rng: RngLike = None, privacy: PrivacyConfig | None = None) -> dict:
+                *, rng: RngLike = None, privacy: PrivacyConfig | None = None,
+                occupancy_at_least: int | None = None) -> dict:
     """The fields of an ``AssessReply`` for the rows ``codes`` (docs/design.md §14).
 
     Parameters
@@ -211,6 +215,8 @@ def assess_rows(codes: np.ndarray, n_modalities, pi: np.ndarray, profiles: np.nd
         Two independent streams are spawned from it: replicated datasets, sampled allocations.
     privacy : PrivacyConfig
         Suppression and rounding of the counts (DP noise is not applied, see ``PrivacyConfig``).
+    occupancy_at_least : int, optional
+        Rows a cluster must receive to be occupied (default ``occupancy_threshold(privacy)``).
 
     Returns
     -------
@@ -269,7 +275,8 @@ def assess_rows(codes: np.ndarray, n_modalities, pi: np.ndarray, profiles: np.nd
         tables.fill(pi[r], profiles[r], lay)
         density_and_occupancy(tables.w, tables.lp, lay.pat_start, occ_gen.random(n), r + 1, lp_max, lp_sum,
                               lp_mean, lp_m2, sampled[r])
-    occupied = (sampled >= occupancy_threshold(privacy)).astype(np.int8)
+    at_least = occupancy_threshold(privacy) if occupancy_at_least is None else max(int(occupancy_at_least), 1)
+    occupied = (sampled >= at_least).astype(np.int8)
     mult = np.diff(lay.pat_start).astype(np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         lppd_u = lp_max + np.log(lp_sum) - np.log(r_draws)
@@ -281,8 +288,8 @@ def assess_rows(codes: np.ndarray, n_modalities, pi: np.ndarray, profiles: np.nd
 
     observed, n_sup = _disclosure(observed, privacy, n_mod)
     replicated, _ = _disclosure(replicated, privacy, n_mod)
-    pair_obs, n_sup_pairs = _disclosure_cells(pair_obs, privacy)
-    pair_rep, _ = _disclosure_cells(pair_rep, privacy)
+    pair_obs, n_sup_pairs = _disclosure_cells(pair_obs, privacy, pairs, n_mod)
+    pair_rep, _ = _disclosure_cells(pair_rep, privacy, pairs, n_mod)
     return {"n_rows": int(n),
             "n_observed": round_counts(n_observed.astype(np.int64), privacy.round_to),
             "observed": observed, "replicated": replicated,

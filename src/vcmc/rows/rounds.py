@@ -38,6 +38,9 @@ class RoundState:
     n_kept: int = 0           # stored rounds summed in the current window
     window: int = 0           # the pooled chain's window the sums belong to
     silo_weight_prior: float = 0.0   # > 0: memberships under the silo's own weights
+    # (chains, stored rounds, C): the silo's allocation counts at each stored round of the window (with its own
+    # weights only): its weights of that round, w = (a + n) / (C a + n_s), for the assessment (docs/design.md §16)
+    stored_counts: np.ndarray | None = None
     _pattern_of_rows: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     FIELDS = ("z", "summed", "summed_sq")
@@ -49,6 +52,8 @@ class RoundState:
         out["rounds.meta"] = np.asarray([self.n_components, self.n_kept, self.window, self.layout.n_row_exceptions],
                                         dtype=np.int64)
         out["rounds.silo_weight_prior"] = np.asarray([self.silo_weight_prior], dtype=np.float64)
+        if self.stored_counts is not None:
+            out["rounds.stored_counts"] = np.asarray(self.stored_counts)
         return out
 
     @classmethod
@@ -61,8 +66,9 @@ class RoundState:
         layout = SparseLayout(**{f: np.asarray(state[f"rounds.layout.{f}"]) for f in cls.LAYOUT_FIELDS},
                               n_row_exceptions=n_exc)
         prior = float(np.asarray(state["rounds.silo_weight_prior"])[0])
+        stored = np.asarray(state["rounds.stored_counts"]) if "rounds.stored_counts" in state else None
         return cls(layout=layout, **{f: np.asarray(state[f"rounds.{f}"]) for f in cls.FIELDS}, n_components=c,
-                   n_kept=kept, window=window, silo_weight_prior=prior)
+                   n_kept=kept, window=window, silo_weight_prior=prior, stored_counts=stored)
 
     def kernel_layout(self) -> tuple[np.ndarray, ...]:
         """The layout's arrays in the kernels' argument order (``vcmc.mcmc.sampler.round_kernels``)."""
@@ -85,6 +91,25 @@ class RoundState:
             self.summed_sq[:] = 0.0
             self.n_kept = 0
             self.window = int(window)
+            self.stored_counts = None
+
+    def store_counts(self, chain: int, counts: np.ndarray) -> None:
+        """Append chain ``chain``'s allocation counts of a stored round (every chain stores the same rounds)."""
+        n_chains = self.z.shape[0]
+        if self.stored_counts is None:
+            self.stored_counts = np.zeros((n_chains, 0, self.n_components), dtype=np.int64)
+        if chain == 0:
+            self.stored_counts = np.concatenate(
+                [self.stored_counts, np.zeros((n_chains, 1, self.n_components), dtype=np.int64)], axis=1)
+        self.stored_counts[chain, -1] = counts
+
+    def own_weights(self, chain: int) -> np.ndarray | None:
+        """(stored rounds, C) the silo's own weights at each stored round of ``chain``, the posterior mean under
+        a symmetric Dirichlet(a) given its allocation (the weights its memberships were made with), or None."""
+        if self.silo_weight_prior <= 0 or self.stored_counts is None:
+            return None
+        a, n = self.silo_weight_prior, self.stored_counts[chain].astype(np.float64)
+        return (a + n) / (self.n_components * a + self.z.shape[1])
 
 
 def _misfits(silo, share: float) -> tuple[np.ndarray, np.ndarray]:
@@ -178,6 +203,7 @@ def sweep(silo, chain: int, log_pi, log_profiles, *, store: bool, rng: np.random
         # (docs/design.md §16)
         a = st.silo_weight_prior
         n_sc = np.bincount(z, minlength=st.n_components).astype(np.float64)
+        st.store_counts(chain, n_sc.astype(np.int64))
         lay = st.layout
         accumulate_patterns(lay.pat_start, lay.pexc_start, lay.pexc, lay.ecol, lay.evar, lay.base_col,
                             np.log((a + n_sc) / (st.n_components * a + z.size)), log_prof, st.summed[chain],

@@ -28,12 +28,16 @@ import numpy as np
 from vcmc.config import PrivacyConfig
 from vcmc.disclosure import protect_counts
 from vcmc.exceptions import ConfigError, DisclosureError, NotFittedError
-from vcmc.protocol import Message, Request
+from vcmc.protocol import HelloRequest, Message, Request
 from vcmc.silo.endpoints import ENDPOINTS
-from vcmc.silo.policy import SiloPolicy
+from vcmc.silo.policy import SiloPolicy, exposure
 from vcmc.silo.state import RunState
 
 silo_log = logging.getLogger("vcmc.silo")
+
+ROW_FREE = (HelloRequest,)
+"""The requests answered without reading the silo's rows (every other one counts the run in the operator's run
+ledger, ``Gate.record_run``)."""
 
 
 class Gate:
@@ -54,6 +58,8 @@ class Gate:
         self.policy = policy
         self.run_key = run_key
         self.state = RunState()
+        self.own_session = policy == SiloPolicy.own_data()
+        """Whether this is the analyst's own session (``SiloPolicy.own_data``), not a deployment's silo."""
 
     # -- the two doors ------------------------------------------------------------------------------------
 
@@ -69,6 +75,12 @@ class Gate:
         allowed = set(self.policy.allowed_strategies)
         if name not in self.policy.allowed_requests:
             raise DisclosureError(f"silo {self.silo.name!r}: its operator does not allow {name} requests")
+        if kind.STRATEGIES and not allowed & set(kind.STRATEGIES):
+            first = kind.STRATEGIES[0]
+            raise DisclosureError(f"silo {self.silo.name!r}: its operator does not allow the "
+                                  f"{' or '.join(map(repr, kind.STRATEGIES))} strategy: {name} requests belong to "
+                                  f"it. Listing {first!r} in the node config's allow-strategies would expose "
+                                  f"{exposure(first)} (docs/federation.md)")
         early = kind.WITHOUT_SUMMARY
         if not (early is True or (isinstance(early, tuple) and allowed & set(early))) and not self.state.summarized:
             raise NotFittedError(f"silo {self.silo.name!r} received a {name} request before a summarize request "
@@ -83,11 +95,25 @@ class Gate:
         self.state.counts[name] = used
         silo_log.info("silo %r: %s request %d of this run (budget %s)", self.silo.name, name, used,
                       "unlimited" if limit is None else limit)
-        if kind.STRATEGIES and not allowed & set(kind.STRATEGIES):
-            raise DisclosureError(f"silo {self.silo.name!r}: its operator does not allow the "
-                                  f"{' or '.join(map(repr, kind.STRATEGIES))} strategy: {name} requests belong to "
-                                  "it (their sums are taken at parameters the server chooses; docs/federation.md)")
-        return ENDPOINTS[kind].admit(self, request)
+        request = ENDPOINTS[kind].admit(self, request)
+        if kind not in ROW_FREE:
+            self.record_run()
+        return request
+
+    def record_run(self) -> None:
+        """Count this run in the operator's run ledger (``max-runs-per-day``) at its first request that touches
+        the rows, whatever it is (a summarize, or a latent class analysis' first E-step, which has no summary);
+        ``DisclosureError`` once the last 24 hours hold the operator's limit of runs."""
+        if self.policy.max_runs_per_day is None or self.state.run_recorded:
+            return
+        from vcmc.silo.run_ledger import admit_run
+
+        if self.run_key is None:
+            raise ConfigError(f"silo {self.silo.name!r}: max-runs-per-day needs the run's identity (a deployment)")
+        n_runs = admit_run(self.policy.budget_dir, self.run_key, self.policy.max_runs_per_day, silo=self.silo.name)
+        self.state.run_recorded = True
+        silo_log.info("silo %r: run %d of the last 24 hours (at most %d)", self.silo.name, n_runs,
+                      self.policy.max_runs_per_day)
 
     def release(self, request: Message, reply: Message) -> Message:
         """The reply as it may leave the silo: every rule of the operator's limits applied."""
@@ -116,9 +142,15 @@ class Gate:
         return np.random.default_rng(seq)
 
     def protect_table(self, counts: np.ndarray, privacy: PrivacyConfig, rng) -> tuple[np.ndarray, int]:
-        """DP noise, suppression and rounding of a cluster-by-modality table (``protect_counts``)."""
+        """DP noise, suppression and rounding of the summary's cluster-by-modality table (``protect_counts``; its
+        rows are every row of the silo, so its columns are complemented too: their sums are the silo's modality
+        counts, which the assessment sends)."""
+        if privacy.dp_epsilon is not None:
+            from vcmc.silo.release import spent
+
+            spent(self, 1, privacy.dp_epsilon)
         return protect_counts(counts, privacy, rng, n_modalities=self.silo.n_modalities,
-                              secure=self.silo.secure_noise)
+                              secure=self.silo.secure_noise, columns=True)
 
     def cpu_guard(self, progress: Callable | None) -> Callable | None:
         """The sampler's progress callback, raising once the operator's CPU-time cap is passed."""

@@ -5,7 +5,10 @@ A cluster mean of ten people is a statistic of ten rows, but the mean of a few r
 gives values back. So, beside the minimum cluster size every local cluster already meets (the gate's rule):
 
 * a (cluster, item) observed in fewer rows than the minimum cluster size (a large cluster whose item is mostly
-  missing) is withheld: its count, sum and sum of squares are sent as 0;
+  missing) is withheld: its count, sum and sum of squares are sent as 0, with complements in the item's column
+  (``vcmc.disclosure.complementary_withholding``: the clusters' counts, sums and sums of squares of an item add up
+  to the silo's own, which the assessment sends), so that no withheld cell comes back as "the silo's minus the
+  rest";
 * the sums and sums of squares are noised (Laplace, ``privacy.sum_noise``) and rounded to a multiple of
   ``privacy.sum_precision`` (standardised units) by ``vcmc.family.gaussian.release_sums``;
 * when any of these applies, the draws of the means and variances and their medians are not the sampler's (whose
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from vcmc.disclosure import complementary_withholding
 from vcmc.exceptions import ConfigError, DisclosureError
 from vcmc.family import GAUSSIAN
 from vcmc.family.gaussian import release_sums
@@ -32,6 +36,9 @@ def release_gaussian(gate, request, reply, privacy) -> dict:
         sums = _own_sums(gate, g)
     sums = np.array(sums, dtype=np.float64, copy=True)
     thin = (sums[:, :g] > 0) & (sums[:, :g] < gate.min_size)
+    if thin.any():
+        columns = np.broadcast_to(np.arange(g)[None, :], thin.shape)
+        thin = complementary_withholding(sums[:, :g], thin, [columns], float(gate.min_size))
     protected = privacy.sum_precision > 0 or privacy.sum_noise is not None or bool(thin.any())
     if not protected:
         return {}

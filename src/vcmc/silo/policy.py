@@ -19,6 +19,27 @@ DEFAULT_STRATEGIES = ("contingency", "rounds")
 global-informed rounds, whose server only relays vectors it can neither read nor alter and chooses no
 parameter (docs/federation.md, "The rounds"); they need the rounds' keys (node config ``rounds-key``)."""
 
+_QUERY = ("a sequence of them is a query interface on the silo's rows (one well-chosen request can read a person's "
+          "record)")
+EXPOSES = {
+    "federated-gradient": f"count tables at weights and profiles the server chooses, step after step: {_QUERY}",
+    "design": f"count tables at parameters the server chooses: {_QUERY}",
+    "lca": f"the latent class analysis' EM sums (with continuous items their sums and sums of squares) at "
+           f"parameters the server chooses, round after round: {_QUERY}",
+    "lca-structural": "score, Hessian and log-likelihood sums at covariate coefficients and a classification-error "
+                      "matrix the server chooses, which can weight one person alone (their covariate values)",
+    "min-divergence": "each local cluster's membership-weighted modality counts, read through reference profiles "
+                      "the server chooses (the cells suppression or rounding withheld too)",
+    "rounds": "the rounds' vectors, relayed masked to the other participants, which compute the pooled sums "
+              "(the server learns none of them; docs/federation.md, 'The rounds')",
+}
+"""What an operator's allowance of each strategy exposes (the silo's refusal says it; docs/federation.md)."""
+
+
+def exposure(strategy: str) -> str:
+    """What allowing ``strategy`` exposes, in the words of the silo's refusal."""
+    return EXPOSES.get(strategy, "sums at parameters the server chooses")
+
 
 @dataclasses.dataclass(frozen=True)
 class SiloPolicy:
@@ -32,9 +53,11 @@ class SiloPolicy:
         Strategies the silo takes part in. The default is ``("contingency", "rounds")``: the contingency
         summaries and the global-informed rounds (docs/design.md §16), whose server relays what it can neither
         read nor alter. The "federated-gradient" and "design" strategies need count round trips at parameters
-        the server chooses and are refused unless listed here, as is "lca" (the latent class analysis,
-        docs/design.md §15). "secure-rounds" is the former name of the rounds under secure aggregation, which
-        every deployment's rounds now are: it allows them as "rounds" does.
+        the server chooses and are refused unless listed here, as are "min-divergence" (minimum-divergence
+        matching's references), "lca" (the latent class analysis' EM rounds, docs/design.md §15) and
+        "lca-structural" (its three-step covariate and distal models). A refusal names the strategy and what
+        allowing it exposes (``EXPOSES``). "secure-rounds" is the former name of the rounds under secure
+        aggregation, which every deployment's rounds now are: it allows them as "rounds" does.
     budget : mapping of str to int or None
         Most requests of each type per run (missing types: the request's ``BUDGET``).
     max_iterations : int or None
@@ -74,6 +97,13 @@ class SiloPolicy:
         secret (default False). Same seed, same answer as ``vcmc fit`` on the same files; but the server then
         knows every draw's randomness, so the stored draws it receives tell it more of the pooled tables behind
         them (docs/federation.md, "The rounds"). For tests and reviews of a deployment, not for production.
+    exact_scalars : bool
+        Scalar sums over the silo's rows (log-likelihoods, entropies, WAIC sums, the structural score and
+        Hessian, the Monte Carlo error of the labelling) leave as computed where no suppression, rounding or
+        noise is set (default False: on a grid of several rows' worth, ``vcmc.silo.release.scalar_grid``; the
+        labelling's Monte Carlo error as its bound). The analyst's own session sets it (``own_data``); an
+        operator who sets it (node config ``exact-scalars``) lets a difference of two replies see single rows'
+        contributions.
     """
 
     allowed_requests: tuple[str, ...] = dataclasses.field(default_factory=registry.actions)
@@ -93,6 +123,7 @@ class SiloPolicy:
     budget_dir: str | None = None
     min_peers: int = 3
     reproducible_rounds: bool = False
+    exact_scalars: bool = False
 
     def __post_init__(self):
         registry.check_known_actions(self.allowed_requests, "allowed requests")
@@ -123,11 +154,12 @@ class SiloPolicy:
         the analyst is the data's operator and chose the strategy, so every strategy is allowed, budgets are
         unlimited, assign/assess may come without an announcement (then with any valid draws), a new
         announcement replaces the last, and an announced profile may be far from the silo's own (the paper's
-        Ball and Hungarian matchings can merge dissimilar clusters: the analyst's own choice); the release
-        rules, the run order, the shape and probability checks, and the announced draws once announced, hold."""
+        Ball and Hungarian matchings can merge dissimilar clusters: the analyst's own choice), and scalar sums
+        over rows leave as computed where nothing is protected; the release rules, the run order, the shape
+        and probability checks, and the announced draws once announced, hold."""
         return cls(allowed_strategies=SAFE_STRATEGIES + registry.unsafe_strategies(),
                    budget=dict.fromkeys(registry.actions()), require_announcement=False,
-                   draw_tolerance=float("inf"), structural_floor=False)
+                   draw_tolerance=float("inf"), structural_floor=False, exact_scalars=True)
 
     def budget_of(self, name: str) -> int | None:
         value = self.budget[name] if name in self.budget else registry.default_budgets()[name]

@@ -36,6 +36,11 @@ class RunState:
     noise_entropy: int = 0
     noise_key: list[int] = dataclasses.field(default_factory=list)
     n_releases: int = 0
+    dp_releases: int = 0
+    """Noised releases of this run (each one of the epsilon in force; ``vcmc.silo.release.spent``)."""
+    run_recorded: bool = False
+    """The run is in the operator's run ledger (``max-runs-per-day``): recorded at its first request that
+    touches the rows (``Gate.admit``)."""
     sent_profile_mean: list[list[float]] = dataclasses.field(default_factory=list)
     """Mean of the profile draws of each local cluster as the summary sent them (K, P): the announcement is
     checked against what the silo sent, which under suppression or rounding are draws of the protected table."""

@@ -19,6 +19,7 @@ from vcmc._rng import as_generator
 from vcmc.config import PriorConfig, SamplerConfig
 from vcmc.exceptions import ConfigError
 from vcmc.family import CATEGORICAL, GAUSSIAN
+from vcmc.interrupt import interruptible
 from vcmc.mcmc.sampler.draws import _count, _dirichlet_normaliser, _draw_parameters
 from vcmc.mcmc.sampler.kernels_dense import _gibbs_block
 from vcmc.mcmc.sampler.kernels_mixed import _draw_gaussian, _gaussian_stats, _gibbs_block_mixed
@@ -293,7 +294,9 @@ def run_chain(codes: np.ndarray, n_modalities, *, prior: PriorConfig, sampler: S
                             offsets, const, n_it, first, sampler.burn_in, sampler.thin, z_buf, out_pi,
                             out_prof, out_nocc, out_lp, keep_at, gen)
 
-    call(0, 0, 0)  # compile or load from cache outside the timed loop (draws nothing)
+    # compile or load from cache outside the timed loop (draws nothing); compiling takes a minute on a fresh
+    # checkout, during which a signal must still end the run at once (docs/design.md §4.1)
+    interruptible(call, 0, 0, 0)
     t0 = time.perf_counter()
     done = 0
     kept = 0

@@ -7,13 +7,23 @@ import dataclasses
 
 import numpy as np
 
+from vcmc.disclosure import round_counts
 from vcmc.exceptions import ConfigError, DisclosureError
 from vcmc.protocol import AssignReply, AssignRequest
 from vcmc.silo import checks as rc
 from vcmc.silo.endpoints import endpoint
 from vcmc.silo.endpoints.announce import check_draws, require_announced
 from vcmc.silo.gaussian import check_requested
-from vcmc.silo.release import noised_vector, protect_vector, round_real, small, withhold
+from vcmc.silo.release import (
+    cluster_limit,
+    noised_vector,
+    on_grid,
+    round_real,
+    scalar_grid,
+    scalars_exact,
+    small,
+    withheld_entries,
+)
 
 
 def admit(gate, request: AssignRequest) -> AssignRequest:
@@ -48,7 +58,7 @@ def answer(silo, request: AssignRequest) -> AssignReply:
     ``profiles`` (draws) it is the allocation probability averaged over the draws (``vcmc.rows.memberships``).
     The label is the most probable cluster; only cluster-level sums leave.
     """
-    from vcmc.rows.memberships import membership_summary, memberships_to_target
+    from vcmc.rows.memberships import MC_ERROR_TARGET, membership_summary, memberships_to_target
 
     n_global = int(request.n_global)
     if request.pi is not None and request.profiles is not None:
@@ -67,7 +77,11 @@ def answer(silo, request: AssignRequest) -> AssignReply:
                                             np.asarray(request.gaussian, dtype=np.float64))
             monte_carlo = None
         else:
-            memberships, monte_carlo = memberships_to_target(silo.codes, silo.n_modalities, pi, profiles)
+            # where scalars are not sent as computed the labelling averages every draw it was sent: stopping at a
+            # Monte Carlo target would make the number of draws a function of the worst row (docs/federation.md)
+            target = MC_ERROR_TARGET if scalars_exact(silo.gate) else None
+            memberships, monte_carlo = memberships_to_target(silo.codes, silo.n_modalities, pi, profiles,
+                                                             target=target)
         labels = np.argmax(memberships, axis=1)
     else:
         a = silo.check_assignment(request.assignment, n_global, "assign")
@@ -87,24 +101,36 @@ def answer(silo, request: AssignRequest) -> AssignReply:
 
 
 def release(gate, request, reply: AssignReply) -> AssignReply:
-    """Clusters under the minimum size withheld from every per-cluster sum; the counts noised, suppressed and
-    rounded, the real sums rounded; the whole-silo scalars (entropy, the draws and Monte Carlo error) kept."""
-    privacy = gate.privacy
+    """An assign reply as it may leave (``release_sums``): also the global-informed rounds' finish, whose reply
+    is an ``AssignReply`` (signature kept for it)."""
+    return release_sums(gate, reply)
+
+
+def release_sums(gate, reply: AssignReply) -> AssignReply:
+    """The counts noised; a cluster withheld from every per-cluster sum where its count or expected count is
+    under the limit (before or after rounding), with complements so that the silo's row count gives none of
+    them back (``withheld_entries``); the summed probabilities also withheld where small; the rest rounded.
+    The whole-silo scalars: the entropy on a grid of ``rows_of_grid`` rows' worth (a row's worth: log C, the
+    most one row's memberships can hold), the Monte Carlo error replaced by its bound for the draws averaged
+    (0.5 / sqrt(T - 1), a function of T alone), except in the analyst's own session without protection."""
+    base = int(gate.privacy.round_to)
+    limit = cluster_limit(gate)
     counts = noised_vector(gate, reply.counts)
-    withheld = small(counts, gate.min_size)
     expected = None if reply.expected is None else np.asarray(reply.expected, dtype=np.float64)
     probability = None if reply.probability is None else np.asarray(reply.probability, dtype=np.float64)
+    withheld = withheld_entries(gate, counts, also=() if expected is None else (expected,))
+    changes: dict[str, object] = {"counts": np.where(withheld, 0, round_counts(counts, base)).astype(np.int64)}
     if expected is not None:
-        withheld_e = withheld | small(expected, gate.min_size)
-        expected = round_real(np.where(withheld_e, 0.0, expected), privacy.round_to)
+        changes["expected"] = np.where(withheld, 0.0, round_real(expected, base))
     if probability is not None:
-        probability = round_real(np.where(withheld | small(probability, gate.min_size), 0.0, probability),
-                                 privacy.round_to)
-    counts = withhold(protect_vector(gate, np.where(withheld, 0, counts)), gate.min_size)
-    # rounding can take a quantity under the minimum: withheld again after it
-    expected = None if expected is None else withhold(expected, gate.min_size)
-    probability = None if probability is None else withhold(np.where(counts == 0, 0.0, probability), gate.min_size)
-    return dataclasses.replace(reply, counts=counts, expected=expected, probability=probability)
+        hidden = withheld | small(probability, limit) | ((probability > 0) & (round_real(probability, base) < limit))
+        changes["probability"] = np.where(hidden, 0.0, round_real(probability, base))
+    if not scalars_exact(gate):
+        n_global = max(int(np.asarray(reply.counts).shape[0]), 1)
+        changes["entropy"] = max(on_grid(float(reply.entropy), scalar_grid(gate, np.log(max(n_global, 2)))), 0.0)
+        if int(reply.n_draws) > 0:
+            changes["mc_error"] = float(0.5 / np.sqrt(max(int(reply.n_draws) - 1, 1)))
+    return dataclasses.replace(reply, **changes)
 
 
 def after(silo, request) -> None:

@@ -11,7 +11,7 @@ from vcmc.exceptions import ConfigError, DisclosureError
 from vcmc.protocol import CountsReply, CountsRequest
 from vcmc.silo import checks as rc
 from vcmc.silo.endpoints import endpoint
-from vcmc.silo.release import protect_table
+from vcmc.silo.release import on_grid, predictive_entropy, protect_table, scalar_grid, scalars_exact
 
 
 def admit(gate, request: CountsRequest) -> CountsRequest:
@@ -53,8 +53,19 @@ def answer(silo, request: CountsRequest) -> CountsReply:
 
 
 def release(gate, request, reply: CountsReply) -> CountsReply:
+    """The tables as every count table (``protect_table``: each draw's clusters against the silo's row count,
+    cells in their blocks and columns); the log-likelihood sums on a grid of ``rows_of_grid`` rows' worth of
+    each draw's log density (``predictive_entropy`` of the request's parameters), exact only in the analyst's
+    own session without protection."""
     cluster, modality = protect_table(gate, reply.cluster, reply.modality)
-    return dataclasses.replace(reply, cluster=cluster, modality=modality)
+    loglik = np.asarray(reply.loglik, dtype=np.float64)
+    if loglik.size and not scalars_exact(gate):
+        if request.pi is None or request.profiles is None:
+            loglik = np.zeros_like(loglik)          # no parameters to scale a grid by: not sent
+        else:
+            loglik = on_grid(loglik, scalar_grid(gate, predictive_entropy(gate.silo.n_modalities, request.pi,
+                                                                          request.profiles)))
+    return dataclasses.replace(reply, cluster=cluster, modality=modality, loglik=loglik)
 
 
 endpoint(CountsRequest, admit=admit, answer=answer, release=release)

