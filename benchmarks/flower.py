@@ -2,37 +2,50 @@
 
 For each ``--sites N``: N simulated silo files (the paper's nested design's silo weights repeated, easy
 separability, ``--rows`` rows each) and their shared schema; a SuperLink (plain text, 127.0.0.1) and N
-SuperNodes, each with its silo file in its node config; ``flwr run`` of ``flower_app/`` with the seed and
-options given; then ``vcmc fit`` on the same files with the same seed and options, in one process. Reported:
+SuperNodes, each with its silo file in its node config, started with the operators' command ``vcmc supernode``
+and a launch cap of ``--max-clientapps`` ClientApps alive at once over the host (default: the host's cores;
+``--flower-superexec``: ``flower-supernode`` with Flower's own SuperExec and no cap, the deployment before the
+cap); ``flwr run`` of ``flower_app/`` with the seed and options given (``--rounds R``: R global-informed
+rounds, for which every site gets its rounds' key from ``vcmc keygen`` and pins the others', node config
+``rounds-key`` and ``rounds-peers``, with ``reproducible-rounds = true``); then ``vcmc fit`` on the same files
+with the same seed and the same *effective* options, ``--rounds R --silo-policy FILE`` (R = 1: the one-shot
+pass) whose FILE holds the sites' node-config keys other than their paths (``site_limits``), in one process.
+``--busy K`` runs K CPU-bound processes beside the whole invocation (a host doing other work). Reported:
 
 - wall time of the Flower run (submission to result.json) and of ``vcmc fit``, and per stage: the
   ServerApp's ``server.log`` (each round: hello, summarize, assign, assess ...: "N of N silos replied in
-  T s") and result.json's server-side timings (matching, aggregation);
+  T s") and result.json's server-side timings (matching, aggregation, rounds: seconds per round);
 - peak memory per process kind (SuperLink, SuperNode, SuperExec, ClientApp, ServerApp), sampled from
   /proc every ``--sample`` seconds: the largest peak RSS (VmHWM) of one process of the kind, and the
   largest PSS summed over the kind's live processes at one instant (shared pages counted once), with
-  the number of processes of each kind seen (ClientApp: one launch per message, Flower's design);
-- whether the Flower result equals ``vcmc fit``'s (silos, weights, cluster sizes, WAIC);
+  the number of processes of each kind seen and the most alive at once (ClientApp: one launch per
+  message, Flower's design);
+- whether the Flower result equals ``vcmc fit``'s (silos, weights, cluster sizes, WAIC, and every silo's
+  assignments.csv and memberships.csv, which the deployment writes on the silo's side);
 - CPU seconds per process kind, and ClientApp launches against the messages sent to silos (a launch more
   than the messages is a ClientApp Flower restarted after its task token expired: ``401 Unauthorized``
   in the SuperNodes' logs, docs/federation.md §3.6);
-- once per invocation, each message of a 2-silo run answered again in a fresh process as Flower's
+- once per invocation, each message of a 2-silo run with rounds answered again in a fresh process as the
   SuperExec runs it (``clientapp_cost``: seconds to load the ClientApp, seconds to answer, peak RSS, the
-  heavy libraries it imported), in ``OUT/clientapp-cost.json``.
+  heavy libraries it imported, the size of the node state it carries), and the CPU seconds a ClientApp
+  process spends importing Flower with ``flwr-clientapp`` against vcmc's launcher, in
+  ``OUT/clientapp-cost.json``.
 
-``--superexec-poll-interval S`` sets Flower's ``FLWR_SUPEREXEC_TASK_POLL_INTERVAL`` for every site; ``--idle
-SECONDS`` instead measures the CPU that 8 idle SuperNodes and SuperExecs use with Flower's default interval
-and with ``S`` (``OUT/idle-cpu.json``).
+``--round-cost N`` instead measures the rounds in a deployment of N sites: ``--repeats`` runs of ``--rounds
+R`` for each ClientApp launcher (Flower's ``flwr-clientapp``, vcmc's), alternating, and the median seconds
+per round, ClientApp CPU seconds per message and launches (``OUT/round-cost.json``).
+``--superexec-poll-interval S`` sets the SuperExecs' poll interval; ``--idle SECONDS`` instead measures
+the CPU that 8 idle SuperNodes and SuperExecs use with Flower's default interval and with ``S``
+(``OUT/idle-cpu.json``).
 
-Writes ``OUT/flower-<N>.json`` per deployment and ``OUT/README.md`` (a table of every ``flower-*.json`` in
-OUT), each with the command and the commit. A deployment is stopped if the host's available memory falls
-under ``--min-available-mb`` (30 sites on one host need about 13 GB). The machine must be otherwise idle
-for the figures to mean anything absolute; the ratios within one run (Flower / vcmc fit) are what is
-compared.
+Writes ``OUT/flower-<N>.json`` (``flower-<N>-rounds<R>.json``) per deployment and ``OUT/README.md`` (a table
+of every ``flower-*.json`` in OUT), each with the command and the commit. A deployment is stopped if the
+host's available memory falls under ``--min-available-mb``.
 
-    python benchmarks/flower.py --sites 8 30 --iterations 50000 --rows 1000 --superexec-poll-interval 5   # full
-    python benchmarks/flower.py --sites 8 --iterations 400 --rows 300 --superexec-poll-interval 5        # short
-    python benchmarks/flower.py --idle 60 --superexec-poll-interval 5                                    # idle CPU
+    python benchmarks/flower.py --sites 8 30 --iterations 2000 --rows 300 --busy 2          # one-shot, busy host
+    python benchmarks/flower.py --sites 8 --iterations 2000 --rows 300 --rounds 21 --busy 2 # rounds at 8 sites
+    python benchmarks/flower.py --round-cost 4 --rounds 16 --repeats 3                      # per round, launchers
+    python benchmarks/flower.py --idle 60 --superexec-poll-interval 5                       # idle CPU
 """
 
 from __future__ import annotations
@@ -56,10 +69,12 @@ from vcmc.atomic import atomic_write_text
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "federation"))
-from flowerlab import Lab, processes_with  # noqa: E402 - the test suite's loopback deployment, one implementation
+from flowerlab import Lab, is_clientapp, processes_with  # noqa: E402 - the test suite's loopback deployment
 
 KINDS = (("flower-superlink", "SuperLink"), ("flower-supernode", "SuperNode"), ("flower-superexec", "SuperExec"),
-         ("flwr-clientapp", "ClientApp"), ("flwr-serverapp", "ServerApp"))
+         ("vcmc superexec", "SuperExec"), ("flwr-clientapp", "ClientApp"), ("vcmc.flower.clientapp_main", "ClientApp"),
+         ("flwr-serverapp", "ServerApp"))
+KIND_NAMES = tuple(dict.fromkeys(k for _, k in KINDS))
 
 
 def _kind(cmdline: str) -> str | None:
@@ -96,8 +111,8 @@ class MemorySampler(threading.Thread):
         self.marker = marker.encode()
         self.every = every
         self.stop = threading.Event()
-        self.kinds: dict[str, dict] = {k: {"processes": set(), "peak_rss_mb": 0.0, "peak_pss_sum_mb": 0.0}
-                                       for _, k in KINDS}
+        self.kinds: dict[str, dict] = {k: {"processes": set(), "peak_rss_mb": 0.0, "peak_pss_sum_mb": 0.0,
+                                           "peak_alive": 0} for k in KIND_NAMES}
         self.cpu_ticks: dict[int, tuple[str, int]] = {}     # pid -> (kind, user + system clock ticks seen)
         self.peak_total_pss_mb = 0.0
         self.peak_live = 0
@@ -105,6 +120,7 @@ class MemorySampler(threading.Thread):
     def run(self) -> None:
         while not self.stop.is_set():
             pss_sum = dict.fromkeys(self.kinds, 0)
+            alive = dict.fromkeys(self.kinds, 0)
             live = 0
             for p in Path("/proc").iterdir():
                 if not p.name.isdigit():
@@ -116,8 +132,8 @@ class MemorySampler(threading.Thread):
                 except OSError:
                     continue
                 kind = _kind(cmd)
-                if kind is None:
-                    continue
+                if kind is None or (kind == "ClientApp" and not is_clientapp(int(p.name))):
+                    continue      # (a fork of a ClientApp before it runs its own program is not another one)
                 hwm, _, pss = _proc_memory(int(p.name))
                 if not hwm:
                     continue
@@ -128,8 +144,10 @@ class MemorySampler(threading.Thread):
                 k["processes"].add(int(p.name))
                 k["peak_rss_mb"] = max(k["peak_rss_mb"], hwm / 1024)
                 pss_sum[kind] += pss
+                alive[kind] += 1
             for kind, total in pss_sum.items():
                 self.kinds[kind]["peak_pss_sum_mb"] = max(self.kinds[kind]["peak_pss_sum_mb"], total / 1024)
+                self.kinds[kind]["peak_alive"] = max(self.kinds[kind]["peak_alive"], alive[kind])
             self.peak_total_pss_mb = max(self.peak_total_pss_mb, sum(pss_sum.values()) / 1024)
             self.peak_live = max(self.peak_live, live)
             if self.min_available_mb and _available_mb() < self.min_available_mb and not self.low_memory:
@@ -142,7 +160,8 @@ class MemorySampler(threading.Thread):
     def summary(self) -> dict:
         tick = os.sysconf("SC_CLK_TCK")
         cpu = {k: sum(t for kind, t in self.cpu_ticks.values() if kind == k) / tick for k in self.kinds}
-        return {"per_kind": {k: {"processes_seen": len(v["processes"]), "peak_rss_mb": round(v["peak_rss_mb"], 1),
+        return {"per_kind": {k: {"processes_seen": len(v["processes"]), "peak_alive": v["peak_alive"],
+                                 "peak_rss_mb": round(v["peak_rss_mb"], 1),
                                  "peak_pss_sum_mb": round(v["peak_pss_sum_mb"], 1), "cpu_s": round(cpu[k], 1)}
                              for k, v in self.kinds.items()},
                 "peak_total_pss_mb": round(self.peak_total_pss_mb, 1), "peak_live_processes": self.peak_live}
@@ -187,14 +206,52 @@ def stages_from_log(text: str) -> list[dict]:
              "received": m["bytes"]} for m in _ROUND.finditer(text)]
 
 
+def site_limits(options: dict, rounds: int) -> dict:
+    """The sites' node-config keys other than their paths and rounds' keys (each SuperNode's, and the
+    ``--silo-policy`` file of ``vcmc fit``): the run's minimum cluster size and, for rounds, their streams from the
+    run's seed (``reproducible-rounds``, so that the two answers can be compared to the bit)."""
+    limits: dict = {"min-cluster-size": options["privacy.min-cluster-size"]}
+    if rounds > 1:
+        limits["reproducible-rounds"] = True
+    return limits
+
+
+def _toml(value) -> str:
+    return str(value).lower() if isinstance(value, bool) else json.dumps(value)
+
+
+def node_config_text(node: dict) -> str:
+    """A node config as ``flower-supernode --node-config`` takes it (TOML values, strings double-quoted)."""
+    return " ".join(f"{k}={_toml(v)}" for k, v in node.items())
+
+
+def rounds_keys(folder: Path, names: list[str]) -> dict[str, dict[str, str]]:
+    """Every site's rounds' key (``vcmc keygen``, as its operator runs it) and a file of the other sites' public
+    lines (the ones their operators sent): ``{name: {"rounds-key": path, "rounds-peers": path}}``."""
+    publics = {}
+    for name in names:
+        done = subprocess.run([str(Path(sys.executable).parent / "vcmc"), "keygen", str(folder / f"{name}.rounds.key"),
+                               "--silo-name", name], capture_output=True, text=True, check=True)
+        publics[name] = done.stdout.strip()
+    out = {}
+    for name in names:
+        peers = folder / f"{name}.peers"
+        peers.write_text("".join(f"{line}\n" for n, line in publics.items() if n != name))
+        out[name] = {"rounds-key": str(folder / f"{name}.rounds.key"), "rounds-peers": str(peers)}
+    return out
+
+
 def run_flower(tmp: Path, files: list[Path], schema: Path, options: dict, seed: int, sample: float,
                timeout: float, min_available_mb: float = 0.0, superexec_poll_interval: float | None = None,
-               run_options: dict | None = None) -> dict:
-    lab = Lab(tmp)
+               run_options: dict | None = None, max_clientapps: int | None = None, light_clientapp: bool = True,
+               rounds: int = 1) -> dict:
+    """A deployment of one site per file on loopback and one run of it; ``max_clientapps`` None: the sites
+    started with ``flower-supernode`` (Flower's SuperExec, no cap), else with ``vcmc supernode``."""
+    lab = Lab(tmp, max_clientapps=max_clientapps, light_clientapp=light_clientapp)
     if superexec_poll_interval is not None:
         # Flower's own setting (flwr 1.42, flwr.supercore.superexec.run_superexec): how often each SuperExec
         # asks its SuperNode for a task to launch (default 1 s); inherited by the SuperExec that each
-        # SuperNode starts with --isolation subprocess
+        # SuperNode starts with --isolation subprocess, and read by vcmc superexec
         lab.env["FLWR_SUPEREXEC_TASK_POLL_INTERVAL"] = f"{superexec_poll_interval:g}"
 
     def stop_deployment() -> None:
@@ -207,16 +264,19 @@ def run_flower(tmp: Path, files: list[Path], schema: Path, options: dict, seed: 
     sampler = MemorySampler(str(lab.home), sample, min_available_mb, stop_deployment)
     sampler.start()
     out_dir = tmp / "flower-result"
+    silo_out = tmp / "silo-out"
+    keys = rounds_keys(tmp, [f.stem for f in files]) if rounds > 1 else {}
     try:
         t0 = time.monotonic()
         lab.start_superlink()
         for i, f in enumerate(files):
-            lab.start_supernode(f'data-path="{f}" schema-path="{schema}" silo-name="{f.stem}" '
-                                f'min-cluster-size={options["privacy.min-cluster-size"]}', log=f"supernode{i}.log")
-        deadline = time.monotonic() + 300
+            node = {"data-path": str(f), "schema-path": str(schema), "silo-name": f.stem,
+                    **site_limits(options, rounds), **keys.get(f.stem, {}), "out-dir": str(silo_out / f.stem)}
+            lab.start_supernode(node_config_text(node), log=f"supernode{i}.log")
+        deadline = time.monotonic() + 900      # 30 sites starting on 2 busy cores take minutes
         while len([n for n in lab.nodes() if n.get("status") == "online"]) < len(files):
             if time.monotonic() > deadline:
-                raise TimeoutError("not every SuperNode came online within 300 s")
+                raise TimeoutError("not every SuperNode came online within 900 s")
             time.sleep(2)
         t_up = time.monotonic() - t0
         run_config = " ".join([f'out-dir="{out_dir}"', f'schema-path="{schema}"', f"seed={seed}",
@@ -236,35 +296,66 @@ def run_flower(tmp: Path, files: list[Path], schema: Path, options: dict, seed: 
         node_logs = [p.read_text(errors="replace") for p in tmp.glob("supernode*.log")]
         unauthorised = sum("401 Unauthorized" in text for text in node_logs)
         unauthorised_lines = sum(text.count("401 Unauthorized") for text in node_logs)
+        received = sum(len(re.findall(r"Receiving: query\.", text)) for text in node_logs)
+        over_cap = sum(text.count("started over the cap") for text in node_logs)
     finally:
         sampler.stop.set()
         sampler.join(5)
         lab.close()
     stages = stages_from_log(log_text)
     memory = sampler.summary()
-    messages = sum(s["silos"] for s in stages)
     launches = memory["per_kind"]["ClientApp"]["processes_seen"]
+    timings = result["timings_s"]
+    n_rounds = (result["diagnostics"].get("rounds") or {}).get("n_rounds") or 0
+    per_round = round(timings["rounds"] / n_rounds, 2) if n_rounds and "rounds" in timings else None
     return {"deployment_up_s": round(t_up, 1), "run_wall_s": round(wall, 1), "stages": stages,
-            "server_timings_s": result["timings_s"], "memory": memory,
-            "messages_to_silos": messages, "clientapp_launches": launches,
-            "clientapp_relaunches": max(launches - messages, 0),
+            "server_timings_s": timings, "seconds_per_round": per_round, "memory": memory,
+            "messages_to_silos": received, "clientapp_launches": launches,
+            "clientapp_relaunches": max(launches - received, 0),
+            "max_clientapps": max_clientapps, "peak_clientapps_alive": memory["per_kind"]["ClientApp"]["peak_alive"],
+            "clientapp_launcher": "flwr-clientapp" if max_clientapps is None or not light_clientapp
+            else "vcmc.flower.clientapp_main", "launches_over_the_cap": over_cap,
             "superexec_poll_interval_s": superexec_poll_interval or 1.0,
             "supernode_logs_with_401_unauthorized": unauthorised, "lines_401_unauthorized": unauthorised_lines,
-            "result": result}
+            "result": result, "silo_out": silo_out}
 
 
-def run_fit(tmp: Path, files: list[Path], schema: Path, options: dict, seed: int) -> dict:
+def run_fit(tmp: Path, files: list[Path], schema: Path, options: dict, seed: int, rounds: int = 1) -> dict:
+    """``vcmc fit`` on the same files with the deployment's effective options: its ``rounds`` (1: the one-shot
+    pass) with every silo built as the sites' node configs build them (``--silo-policy FILE``, a deployment
+    preview, FILE holding ``site_limits``)."""
     out = tmp / "fit-result"
     sets = [x for k, v in options.items() for x in ("--set", f"{k}={v}")]
+    policy = tmp / "silo-policy.toml"
+    policy.write_text("".join(f"{k} = {_toml(v)}\n" for k, v in site_limits(options, rounds).items()))
+    effective = ["--rounds", str(rounds), "--silo-policy", str(policy)]
     cmd = [str(Path(sys.executable).parent / "vcmc"), "fit", *map(str, files), "--schema", str(schema), "--out",
-           str(out), "--seed", str(seed), *sets]
+           str(out), "--seed", str(seed), *sets, *effective]
     t0 = time.monotonic()
     done = subprocess.run([sys.executable, "-c", _TIMED, *cmd], capture_output=True, text=True)
     wall = time.monotonic() - t0
     if done.returncode != 0:
         raise RuntimeError(f"vcmc fit failed:\n{done.stderr[-3000:]}")
     peak = json.loads(done.stdout.strip().splitlines()[-1])["peak_rss_mb"]
-    return {"wall_s": round(wall, 1), "peak_rss_mb": peak, "result": json.loads((out / "result.json").read_text())}
+    return {"wall_s": round(wall, 1), "peak_rss_mb": peak, "result": json.loads((out / "result.json").read_text()),
+            "out": out, "effective_options": effective}
+
+
+class Busy:
+    """``n`` CPU-bound processes (a loop of arithmetic, no data) beside the measured deployment: a host doing
+    other work. Each is its own process, stopped on exit."""
+
+    def __init__(self, n: int):
+        self.procs = [subprocess.Popen([sys.executable, "-c", "while True:\n    sum(range(10000))"])
+                      for _ in range(n)]
+
+    def cpu_s(self) -> float:
+        return round(sum(_cpu_ticks(p.pid) for p in self.procs) / os.sysconf("SC_CLK_TCK"), 1)
+
+    def close(self) -> None:
+        for p in self.procs:
+            p.kill()
+            p.wait(10)
 
 
 # runs a command and prints its children's peak RSS (ru_maxrss of the largest child, MB)
@@ -319,6 +410,7 @@ from flwr.proto.message_pb2 import Context
 from vcmc.flower.client import client_handle
 from vcmc.flower.records import encode_record
 stage, request, context = pickle.loads(open(sys.argv[2], "rb").read())[int(sys.argv[3])]
+state_bytes = len(context)
 context = context_from_proto(Context.FromString(context))
 before = set(sys.modules)
 t2 = time.perf_counter()
@@ -327,6 +419,7 @@ t3 = time.perf_counter()
 assert not reply.has_error(), reply.error.reason
 heavy = ("arviz", "arviz_plots", "arviz_stats", "matplotlib", "xarray", "scipy", "numba", "pandas", "pyarrow")
 print(json.dumps({"stage": stage.removeprefix("query."), "load_clientapp_s": round(t1 - t0, 3),
+                  "node_state_bytes": state_bytes,
                   "handle_s": round(t3 - t2, 3),
                   "peak_rss_mb": round(int(next(line.split()[1] for line in open("/proc/self/status")
                                                 if line.startswith("VmHWM:"))) / 1024, 1),
@@ -335,12 +428,13 @@ print(json.dumps({"stage": stage.removeprefix("query."), "load_clientapp_s": rou
 """
 
 
-def clientapp_cost(tmp: Path, options: dict, seed: int, rows: int = 300) -> list[dict]:
-    """What each message of a run costs the fresh ClientApp process Flower starts for it (one per message,
-    Flower's design): seconds to load the ClientApp module, seconds to answer, peak RSS and which heavy
-    libraries the module and the handler import. The messages are those of a 2-silo run (the ServerApp
-    over the test suite's in-process ``LoopbackGrid``, each node with its own ``Context``); each is then
-    answered again in a new process from the node state it arrived with."""
+def clientapp_cost(tmp: Path, options: dict, seed: int, rows: int = 300, rounds: int = 4) -> list[dict]:
+    """What each message of a run costs the fresh ClientApp process started for it (one per message,
+    Flower's design): seconds to load the ClientApp module, seconds to answer, peak RSS, which heavy
+    libraries the module and the handler import and the node state the message carries. The messages are
+    those of a 2-silo run with ``rounds`` rounds, each silo with its rounds' key (the ServerApp over the test suite's
+    in-process ``LoopbackGrid``, each node with its own ``Context``); each kind of message (and two round
+    sweeps) is then answered again in a new process from the node state it arrived with."""
     import pickle
 
     from flwr.common.serde import context_to_proto
@@ -352,7 +446,11 @@ def clientapp_cost(tmp: Path, options: dict, seed: int, rows: int = 300) -> list
     from vcmc.flower.server import server_main
 
     files, schema = make_files(tmp, 2, rows, seed)
-    nodes = {1 + i: {"data-path": str(f), "schema-path": str(schema), "silo-name": f.stem} for i, f in enumerate(files)}
+    keys = rounds_keys(tmp, [f.stem for f in files])
+    # two silos: each operator's min-peers lowered to 2 so that the rounds can run
+    nodes = {1 + i: {"data-path": str(f), "schema-path": str(schema), "silo-name": f.stem,
+                     "min-cluster-size": options["privacy.min-cluster-size"], "min-peers": 2, **keys[f.stem]}
+             for i, f in enumerate(files)}
     captured = []
     handle = client.client_handle
 
@@ -367,21 +465,79 @@ def clientapp_cost(tmp: Path, options: dict, seed: int, rows: int = 300) -> list
     try:
         from flwr.app import Context, RecordDict
 
-        rc = {**options, "out-dir": str(tmp / "probe-result"), "schema-path": str(schema), "seed": seed,
-              "min-nodes": 2}
+        rc = {**options, "aggregation.rounds": rounds, "out-dir": str(tmp / "probe-result"),
+              "schema-path": str(schema), "seed": seed, "min-nodes": 2}
         server_main(LoopbackGrid(nodes), Context(run_id=1, node_id=0, node_config={}, state=RecordDict(),
                                                  run_config=rc))
     finally:
         client.client_handle = handle
     (tmp / "messages.pkl").write_bytes(pickle.dumps(captured))
-    out = []
-    for i in range(len(captured)):
+    out, seen = [], {}
+    for i, (stage, _, _) in enumerate(captured):
+        seen[stage] = seen.get(stage, 0) + 1
+        if seen[stage] > (2 if stage == "query.round_sweep" else 1):
+            continue
         done = subprocess.run([sys.executable, "-c", _ONE_MESSAGE, str(ROOT / "flower_app"), str(tmp / "messages.pkl"),
                                str(i)], capture_output=True, text=True, timeout=600)
         if done.returncode != 0:
             raise RuntimeError(f"answering message {i} in a fresh process failed:\n{done.stderr[-3000:]}")
         out.append(json.loads(done.stdout.strip().splitlines()[-1]))
     return out
+
+
+# CPU seconds a new process spends on its imports (the median of ``repeats`` processes)
+_IMPORT_CPU = "import time; t = time.process_time(); {imports}; print(time.process_time() - t)"
+LAUNCHER_IMPORTS = {
+    "flwr-clientapp": "from flwr.supernode.cli import flwr_clientapp",
+    "vcmc.flower.clientapp_main": "import vcmc.flower.clientapp_main; from flwr.supernode.runtime.run_clientapp "
+                                  "import run_clientapp; from flwr.common.args import try_obtain_flwr_app_token",
+}
+
+
+def launcher_cost(repeats: int = 7) -> dict:
+    """CPU seconds of the imports each ClientApp launcher makes before the app is loaded (new processes,
+    alternating, median of ``repeats`` each), and of interpreter start-up alone."""
+    times: dict[str, list[float]] = {"python alone": [], **{k: [] for k in LAUNCHER_IMPORTS}}
+    for _ in range(repeats):
+        for name in times:
+            code = "pass" if name == "python alone" else LAUNCHER_IMPORTS[name]
+            t = time.perf_counter()
+            r = subprocess.run([sys.executable, "-c", _IMPORT_CPU.format(imports=code)], capture_output=True,
+                               text=True, check=True)
+            wall = time.perf_counter() - t
+            times[name].append((float(r.stdout.strip()), wall))
+    return {name: {"import_cpu_s": round(float(np.median([c for c, _ in v])), 3),
+                   "process_wall_s": round(float(np.median([w for _, w in v])), 3)} for name, v in times.items()}
+
+
+def round_cost(tmp_root: Path, n_sites: int, rows: int, rounds: int, repeats: int, options: dict, seed: int,
+               sample: float, timeout: float, max_clientapps: int) -> dict:
+    """Seconds per round of a deployment of ``n_sites`` (ClientApp start-up included), for each ClientApp
+    launcher, ``repeats`` runs each, alternating; and the ClientApp CPU seconds per message."""
+    runs = []
+    for k in range(repeats):
+        for light in (False, True):
+            with tempfile.TemporaryDirectory(prefix="vcmc-round-cost-", dir=tmp_root) as name:
+                tmp = Path(name)
+                data = tmp / "data"
+                data.mkdir()
+                files, schema = make_files(data, n_sites, rows, seed)
+                r = run_flower(tmp, files, schema, options, seed, sample, timeout,
+                               run_options={"aggregation.rounds": rounds, "assessment.enabled": "false"},
+                               max_clientapps=max_clientapps, light_clientapp=light, rounds=rounds)
+            clientapp = r["memory"]["per_kind"]["ClientApp"]
+            runs.append({"repeat": k, "launcher": r["clientapp_launcher"], "seconds_per_round": r["seconds_per_round"],
+                         "rounds_s": r["server_timings_s"].get("rounds"), "run_wall_s": r["run_wall_s"],
+                         "messages": r["messages_to_silos"], "clientapp_launches": r["clientapp_launches"],
+                         "clientapp_cpu_s_per_message": round(clientapp["cpu_s"] / max(r["messages_to_silos"], 1), 3),
+                         "clientapp_peak_rss_mb": clientapp["peak_rss_mb"]})
+            print(json.dumps(runs[-1]))  # noqa: T201
+    summary = {}
+    for launcher in dict.fromkeys(r["launcher"] for r in runs):
+        mine = [r for r in runs if r["launcher"] == launcher]
+        summary[launcher] = {key: round(float(np.median([r[key] for r in mine])), 3)
+                             for key in ("seconds_per_round", "clientapp_cpu_s_per_message", "run_wall_s")}
+    return {"runs": runs, "median": summary}
 
 
 def idle_cost(tmp: Path, n_sites: int, seconds: float, poll_interval: float | None) -> dict:
@@ -422,89 +578,161 @@ def idle_cost(tmp: Path, n_sites: int, seconds: float, poll_interval: float | No
                                           for k in ("SuperNode", "SuperExec")}}
 
 
-def compare(flower: dict, fit: dict) -> dict:
+def compare(flower: dict, fit: dict, silo_out: Path | None = None, fit_out: Path | None = None) -> dict:
+    """The Flower result against vcmc fit's: silos, weights, cluster sizes, WAIC and, with the folders, every
+    silo's assignments and memberships files (written on the silo's side by the deployment)."""
+    import pandas as pd
+
     wf = np.array([c["weight"] for c in flower["clusters"]])
     wv = np.array([c["weight"] for c in fit["clusters"]])
     same_shape = wf.shape == wv.shape
-    waic = [r.get("diagnostics", {}).get("waic", {}).get("elpd_waic") for r in (flower, fit)]
-    return {"same_silos_in_order": flower["silos"] == fit["silos"],
-            "n_clusters": [flower["n_clusters"], fit["n_clusters"]],
-            "max_abs_weight_difference": float(np.max(np.abs(wf - wv))) if same_shape else None,
-            "same_cluster_sizes": same_shape and [c["size_per_silo"] for c in flower["clusters"]]
-            == [c["size_per_silo"] for c in fit["clusters"]],
-            "elpd_waic": waic}
+
+    def waic(r):
+        return (r.get("diagnostics", {}).get("waic") or {}).get("elpd_waic")
+
+    out = {"same_silos_in_order": flower["silos"] == fit["silos"],
+           "n_clusters": [flower["n_clusters"], fit["n_clusters"]],
+           "max_abs_weight_difference": float(np.max(np.abs(wf - wv))) if same_shape else None,
+           "same_cluster_sizes": same_shape and [c["size_per_silo"] for c in flower["clusters"]]
+           == [c["size_per_silo"] for c in fit["clusters"]],
+           "elpd_waic": [waic(flower), waic(fit)]}
+    if silo_out is not None and fit_out is not None:
+        worst, same_labels = 0.0, True
+        for kind in ("assignments", "memberships"):
+            fitted = pd.read_csv(fit_out / f"{kind}.csv")
+            for name in flower["silos"]:
+                mine = pd.read_csv(silo_out / name / f"{kind}.csv")
+                theirs = fitted[fitted.silo == name].reset_index(drop=True)
+                if mine.shape != theirs.shape or list(mine.columns) != list(theirs.columns):
+                    return {**out, "same_row_files": False}
+                p = [c for c in mine.columns if c.startswith("p")]
+                worst = max(worst, float(np.max(np.abs(mine[p].to_numpy() - theirs[p].to_numpy()))))
+                same_labels &= mine.drop(columns=p).equals(theirs.drop(columns=p))
+        out["same_row_labels"] = bool(same_labels)
+        out["max_abs_membership_difference"] = worst
+    return out
 
 
-def markdown(reports: list[dict], cost: dict | None = None) -> str:
+def identical(c: dict) -> bool:
+    w = [x for x in c["elpd_waic"] if x is not None]
+    return bool(c["same_silos_in_order"] and c["same_cluster_sizes"] and (c["max_abs_weight_difference"] or 0) < 1e-9
+                and c.get("same_row_labels", True) and (c.get("max_abs_membership_difference") or 0) < 1e-9
+                and (len(w) != 2 or abs(w[0] - w[1]) <= 1e-9 * abs(w[0])))
+
+
+def _label(r: dict) -> str:
+    return f"{r['sites']} sites" + (f", {r['rounds']} rounds" if r.get("rounds", 1) > 1 else ", one-shot")
+
+
+def markdown(reports: list[dict], cost: dict | None = None, rounds: dict | None = None) -> str:
     lines = ["# Flower deployment on one host against `vcmc fit`", "",
-             "Written by `benchmarks/flower.py` from the `flower-<sites>.json` files beside this one (each section",
-             "gives its command and commit). Figures from a shared, busy machine: read the ratios, not the seconds.",
-             "30 sites did not complete on this 2-core host: 30-sites-shared-host.md says what they showed and why.",
-             "The lighter ClientApp imports against the previous code: clientapp-before-after.md. Idle CPU of the",
-             "SuperNodes and SuperExecs by SuperExec poll interval: idle-cpu.json.",
-             "", "| sites | iterations | rows per site | Flower run (s) | vcmc fit (s) | ratio | identical | "
-             "peak PSS, all (MB) | processes seen | messages to silos | ClientApp launches (relaunches) | "
-             "SuperExec poll (s) |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "Written by `benchmarks/flower.py` from the `flower-*.json`, `clientapp-cost.json` and `round-cost.json`",
+             "files beside this one (each gives its command and commit). The sites are started with `vcmc supernode`",
+             "and a launch cap (docs/federation.md §3.6) unless the cap column says `none (Flower's SuperExec)`;",
+             "`busy` is the number of CPU-bound processes that ran beside the deployment (part of the command).",
+             "`vcmc fit` ran with the deployment's effective options: `--rounds R --silo-policy FILE` (R = 1: the",
+             "one-shot pass), FILE holding the sites' node-config keys other than their paths; for rounds every site",
+             "had its rounds' key from `vcmc keygen` and `reproducible-rounds = true`. Figures from a shared 2-core",
+             "machine: read the ratios within one run, not the seconds. Older measurements: 30-sites-shared-host.md",
+             "(30 sites before the cap), clientapp-before-after.md, idle-cpu.json.",
+             "", "| run | iterations | rows per site | busy | Flower run (s) | vcmc fit (s) | ratio | identical | "
+             "s per round | peak PSS, all (MB) | cap (most ClientApps alive) | messages to silos | "
+             "ClientApp launches (relaunches) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in reports:
-        c = r["comparison"]
-        same = c["same_silos_in_order"] and c["same_cluster_sizes"] and (c["max_abs_weight_difference"] or 0) < 1e-9
-        seen = sum(v["processes_seen"] for v in r["flower"]["memory"]["per_kind"].values())
-        lines.append(f"| {r['sites']} | {r['iterations']} | {r['rows']} | {r['flower']['run_wall_s']} | "
-                     f"{r['fit']['wall_s']} | "
-                     f"{r['flower']['run_wall_s'] / r['fit']['wall_s']:.2f} | {'yes' if same else 'NO'} | "
-                     f"{r['flower']['memory']['peak_total_pss_mb']} | {seen} | "
-                     f"{r['flower'].get('messages_to_silos', '')} | {r['flower'].get('clientapp_launches', '')} "
-                     f"({r['flower'].get('clientapp_relaunches', '')}) | "
-                     f"{r['flower'].get('superexec_poll_interval_s', 1.0)} |")
+        f = r["flower"]
+        cap = f.get("max_clientapps")
+        cap_text = "none (Flower's SuperExec)" if cap is None else f"{cap or 'none'}"
+        lines.append(f"| {_label(r)} | {r['iterations']} | {r['rows']} | {r.get('busy', 0)} | {f['run_wall_s']} | "
+                     f"{r['fit']['wall_s']} | {f['run_wall_s'] / r['fit']['wall_s']:.2f} | "
+                     f"{'yes' if identical(r['comparison']) else 'NO'} | {f.get('seconds_per_round') or '–'} | "
+                     f"{f['memory']['peak_total_pss_mb']} | {cap_text} ({f.get('peak_clientapps_alive', '?')}) | "
+                     f"{f.get('messages_to_silos', '')} | {f.get('clientapp_launches', '')} "
+                     f"({f.get('clientapp_relaunches', '')}) |")
     for r in reports:
-        lines += ["", f"## {r['sites']} sites", "", f"Command: `{r['command']}` at commit `{r['commit']}`, "
-                  f"{r['cores']} cores.", "",
+        f = r["flower"]
+        lines += ["", f"## {_label(r)}", "", f"Command: `{r['command']}` at commit `{r['commit']}`, "
+                  f"{r['cores']} cores, {r.get('busy', 0)} CPU-bound processes beside it. `vcmc fit` options: "
+                  f"`{' '.join(r['fit'].get('effective_options', []))}`.", "",
                   "Stages (ServerApp's server.log; server-side steps from result.json):",
                   "", "| stage | silos replied | seconds | received |", "| --- | --- | --- | --- |"]
         lines += [f"| {s['stage']} | {s['replied']} of {s['silos']} | {s['seconds']} | {s['received']} |"
-                  for s in r["flower"]["stages"]]
-        t = r["flower"]["server_timings_s"]
+                  for s in f["stages"]]
+        t = f["server_timings_s"]
         lines += ["", "Server-side: " + ", ".join(f"{k} {v:.1f} s" for k, v in t.items()) +
                   "; `vcmc fit`: " + ", ".join(f"{k} {v:.1f} s" for k, v in r["fit"]["timings_s"].items()), "",
-                  "| process kind | processes seen | peak RSS of one (MB) | peak PSS of all at once (MB) | "
-                  "CPU, all (s) |", "| --- | --- | --- | --- | --- |"]
-        for kind, v in r["flower"]["memory"]["per_kind"].items():
-            lines.append(f"| {kind} | {v['processes_seen']} | {v['peak_rss_mb']} | {v['peak_pss_sum_mb']} | "
-                         f"{v.get('cpu_s', '')} |")
-        lines.append(f"| `vcmc fit` (one process) | 1 | {r['fit']['peak_rss_mb']} | | |")
-        lines += ["", f"SuperNode logs with `401 Unauthorized`: "
-                  f"{r['flower'].get('supernode_logs_with_401_unauthorized', '')} of {r['sites']} "
-                  f"({r['flower'].get('lines_401_unauthorized', '')} lines)."]
-        d = r["silo_data_per_message"]
-        lines += ["", "Silo data per ClientApp message: reading and encoding the file "
-                  f"{d['read_and_encode_file_s']} s, "
-                  f"rebuilding from the node state {d['from_node_state_s']} s (state {d['node_state_bytes']} bytes)."]
+                  "| process kind | processes seen | most alive at once | peak RSS of one (MB) | "
+                  "peak PSS of all at once (MB) | CPU, all (s) |", "| --- | --- | --- | --- | --- | --- |"]
+        for kind, v in f["memory"]["per_kind"].items():
+            lines.append(f"| {kind} | {v['processes_seen']} | {v.get('peak_alive', '')} | {v['peak_rss_mb']} | "
+                         f"{v['peak_pss_sum_mb']} | {v.get('cpu_s', '')} |")
+        lines.append(f"| `vcmc fit` (one process) | 1 | 1 | {r['fit']['peak_rss_mb']} | | |")
+        c = r["comparison"]
+        lines += ["", f"Against `vcmc fit`: weights differ by at most {c['max_abs_weight_difference']}, memberships by "
+                  f"{c.get('max_abs_membership_difference', '–')}; same labels in every silo's assignments.csv: "
+                  f"{c.get('same_row_labels', '–')}; WAIC elpd {c['elpd_waic'][0]} and {c['elpd_waic'][1]}.",
+                  "", f"SuperNode logs with `401 Unauthorized`: {f.get('supernode_logs_with_401_unauthorized', '')} of "
+                  f"{r['sites']} ({f.get('lines_401_unauthorized', '')} lines); launches over the cap: "
+                  f"{f.get('launches_over_the_cap', '–')}; CPU of the busy processes {r.get('busy_cpu_s', '–')} s."]
+        d = r.get("silo_data_per_message")
+        if d:
+            lines += ["", "Silo data per ClientApp message: reading and encoding the file "
+                      f"{d['read_and_encode_file_s']} s, rebuilding from the node state {d['from_node_state_s']} s "
+                      f"(state {d['node_state_bytes']} bytes)."]
+    if rounds:
+        lines += ["", "## The rounds in a deployment: seconds per round by ClientApp launcher", "",
+                  f"Command: `{rounds['command']}` at commit `{rounds['commit']}`, {rounds['cores']} cores: "
+                  f"{rounds['sites']} sites of {rounds['rows']} rows, {rounds['rounds']} rounds, cap "
+                  f"{rounds['max_clientapps']}, runs alternating between the launchers.", "",
+                  "| launcher | s per round (median) | ClientApp CPU s per message (median) | run (s, median) |",
+                  "| --- | --- | --- | --- |"]
+        lines += [f"| {k} | {v['seconds_per_round']} | {v['clientapp_cpu_s_per_message']} | {v['run_wall_s']} |"
+                  for k, v in rounds["median"].items()]
     if cost:
         lines += ["", "## One message, one ClientApp process", "",
-                  f"Command: `{cost['command']}` at commit `{cost['commit']}`. Each message of a 2-silo run "
-                  "(300 rows each) answered again in a fresh process, as Flower's SuperExec runs it: load the "
-                  "ClientApp module (Flower, vcmc's handler), then answer from the node state.", "",
-                  "| message | load ClientApp (s) | answer (s) | peak RSS (MB) | heavy libraries the answer imported |",
-                  "| --- | --- | --- | --- | --- |"]
+                  f"Command: `{cost['command']}` at commit `{cost['commit']}`. Each kind of message of a 2-silo run "
+                  f"with rounds ({cost['rows']} rows each) answered again in a fresh process, as the SuperExec runs "
+                  "it: load the ClientApp module (Flower's app API, vcmc's handler), then answer from the node "
+                  "state the message came with.", "",
+                  "| message | load ClientApp (s) | answer (s) | peak RSS (MB) | node state (bytes) | "
+                  "heavy libraries the answer imported |", "| --- | --- | --- | --- | --- | --- |"]
         lines += [f"| {m['stage']} | {m['load_clientapp_s']} | {m['handle_s']} | {m['peak_rss_mb']} | "
-                  f"{', '.join(m['imported_by_handler']) or 'none'} |" for m in cost["messages"]]
+                  f"{m.get('node_state_bytes', '')} | {', '.join(m['imported_by_handler']) or 'none'} |"
+                  for m in cost["messages"]]
+        if cost.get("launchers"):
+            lines += ["", "Imports of the ClientApp process before the app loads (CPU seconds, median of new "
+                      "processes):", "", "| launcher | import CPU (s) | process wall (s) |", "| --- | --- | --- |"]
+            lines += [f"| {k} | {v['import_cpu_s']} | {v['process_wall_s']} |" for k, v in cost["launchers"].items()]
     return "\n".join(lines) + "\n"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sites", type=int, nargs="+", default=[8, 30])
-    ap.add_argument("--iterations", type=int, default=50_000)
-    ap.add_argument("--rows", type=int, default=1000, help="rows per site")
+    ap.add_argument("--iterations", type=int, default=2000)
+    ap.add_argument("--rows", type=int, default=300, help="rows per site")
+    ap.add_argument("--rounds", type=int, default=1, help="aggregation.rounds of the runs (1: the one-shot pass)")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--sample", type=float, default=0.5, help="seconds between memory samples")
     ap.add_argument("--timeout", type=float, default=7200, help="seconds a Flower run may take")
     ap.add_argument("--min-available-mb", type=float, default=2000,
                     help="stop a deployment when the host's available memory falls under this (0: never)")
+    ap.add_argument("--max-clientapps", type=int, default=os.cpu_count() or 1,
+                    help="launch cap of vcmc supernode: ClientApps alive at once over the host (default: its cores; "
+                         "0: none)")
+    ap.add_argument("--flower-superexec", action="store_true",
+                    help="start the sites with flower-supernode and Flower's SuperExec (no cap) instead")
+    ap.add_argument("--flower-clientapp", action="store_true",
+                    help="vcmc's SuperExec starts Flower's flwr-clientapp instead of vcmc's launcher")
+    ap.add_argument("--busy", type=int, default=0, metavar="K",
+                    help="run K CPU-bound processes beside the whole invocation (a host doing other work)")
     ap.add_argument("--superexec-poll-interval", type=float, default=None,
                     help="seconds between each SuperExec's polls of its SuperNode for a task "
                          "(Flower's FLWR_SUPEREXEC_TASK_POLL_INTERVAL; Flower's default 1 s)")
+    ap.add_argument("--skip-clientapp-cost", action="store_true", help="do not measure one message per process")
+    ap.add_argument("--round-cost", type=int, default=0, metavar="N",
+                    help="instead: seconds per round of N sites for each ClientApp launcher (round-cost.json)")
+    ap.add_argument("--repeats", type=int, default=3, help="with --round-cost: runs per launcher")
     ap.add_argument("--idle", type=float, default=0, metavar="SECONDS",
                     help="instead of runs: measure the idle CPU of 8 SuperNodes for SECONDS with Flower's default "
                          "SuperExec poll interval and with --superexec-poll-interval (idle-cpu.json)")
@@ -518,48 +746,69 @@ def main() -> None:
     options = {"sampler.n-iter": args.iterations, "sampler.burn-in": args.iterations // 2,
                "privacy.min-cluster-size": 10}
     command = " ".join(["python", "benchmarks/flower.py", *sys.argv[1:]])
+    cap = None if args.flower_superexec else args.max_clientapps
+    args.out.mkdir(parents=True, exist_ok=True)
     if args.idle:
         rows = []
         for poll in (None, args.superexec_poll_interval or 5.0):
             with tempfile.TemporaryDirectory(prefix="vcmc-flower-idle-") as tmp_name:
                 rows.append(idle_cost(Path(tmp_name), 8, args.idle, poll))
-        args.out.mkdir(parents=True, exist_ok=True)
         atomic_write_text(args.out / "idle-cpu.json", json.dumps(
             {"benchmark": "flower-idle", "command": command, "commit": commit(), "cores": os.cpu_count(),
              "measurements": rows}, indent=2) + "\n")
         print(json.dumps(rows))  # noqa: T201
         return
-    reports = []
-    with tempfile.TemporaryDirectory(prefix="vcmc-clientapp-") as tmp_name:
-        cost = {"benchmark": "flower-clientapp", "command": command, "commit": commit(), "cores": os.cpu_count(),
-                "rows": 300, "iterations": args.iterations, "messages": clientapp_cost(Path(tmp_name), options,
-                                                                                       args.seed)}
-    args.out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(args.out / "clientapp-cost.json", json.dumps(cost, indent=2) + "\n")
-    for n in args.sites:
-        with tempfile.TemporaryDirectory(prefix=f"vcmc-flower-{n}-") as tmp_name:
-            tmp = Path(tmp_name)
-            data = tmp / "data"
-            data.mkdir()
-            files, schema = make_files(data, n, args.rows, args.seed)
-            flower = run_flower(tmp, files, schema, options, args.seed, args.sample, args.timeout,
-                                args.min_available_mb, args.superexec_poll_interval)
-            fit = run_fit(tmp, files, schema, options, args.seed)
-            per_message = data_read_cost(files[0], schema)
-        report = {"benchmark": "flower", "command": command, "commit": commit(), "cores": os.cpu_count(),
-                  "sites": n, "rows": args.rows, "iterations": args.iterations, "seed": args.seed,
-                  "flower": {k: v for k, v in flower.items() if k != "result"},
-                  "fit": {"wall_s": fit["wall_s"], "peak_rss_mb": fit["peak_rss_mb"],
-                          "timings_s": fit["result"]["timings_s"]},
-                  "silo_data_per_message": per_message,
-                  "comparison": compare(flower["result"], fit["result"])}
-        reports.append(report)
-        args.out.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(args.out / f"flower-{n}.json", json.dumps(report, indent=2) + "\n")
-        print(json.dumps({"sites": n, "flower_s": flower["run_wall_s"], "fit_s": fit["wall_s"],  # noqa: T201
-                          **report["comparison"]}))
-    saved = [json.loads(p.read_text()) for p in args.out.glob("flower-*.json")]
-    atomic_write_text(args.out / "README.md", markdown(sorted(saved, key=lambda r: r["sites"]), cost))
+    busy = Busy(args.busy)
+    try:
+        if args.round_cost:
+            with tempfile.TemporaryDirectory(prefix="vcmc-round-cost-") as tmp_name:
+                rc = round_cost(Path(tmp_name), args.round_cost, args.rows, args.rounds, args.repeats, options,
+                                args.seed, args.sample, args.timeout, args.max_clientapps)
+            atomic_write_text(args.out / "round-cost.json", json.dumps(
+                {"benchmark": "flower-round-cost", "command": command, "commit": commit(), "cores": os.cpu_count(),
+                 "sites": args.round_cost, "rows": args.rows, "rounds": args.rounds, "iterations": args.iterations,
+                 "max_clientapps": args.max_clientapps, "busy": args.busy, **rc}, indent=2) + "\n")
+        else:
+            if not args.skip_clientapp_cost:
+                with tempfile.TemporaryDirectory(prefix="vcmc-clientapp-") as tmp_name:
+                    cost = {"benchmark": "flower-clientapp", "command": command, "commit": commit(),
+                            "cores": os.cpu_count(), "rows": 300, "iterations": args.iterations,
+                            "launchers": launcher_cost(),
+                            "messages": clientapp_cost(Path(tmp_name), options, args.seed)}
+                atomic_write_text(args.out / "clientapp-cost.json", json.dumps(cost, indent=2) + "\n")
+            for n in args.sites:
+                with tempfile.TemporaryDirectory(prefix=f"vcmc-flower-{n}-") as tmp_name:
+                    tmp = Path(tmp_name)
+                    data = tmp / "data"
+                    data.mkdir()
+                    files, schema = make_files(data, n, args.rows, args.seed)
+                    flower = run_flower(tmp, files, schema, options, args.seed, args.sample, args.timeout,
+                                        args.min_available_mb, args.superexec_poll_interval,
+                                        run_options={"aggregation.rounds": args.rounds}, max_clientapps=cap,
+                                        light_clientapp=not args.flower_clientapp, rounds=args.rounds)
+                    fit = run_fit(tmp, files, schema, options, args.seed, rounds=args.rounds)
+                    comparison = compare(flower["result"], fit["result"], flower["silo_out"], fit["out"])
+                    per_message = data_read_cost(files[0], schema)
+                report = {"benchmark": "flower", "command": command, "commit": commit(), "cores": os.cpu_count(),
+                          "sites": n, "rows": args.rows, "iterations": args.iterations, "rounds": args.rounds,
+                          "seed": args.seed, "busy": args.busy, "busy_cpu_s": busy.cpu_s(),
+                          "flower": {k: v for k, v in flower.items() if k not in ("result", "silo_out")},
+                          "fit": {"wall_s": fit["wall_s"], "peak_rss_mb": fit["peak_rss_mb"],
+                                  "timings_s": fit["result"]["timings_s"],
+                                  "effective_options": fit["effective_options"]},
+                          "silo_data_per_message": per_message, "comparison": comparison}
+                name = f"flower-{n}" + (f"-rounds{args.rounds}" if args.rounds > 1 else "")
+                atomic_write_text(args.out / f"{name}.json", json.dumps(report, indent=2) + "\n")
+                print(json.dumps({"sites": n, "flower_s": flower["run_wall_s"], "fit_s": fit["wall_s"],  # noqa: T201
+                                  "identical": identical(comparison), **comparison}))
+    finally:
+        busy.close()
+    saved = [json.loads(p.read_text()) for p in sorted(args.out.glob("flower-*.json"))]
+    cost_file, rounds_file = args.out / "clientapp-cost.json", args.out / "round-cost.json"
+    atomic_write_text(args.out / "README.md", markdown(
+        sorted(saved, key=lambda r: (r["sites"], r.get("rounds", 1))),
+        json.loads(cost_file.read_text()) if cost_file.is_file() else None,
+        json.loads(rounds_file.read_text()) if rounds_file.is_file() else None))
 
 
 if __name__ == "__main__":

@@ -72,3 +72,19 @@ def ctrl_c_not_ignored():
     yield
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """Keep a module's ``xdist_group`` on one worker (``--dist=loadgroup``, pyproject's addopts), so that a
+    module-scoped real-Flower lab is set up once. pytest-xdist 3.8 names the group in an item's node id by
+    assigning ``item._nodeid``, which pytest 9.2 no longer reads (its id is ``item._id``, a ``NodeId``): without
+    this, each worker set up its own copy of the lab. Remove once pytest-xdist supports pytest 9.2's ids."""
+    if not getattr(config.option, "loadgroup", False):      # set on xdist's workers only
+        return
+    for item in items:
+        names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                        for m in item.iter_markers("xdist_group")})
+        node_id = getattr(item, "_id", None)
+        if names and node_id is not None and "@" not in item.nodeid:
+            object.__setattr__(node_id, "_str_cache", f"{item.nodeid}@{'_'.join(names)}")

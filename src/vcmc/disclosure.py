@@ -167,7 +167,8 @@ PERSON = 0.5
 (soft sums: fractions of many rows' memberships): they need no complement."""
 
 
-def complementary_withholding(values, withheld, families, threshold: float, *, also=()) -> np.ndarray:
+def complementary_withholding(values, withheld, families, threshold: float, *, also=(),
+                              primary_max: float | None = None) -> np.ndarray:
     """The withheld entries, grown until no sum the receiver knows gives a withheld entry back.
 
     Each family of ``families`` is one kind of relation the receiver knows: ``families[f][n]`` is the group of
@@ -185,6 +186,11 @@ def complementary_withholding(values, withheld, families, threshold: float, *, a
 
     A group holding fewer than two entries to withhold keeps what it has: its sum is then what it is (a
     block whose people all share one value and whose cluster size is sent).
+
+    ``primary_max``: the largest value the primary rule withholds (under ``threshold``, or more where rounding
+    takes it under). A group whose withheld entries are all primaries is also grown when their sum pins each of
+    them (every one at ``primary_max``, or every one at 1: counts of 5 and 5 under a limit of 6, withheld
+    beside a 6, are 5 and 5 to a receiver who knows their sum and this rule).
 
     Parameters
     ----------
@@ -222,9 +228,17 @@ def complementary_withholding(values, withheld, families, threshold: float, *, a
             ids = g[hidden]
             n_hidden = np.bincount(ids, minlength=n_groups)
             totals = [np.bincount(ids, weights=a[hidden], minlength=n_groups) for a in sums]
-            need = (n_hidden == 1) & (totals[0] >= PERSON)
-            for t in totals:
+            need = np.zeros(n_groups, dtype=bool)
+            for a, t in zip(sums, totals, strict=True):
+                # one withheld entry that is not 0 in this array (others withheld beside it may be 0 here: an
+                # expected count under the limit beside a count of 0) is given back by the group's sum
+                n_positive = np.bincount(ids, weights=(a[hidden] > 0).astype(np.float64), minlength=n_groups)
+                need |= (n_positive == 1) & (t >= PERSON)
                 need |= (n_hidden > 0) & (t >= PERSON) & (t < threshold)
+            if primary_max is not None:
+                big = np.bincount(ids, weights=(v[hidden] > primary_max).astype(np.float64), minlength=n_groups)
+                pinned = (totals[0] >= n_hidden * float(primary_max) - 1e-9) | (totals[0] <= n_hidden + 1e-9)
+                need |= (n_hidden >= 2) & (big == 0) & pinned
             for grp in np.flatnonzero(need):     # the few groups that give something back, not every cell
                 cells = order[starts[grp]:starts[grp + 1]]
                 free = cells[positive[cells] & ~out[cells]]
@@ -290,6 +304,14 @@ def small_cells(counts: np.ndarray, below: int, round_to: int = 1) -> np.ndarray
     return (v > 0) & ((v < below) | (rounded < below))
 
 
+def primary_max(below: float, round_to: int = 1) -> int:
+    """The largest count the primary rule withholds (``small_cells``): under ``below``, or rounded under it."""
+    x = max(int(np.ceil(below)) - 1, 0)
+    while small_cells(np.asarray([x + 1.0]), below, round_to)[0]:
+        x += 1
+    return x
+
+
 def suppress_small_cells(counts: np.ndarray, below: int, n_modalities, *, columns: bool = False,
                          round_to: int = 1, families=None) -> tuple[np.ndarray, int]:
     """Set cells with a count in ``[1, below)`` (before or after rounding to ``round_to``) to 0, with
@@ -315,7 +337,8 @@ def suppress_small_cells(counts: np.ndarray, below: int, n_modalities, *, column
         families = table_families(out.shape, n_modalities, columns=columns)
     if not primary.any():
         return out, 0
-    suppressed = complementary_withholding(out, primary, families, float(below))
+    suppressed = complementary_withholding(out, primary, families, float(below),
+                                           primary_max=primary_max(below, round_to))
     out[suppressed] = 0
     return out, int(np.count_nonzero(suppressed))
 

@@ -39,6 +39,11 @@ def _rebuild_config_error(message, option, expected, got):
     return ConfigError(message, option=option, expected=expected, got=got)
 
 
+class FlowerInternalsChanged(VcmcError, RuntimeError):
+    """The installed Flower lacks an internal that vcmc's SuperExec relies on (``vcmc.flower.superexec``); the
+    message names the Flower version and the internal."""
+
+
 class InconsistentSiloSummaries(VcmcError, ValueError):
     """Summaries from different silos cannot be combined (schema, version, shapes)."""
 

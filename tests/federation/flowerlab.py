@@ -45,6 +45,32 @@ def processes_with(marker: str) -> list[int]:
     return found
 
 
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+    except OSError:
+        return b""
+
+
+CLIENTAPP_MARKERS = (b"flwr-clientapp", b"vcmc.flower.clientapp_main")
+"""Command-line words of a ClientApp process: Flower's program, or vcmc's launcher (vcmc.flower.superexec)."""
+
+
+def is_clientapp(pid: int) -> bool:
+    """A live ClientApp process started by a SuperExec: not a fork of a ClientApp that has not yet run its own
+    program (it shows its parent's command line for that instant), and not exiting (a process gives its memory
+    back before it closes its files, a launch slot's among them: no VmRSS then)."""
+    if not any(m in _cmdline(pid) for m in CLIENTAPP_MARKERS):
+        return False
+    try:
+        parent = int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
+        if "VmRSS:" not in Path(f"/proc/{pid}/status").read_text():
+            return False
+    except (OSError, ValueError, IndexError):
+        return False
+    return not any(m in _cmdline(parent) for m in CLIENTAPP_MARKERS)
+
+
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "federation.md"
 _TLS_MARKER = "<!-- tls-commands:"
 
@@ -88,11 +114,24 @@ def make_node_key(folder: Path, name: str) -> Path:
 
 
 class Lab:
-    """SuperLink + SuperNodes on loopback; ``close()`` stops them all and checks none is left behind."""
+    """SuperLink + SuperNodes on loopback; ``close()`` stops them all and checks none is left behind.
 
-    def __init__(self, tmp_path: Path, *, secure: bool = False):
+    ``max_clientapps`` (an int, 0 for no cap): every SuperNode is started with the operators' command
+    ``vcmc supernode`` (``--isolation process`` and vcmc's SuperExec, at most that many ClientApps alive at once
+    over the lab's SuperNodes, which share one slots folder); None: with ``flower-supernode`` itself
+    (``--isolation subprocess``, Flower's SuperExec). ``light_clientapp=False`` has vcmc's SuperExec start
+    Flower's own ``flwr-clientapp``."""
+
+    def __init__(self, tmp_path: Path, *, secure: bool = False, max_clientapps: int | None = None,
+                 light_clientapp: bool = True, poll_interval: float | None = None,
+                 trusted_bundles: tuple[str, ...] = ()):
         self.tmp = tmp_path
         self.secure = secure
+        self.max_clientapps = max_clientapps
+        self.light_clientapp = light_clientapp
+        self.poll_interval = poll_interval
+        self.trusted_bundles = tuple(trusted_bundles)     # the app bundles' hashes every site pinned
+        self.slots_dir = tmp_path / "launch-slots"
         self.home = tmp_path / "flwr"
         self.home.mkdir()
         self.env = dict(os.environ, FLWR_HOME=str(self.home), FLWR_TELEMETRY_ENABLED="0",
@@ -153,6 +192,19 @@ class Lab:
                         insecure: bool | None = None) -> subprocess.Popen:
         insecure = (not self.secure) if insecure is None else insecure
         security = ["--insecure"] if insecure else ["--root-certificates", str(self.tls["ca"])]
+        if self.max_clientapps is not None:     # the operators' command (docs/federation.md §3.3)
+            if key is not None:
+                security += ["--auth-key", str(key)]
+            extra = ["--max-clientapps", str(self.max_clientapps), "--slots-dir", str(self.slots_dir)]
+            if not self.light_clientapp:
+                extra.append("--flower-clientapp")
+            if self.poll_interval is not None:
+                extra += ["--poll-interval", f"{self.poll_interval:g}"]
+            for bundle in self.trusted_bundles:
+                extra += ["--trusted-bundle", bundle]
+            return self.spawn(str(BIN / "vcmc"), "supernode", *security, "--superlink", f"127.0.0.1:{self.port}",
+                              "--host", "127.0.0.1", "--port", str(free_port()), *extra, "--node-config",
+                              node_config, log=log)
         if key is not None:
             security += ["--auth-supernode-private-key", str(key)]
         return self.spawn(str(BIN / "flower-supernode"), *security, "--superlink", f"127.0.0.1:{self.port}",

@@ -172,17 +172,17 @@ def test_flower_run_equals_in_process_run(federation):
     from vcmc.federation.faults import load_summaries
     from vcmc.federation.transport import InProcessTransport
     from vcmc.pipeline import run_vcmc
-    from vcmc.silo.local import LocalSilo
 
     # the default rounds (auto) of a deployment whose operators set no rounds keys are the one-shot pass, and
     # the result says why
     plan = flower["diagnostics"]["rounds_plan"]
     assert plan["requested"] == "auto" and plan["rounds"] == 1 and "rounds-key" in plan["reason"]
     cfg = config_from_mapping({**OVERRIDES, "aggregation.rounds": 1})
-    from vcmc.config import PrivacyConfig
+    from vcmc.flower.preview import deployment_silos, parse_silo_policy
 
-    silos = [LocalSilo(read_csv(p, schema=str(schema_path), name=n),
-                       privacy=PrivacyConfig(min_cluster_size=5)) for n, p in sorted(csvs)]
+    # the silos as the SuperNodes' node configs build them (a deployment's release rules: vcmc fit --silo-policy)
+    silos = deployment_silos([read_csv(p, schema=str(schema_path), name=n) for n, p in sorted(csvs)],
+                             parse_silo_policy({"min-cluster-size": 5}))
     with InProcessTransport(silos) as tr:
         local = run_vcmc(tr, cfg, rng=SEED)
 

@@ -62,6 +62,36 @@ def test_the_retired_options_warn_and_are_ignored():
             AggregationConfig(**{name: True})
 
 
+def test_the_plan_says_what_the_other_mode_makes_of_the_same_options():
+    """Every result says what the other mode (a deployment for the analyst's own session, the other way round)
+    makes of the same options, whether its answer can differ, and how to get the same answer in both."""
+    # the analyst's own session: automatic rounds; a deployment makes them where every silo is set up, else one pass
+    _, own = resolve_rounds(_config(), own_session=True)
+    other = own["other_mode"]
+    assert (other["mode"], other["rounds"], other["rounds_not_set_up"]) == ("deployment", AUTO_MAX_ROUNDS, 1)
+    assert other["differs"] and "rounds-key and rounds-peers" in other["note"] and "min-peers" in other["note"]
+    assert "vcmc fit --rounds 1 gives" in other["note"] and "--silo-policy" in other["note"]
+    assert "reproducible-rounds = true" in other["note"]
+    # a deployment set up for the rounds makes the same automatic rounds as the analyst's own session
+    _, ready = resolve_rounds(_config(), own_session=False, ready=True)
+    assert ready["rounds"] == AUTO_MAX_ROUNDS and ready["other_mode"]["rounds"] == AUTO_MAX_ROUNDS
+    assert ready["other_mode"]["differs"] and "--silo-policy" in ready["other_mode"]["note"]
+    # one that is not makes the one-shot pass, which vcmc fit gives with --rounds 1
+    _, unready = resolve_rounds(_config(), own_session=False, ready=False)
+    assert unready["rounds"] == 1 and unready["other_mode"]["rounds"] == AUTO_MAX_ROUNDS
+    assert unready["other_mode"]["differs"] and "vcmc fit --rounds 1 --silo-policy" in unready["other_mode"]["note"]
+    assert unready["other_mode"]["note"].startswith(unready["reason"])
+    for own_session, ready in ((True, None), (False, True), (False, False)):
+        one = resolve_rounds(_config(rounds=1), own_session=own_session, ready=ready)[1]["other_mode"]
+        assert not one["differs"] and one["rounds"] == 1
+        five = resolve_rounds(_config(rounds=5), own_session=own_session, ready=ready)[1]["other_mode"]
+        assert five["differs"] and five["rounds"] == 5 and "--silo-policy" in five["note"]
+    # explicit rounds in a deployment whose silos have no keys are refused, not replaced by the one-shot pass
+    five = resolve_rounds(_config(rounds=5), own_session=True)[1]["other_mode"]
+    assert five["rounds_not_set_up"] is None and "refuse" in five["note"]
+    assert not resolve_rounds(_config(), own_session=True, method="consensus")[1]["other_mode"]["differs"]
+
+
 @pytest.fixture(scope="module")
 def small_silo_design():
     """As tests/rounds/test_refine.py: a silo of 24 rows whose own posterior has one of the three clusters."""

@@ -123,10 +123,18 @@ def _crafted_start(name, request):
     return request
 
 
+def _thin_model(name, request):
+    if isinstance(request, RoundStartRequest):
+        # within every cap, a model that spreads the rows over 500 components of about one row each: the chain's
+        # rule then keeps the largest component alone, below the minimum cluster size
+        return dataclasses.replace(request, n_components=500, alpha=1e6, beta=np.full(request.beta.size, 1e6))
+    return request
+
+
 @pytest.mark.parametrize("tamper, match", [
     (_altered_vector, "does not verify"), (_other_start, "does not"), (_swapped_vectors, "does not verify"),
-    (_crafted_start, "plain"),
-], ids=["altered-vector", "another-start-for-one-silo", "swapped-vectors", "plain-vectors"])
+    (_crafted_start, "plain"), (_thin_model, "holds the minimum cluster size"),
+], ids=["altered-vector", "another-start-for-one-silo", "swapped-vectors", "plain-vectors", "thin-model"])
 def test_a_server_that_tampers_with_the_rounds_is_refused(sim, keys, tamper, match):
     with pytest.raises(SiloFailure, match=match):
         _run(_deployed(sim, keys), tamper)

@@ -405,3 +405,23 @@ def test_dp_account_in_result_json(silo_data):
     assert {s: v["releases"] for s, v in account["per_silo"].items()} == dict.fromkeys(
         [d.name for d in sim.silos], 2)
     assert account["epsilon_basic"] == pytest.approx(2.0)
+
+
+def test_two_small_clusters_whose_sum_pins_them_are_withheld_with_a_third():
+    # hypothesis found it: counts 5, 5 under a limit of 6 sum to 10, which only 5 + 5 gives among counts the rule
+    # withholds, so a release (0, 0, 6) beside the row count 16 gave both back; now the 6 is withheld with them
+    gate = _gate(min_size=6)
+    released, withheld = _released_counts(gate, np.array([[5.0, 5.0, 6.0]]))
+    assert withheld.all() and not released.any()
+    released, withheld = _released_counts(gate, np.array([[4.0, 5.0, 6.0]]))     # 4 + 5: two ways, enough
+    assert withheld[0].tolist() == [True, True, False]
+
+
+def test_one_withheld_count_beside_a_withheld_zero_is_not_given_back():
+    # hypothesis found it: at a minimum of 1, an expected count of 0.23 beside a count of 0 was withheld with a
+    # count of 1, which the row count then gave back (the other withheld count was 0); the 2 is withheld too
+    gate = _gate(1, 1, 0)
+    counts = np.array([0.0, 0.0, 1.0, 2.0])
+    expected = np.array([0.0, 0.23, 0.92, 1.85])
+    withheld = withheld_entries(gate, counts[None], also=(expected[None],))
+    assert withheld[0].tolist() == [False, True, True, True]

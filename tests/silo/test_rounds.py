@@ -130,6 +130,13 @@ def test_the_rounds_are_answered_once_each_and_in_order(silo_data):
         silo.handle(RoundFinishRequest())
 
 
+def test_no_sweep_is_answered_after_the_chain_stopped(silo_data):
+    silo = _ready(silo_data)
+    r = _alone(silo, checkpoints=np.array([3]))
+    with pytest.raises(DisclosureError, match="stopped at round 3; no further sweep"):
+        silo.handle(RoundSweepRequest(round=r, vectors=np.zeros((1, 4), dtype=np.uint64), tags=NO_TAGS))
+
+
 def test_a_deployment_refuses_rounds_without_its_operators_consent_or_keys(silo_data):
     from vcmc.silo.secure_sum import new_key
 
@@ -326,3 +333,19 @@ def test_the_sweep_keeps_weights_and_likelihoods_far_below_float64s_range_exact(
     got = st.summed[0][st.pattern_of_rows()[0]]
     np.testing.assert_allclose(got, want, rtol=1e-9)
     assert 0.05 < want[1] < 0.95                               # both components really matter for that row
+
+
+def test_a_servers_plan_runs_the_rounds_only_where_every_silo_will_take_part(silo_data):
+    # the hello says what a silo's operator requires (keys, min-peers), so that the auto plan over Flower falls
+    # back to the one-shot pass instead of a start every silo refuses
+    from vcmc.flower.server import rounds_ready
+    from vcmc.protocol import HelloRequest
+    from vcmc.silo.secure_sum import new_key
+
+    keyed = _ready(silo_data, SiloPolicy(min_peers=4), rounds_key=new_key()[0], rounds_peers={})
+    hello = keyed.handle(HelloRequest())
+    assert hello.rounds_key and hello.min_peers == 4
+    assert not rounds_ready({n: hello for n in "abc"}) and rounds_ready({n: hello for n in "abcd"})
+    unkeyed = _ready(silo_data, SiloPolicy()).handle(HelloRequest())
+    assert not unkeyed.rounds_key and not rounds_ready({"a": hello, "b": hello, "c": hello, "d": unkeyed})
+    assert LocalSilo(silo_data).handle(HelloRequest()).min_peers == 1               # the analyst's own session

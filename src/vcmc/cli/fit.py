@@ -413,6 +413,9 @@ def run(args) -> int:
         print(f"  {kind:12s} {path}")  # noqa: T201
     for w in result.diagnostics.get("warnings", []) if isinstance(result.diagnostics, dict) else []:
         print(f"warning: {w}", file=sys.stderr)  # noqa: T201
+    other = (result.diagnostics.get("rounds_plan") or {}).get("other_mode") or {}
+    if other.get("differs"):      # the same options may give another answer in the other mode
+        print(f"note: {other['note']}", file=sys.stderr)  # noqa: T201
     _guard.say_result_warnings(out, config)
     from vcmc.report.sections import weakly_identified
 

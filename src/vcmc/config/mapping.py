@@ -155,24 +155,15 @@ def _coerce_one(value, alt):
         if isinstance(value, str) and value.strip().lower() in ("true", "false", "yes", "no", "1", "0"):
             return value.strip().lower() in ("true", "yes", "1")
         raise ValueError("not a bool")
-    if alt is int:
+    if alt in (int, float):
+        article = "an" if alt is int else "a"
         if isinstance(value, bool):
-            raise TypeError("bool is not an int")
-        if isinstance(value, int):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
+            raise TypeError(f"bool is not {article} {alt.__name__}")
         if isinstance(value, str):
-            return int(value.strip())
-        raise TypeError("not an int")
-    if alt is float:
-        if isinstance(value, bool):
-            raise TypeError("bool is not a float")
-        if isinstance(value, int | float):
-            return float(value)
-        if isinstance(value, str):
-            return float(value.strip())
-        raise TypeError("not a float")
+            return alt(value.strip())
+        if isinstance(value, int) or (isinstance(value, float) and (alt is float or value.is_integer())):
+            return alt(value)
+        raise TypeError(f"not {article} {alt.__name__}")
     if alt is str:
         if isinstance(value, str):
             return value
@@ -219,14 +210,9 @@ def merge_mappings(*mappings: Mapping[str, object]) -> dict[str, object]:
     return dict(merged.values())
 
 
-def read_config_file(path) -> dict[str, object]:
-    """The options of a TOML or JSON file as flat dotted keys (see ``load_config_file``).
-
-    Raises
-    ------
-    ConfigError
-        Naming the file, when it cannot be read or parsed.
-    """
+def read_table_file(path, what: str):
+    """The parsed content of a TOML file, or JSON by its suffix; errors begin with ``what`` (the file named as
+    the caller's user knows it) and say whether it could not be read or not be parsed."""
     import json
     import tomllib
     from pathlib import Path
@@ -235,12 +221,26 @@ def read_config_file(path) -> dict[str, object]:
     try:
         text = p.read_text(encoding="utf-8")
     except OSError as err:
-        raise ConfigError(f"cannot read the configuration file {str(p)!r}: {err.strerror or err}") from None
+        raise ConfigError(f"{what} cannot be read: {err.strerror or err}") from None
     try:
-        data = json.loads(text) if p.suffix.lower() == ".json" else tomllib.loads(text)
+        return json.loads(text) if p.suffix.lower() == ".json" else tomllib.loads(text)
     except (ValueError, tomllib.TOMLDecodeError) as err:
         kind = "JSON" if p.suffix.lower() == ".json" else "TOML"
-        raise ConfigError(f"the configuration file {str(p)!r} is not valid {kind}: {err}") from None
+        raise ConfigError(f"{what} is not valid {kind}: {err}") from None
+
+
+def read_config_file(path) -> dict[str, object]:
+    """The options of a TOML or JSON file as flat dotted keys (see ``load_config_file``).
+
+    Raises
+    ------
+    ConfigError
+        Naming the file, when it cannot be read or parsed.
+    """
+    from pathlib import Path
+
+    p = Path(path)
+    data = read_table_file(p, f"the configuration file {str(p)!r}")
     if not isinstance(data, Mapping):
         raise ConfigError(f"the configuration file {str(p)!r} must hold a table of options; got "
                           f"{type(data).__name__}")

@@ -26,9 +26,7 @@ and are refused, naming the key.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from pathlib import Path
 
 from vcmc.exceptions import ConfigError
 
@@ -62,18 +60,9 @@ def _check_keys(mapping: Mapping, where: str) -> dict:
 
 def read_silo_policy(path) -> dict:
     """``{"all": {...}, "silos": {name: {...}}}`` from a TOML or JSON file (errors name the file and the key)."""
-    import tomllib
+    from vcmc.config.mapping import read_table_file
 
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as err:
-        raise ConfigError(f"--silo-policy {str(path)!r}: cannot be read ({err.strerror})") from None
-    try:
-        raw = json.loads(text) if path.suffix.lower() == ".json" else tomllib.loads(text)
-    except (ValueError, tomllib.TOMLDecodeError) as err:
-        raise ConfigError(f"--silo-policy {str(path)!r}: not valid {'JSON' if path.suffix == '.json' else 'TOML'} "
-                          f"({err})") from None
+    raw = read_table_file(path, f"--silo-policy {str(path)!r}")
     return parse_silo_policy(raw, where=f"--silo-policy {str(path)!r}")
 
 

@@ -33,9 +33,23 @@ SERVER_KEYS = ("min-nodes", "seed", "out-dir", "schema-path", "min-silos", "roun
 """Run-config keys read by ``server_main`` itself; every other key must be a ``FitConfig`` option."""
 
 _POLL_SECONDS = 1.0
-"""Seconds between two pulls of the pending replies. Flower's ``send_and_receive`` sleeps 3 s; one pull is
-one small request to the SuperLink naming the pending message ids, so pulling every second costs the
+"""Most seconds between two pulls of the pending replies. Flower's ``send_and_receive`` sleeps 3 s; one pull
+is one small request to the SuperLink naming the pending message ids, so pulling every second costs the
 SuperLink little and takes up to 2 s off every round."""
+
+_FIRST_POLL_SECONDS = 0.2
+"""Seconds between the first pulls of a round; the pause grows to ``_POLL_SECONDS`` over its first
+``_POLL_RAMP_SECONDS``. A round of the global-informed rounds in a deployment lasts a few seconds (a new
+ClientApp process per site, docs/federation.md §3.6), so its replies are seen a fraction of a second after they
+arrive instead of half a second on average; a long round (a summarize) pulls once a second after its first
+20 s."""
+
+_POLL_RAMP_SECONDS = 20.0
+
+
+def _pull_pause(elapsed: float) -> float:
+    """The pause before the next pull, ``elapsed`` seconds into a round."""
+    return _FIRST_POLL_SECONDS + (_POLL_SECONDS - _FIRST_POLL_SECONDS) * min(1.0, elapsed / _POLL_RAMP_SECONDS)
 
 _REPEATED_ROUND_EVERY = 25
 """A stage asked again of silos that already answered it (the federated-gradient ``counts`` rounds) logs
@@ -183,7 +197,8 @@ class FlowerTransport(TransportBase):
         for mid, name in zip(ids, names, strict=True):
             if not mid:
                 log.warning("silo %r: the SuperLink did not accept the request (a malformed message)", name)
-        deadline = None if timeout is None else time.monotonic() + timeout
+        start = time.monotonic()
+        deadline = None if timeout is None else start + timeout
         while pending:
             for reply in self.grid.pull_messages(list(pending)):
                 name = pending.pop(str(reply.metadata.reply_to_message_id), None)
@@ -191,8 +206,8 @@ class FlowerTransport(TransportBase):
                     arrived(name, reply)
             if not pending or (deadline is not None and time.monotonic() >= deadline):
                 break
-            time.sleep(_POLL_SECONDS if deadline is None else
-                       max(0.0, min(_POLL_SECONDS, deadline - time.monotonic())))
+            pause = _pull_pause(time.monotonic() - start)
+            time.sleep(pause if deadline is None else max(0.0, min(pause, deadline - time.monotonic())))
 
     def close(self) -> None:
         pass
@@ -274,6 +289,13 @@ def load_run_schema(rc: Mapping):
     if not path.is_file():
         raise ConfigError(f"run config 'schema-path': {str(path)!r} does not exist on the SuperLink host")
     return Schema.from_json(path)
+
+
+def rounds_ready(hellos: Mapping[str, HelloReply]) -> bool:
+    """Whether the auto plan may run the rounds (``vcmc.rounds.plan``): every silo's operator set its keys and the
+    run has at least each operator's ``min-peers`` participants (a silo refuses the start otherwise, which would
+    fail the run rather than fall back to the one-shot pass)."""
+    return bool(hellos) and all(bool(h.rounds_key) and len(hellos) >= int(h.min_peers) for h in hellos.values())
 
 
 def check_schema(schema, hellos: Mapping[str, HelloReply], path) -> None:
@@ -361,8 +383,7 @@ def _run(grid, rc: Mapping, config, schema, out_dir: Path) -> Path:
                     "1, 2, ..., and no schema.json is written (vcmc predict needs it); give the ServerApp the "
                     "silos' shared schema file to name them")
     transport = FlowerTransport(grid, names, default_timeout=policy.timeout)
-    # the auto rounds where every silo's operator set its keys (vcmc.rounds.plan)
-    transport.rounds_ready = bool(hellos) and all(bool(h.rounds_key) for h in hellos.values())
+    transport.rounds_ready = rounds_ready(hellos)
     log.info("%d silos, in this order (seeds follow it): %s", len(transport.silos), ", ".join(transport.silos))
     log.info("fault policy: %s, round timeout %g s",
              "every silo required" if policy.min_silos is None else f"at least {policy.min_silos} silos",
@@ -371,6 +392,12 @@ def _run(grid, rc: Mapping, config, schema, out_dir: Path) -> Path:
 
     if lca_requested(rc):     # the maximum-likelihood latent class analysis (docs/design.md §15) instead
         return _run_lca(transport, rc, schema, hellos, out_dir, seed, t_run)
+    from vcmc.pipeline import plan_rounds
+
+    _, plan = plan_rounds(config, transport, str(_get(rc, "method", "vcmc")))
+    log.info("rounds: %d (%s)", plan["rounds"], plan.get("reason") or "aggregation.rounds in the run config")
+    if plan["other_mode"]["differs"]:     # also in result.json, diagnostics.rounds_plan.other_mode
+        log.warning("note: %s", plan["other_mode"]["note"])
     result = run_vcmc(transport, config, rng=seed, method=str(_get(rc, "method", "vcmc")), policy=policy,
                       save_dir=out_dir / "summaries")
     from vcmc.report import write_outputs

@@ -373,10 +373,9 @@ def bayesian_three_step(args, out: Path, result_json, result, silo_data, covaria
     fails is reported there (and on the console); the fit is kept whatever happens."""
     import json
 
-    from vcmc.atomic import atomic_write_bytes, atomic_write_text
+    from vcmc.atomic import atomic_write_text
     from vcmc.lca.analysis import three_step_at
-    from vcmc.lca.outputs import forest_figure, write_csv
-    from vcmc.report.figures import png
+    from vcmc.lca.outputs import write_three_step_files
 
     positions = info.get("rows") or {}
     if getattr(args, "silo_column", None) is not None:
@@ -396,16 +395,7 @@ def bayesian_three_step(args, out: Path, result_json, result, silo_data, covaria
     aux = [f.map(lambda v: np.nan if isinstance(v, str) and v in na else v) for f in aux]
     analysis = three_step_at([by_name[n] for n in names], aux, weights, np.asarray(result.profiles)[keep],
                              covariates=covariates, distal=distal)
-    paths: dict = {}
-    cov = analysis.covariates.table() if analysis.covariates is not None else None
-    dis = analysis.distal.table() if analysis.distal is not None else None
-    if cov is not None:
-        paths["covariates"] = write_csv(cov, out / "covariates.csv")
-    if dis is not None:
-        paths["distal"] = write_csv(dis, out / "distal.csv")
-        paths["distal_tests"] = write_csv(analysis.distal.equality_tests(), out / "distal_tests.csv")
-    if cov is not None or dis is not None:
-        paths["forest"] = atomic_write_bytes(out / "forest.png", png(forest_figure(cov, dis)))
+    paths = write_three_step_files(analysis, out)
     path = Path(result_json)
     doc = json.loads(path.read_text(encoding="utf-8"))
     doc["three_step"] = {"covariates": covariates, "distal": distal, "k": int(keep.sum()),

@@ -114,15 +114,7 @@ def write_analysis(analysis, out, *, settings: dict | None = None, silos=None, r
     continuous = analysis.continuous_table() if hasattr(analysis, "continuous_table") else None
     if continuous is not None:        # the Gaussian items' class means and sds (docs/design.md §17.5)
         paths["continuous"] = write_csv(continuous, out / "continuous.csv")
-    cov = analysis.covariates.table() if analysis.covariates is not None else None
-    dis = analysis.distal.table() if analysis.distal is not None else None
-    if cov is not None:
-        paths["covariates"] = write_csv(cov, out / "covariates.csv")
-    if dis is not None:
-        paths["distal"] = write_csv(dis, out / "distal.csv")
-        paths["distal_tests"] = write_csv(analysis.distal.equality_tests(), out / "distal_tests.csv")
-    if cov is not None or dis is not None:
-        paths["forest"] = atomic_write_bytes(out / "forest.png", png(forest_figure(cov, dis)))
+    paths.update(write_three_step_files(analysis, out))
     if schema is not None:
         paths["schema"] = out / "schema.json"
         schema.to_json(paths["schema"])
@@ -142,7 +134,7 @@ def write_analysis(analysis, out, *, settings: dict | None = None, silos=None, r
            "converged": bool(f.converged), "em_iterations": int(f.n_iter), "em_rounds": int(f.n_rounds),
            "start_log_likelihoods": [float(v) for v in f.start_logliks],
            "starts_at_best": int(f.n_best), "best_tolerance": float(f.best_tolerance),
-           "reference_cluster": 1 if cov is not None else None,
+           "reference_cluster": 1 if analysis.covariates is not None else None,
            "classification_error": None if analysis.error is None else np.asarray(analysis.error).tolist(),
            "warnings": list(analysis.warnings),
            "settings": settings or {}}
@@ -358,3 +350,21 @@ def covariate_table(cov: pd.DataFrame) -> str:
     return (html.note("Multinomial logit, bias-adjusted (ML) three-step; log odds and odds ratios of each class "
                       "against the reference class 1.")
             + html.table(["class", "term", "log odds", "se", "odds ratio", "95% interval"], rows))
+
+
+def write_three_step_files(analysis, out: Path) -> dict:
+    """The covariate and distal-outcome tables of a three-step analysis (``analysis.covariates`` and
+    ``analysis.distal``, either None), their equality tests and the forest plot, each written atomically."""
+    from vcmc.report.figures import png
+
+    paths: dict = {}
+    cov = analysis.covariates.table() if analysis.covariates is not None else None
+    dis = analysis.distal.table() if analysis.distal is not None else None
+    if cov is not None:
+        paths["covariates"] = write_csv(cov, out / "covariates.csv")
+    if dis is not None:
+        paths["distal"] = write_csv(dis, out / "distal.csv")
+        paths["distal_tests"] = write_csv(analysis.distal.equality_tests(), out / "distal_tests.csv")
+    if cov is not None or dis is not None:
+        paths["forest"] = atomic_write_bytes(out / "forest.png", png(forest_figure(cov, dis)))
+    return paths

@@ -11,7 +11,8 @@ from vcmc.protocol.message import Reply, Request
 class HelloReply(Reply):
     """The silo's name, the fingerprint and modality counts of its schema, its vcmc version and the fingerprint of
     its public key of the rounds' secure sums (empty when its operator has not set one: it does not take part in
-    a deployment's rounds)."""
+    a deployment's rounds) and the fewest participants it takes part in rounds with (its operator's
+    ``min-peers``), so that a server plans the rounds only where every silo will take part."""
 
     KIND = "hello_reply"
     VERSION = 1
@@ -21,6 +22,7 @@ class HelloReply(Reply):
     n_modalities: tuple[int, ...]
     vcmc_version: str
     rounds_key: str = ""
+    min_peers: int = 1
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,11 @@ relays), so auto makes them wherever every silo can take part:
 A deployment's silos take part when their operators allow the rounds (the default ``allow-strategies``) and set
 their keys (node config ``rounds-key`` and ``rounds-peers``: every silo says so in its hello,
 ``Transport.rounds_ready``); otherwise auto is the one-shot pass, and the plan's ``reason`` says why.
-``resolve_rounds`` is the one place this is decided; every result records it (``diagnostics.rounds_plan``).
+``resolve_rounds`` is the one place this is decided; every result records it (``diagnostics.rounds_plan``),
+with what the other mode makes of the same options (``other_mode``: a deployment for the analyst's own session,
+the analyst's own session for a deployment or a deployment preview), decided here too, and how to get the same
+answer in both (``vcmc fit --rounds 1`` for a deployment's one-shot pass, ``vcmc fit --silo-policy FILE`` with
+the operators' node-config keys and ``reproducible-rounds = true`` for its rounds; docs/federation.md §3.6).
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ def one_shot_sampler(sampler, cap: int | None):
 
 
 def resolve_rounds(config: FitConfig, *, own_session: bool, method: str = "vcmc",
-                   ready: bool | None = None) -> tuple[FitConfig, dict]:
+                   ready: bool | None = None, compare: bool = True) -> tuple[FitConfig, dict]:
     """``config`` with its rounds decided, and the record of the decision for ``diagnostics.rounds_plan``.
 
     Parameters
@@ -54,6 +58,8 @@ def resolve_rounds(config: FitConfig, *, own_session: bool, method: str = "vcmc"
         are set); None: not known (taken as ready in the analyst's own session, not in a deployment).
     method : str
         The rounds refine VCMC's answer only; every other method runs its one pass.
+    compare : bool
+        Whether to record what the other mode makes of the same options (``other_mode``).
 
     Returns
     -------
@@ -61,8 +67,14 @@ def resolve_rounds(config: FitConfig, *, own_session: bool, method: str = "vcmc"
         With ``aggregation.rounds >= 1`` (and, for auto rounds, the start set).
     plan : dict
         ``requested`` ("auto" or the number given), ``rounds`` (the most), ``round_components``,
-        ``stop_when_settled``, ``secure_sum`` (a deployment's rounds are) and, for auto, ``reason``.
+        ``stop_when_settled``, ``secure_sum`` (a deployment's rounds are), for auto ``reason``, and (with
+        ``compare``) ``other_mode``: the other mode (``"deployment"`` or ``"own session"``), the rounds it makes of
+        the same options (a deployment's where every silo is set up for the rounds, and ``rounds_not_set_up``
+        where not: None when its silos would refuse them), whether its rounds differ from these (``differs``:
+        another number of rounds, or the same rounds from other random streams) and a ``note`` saying how to get
+        the same answer in both (the operators' limits and a deployment's release rules apply in either case).
     """
+    given = config
     agg = config.aggregation
     requested = "auto" if agg.rounds == AUTO_ROUNDS else int(agg.rounds)
     reason = None
@@ -94,4 +106,52 @@ def resolve_rounds(config: FitConfig, *, own_session: bool, method: str = "vcmc"
             "one_shot_iterations": int(config.sampler.n_iter)}
     if reason is not None:
         plan["reason"] = reason
+    if compare:
+        plan["other_mode"] = _other_mode(given, plan, own_session=own_session, method=method)
     return config, plan
+
+
+_SET_UP = ("every silo's operator set the rounds' keys (vcmc keygen; node config rounds-key and rounds-peers) and "
+           "at least each operator's min-peers silos take part")
+_DEPLOYED_ROUNDS = ("a deployment's rounds draw from the silos' group secret unless every node config sets "
+                    "reproducible-rounds = true, and its silos answer under their operators' limits")
+_PREVIEW = "vcmc fit --silo-policy FILE with the operators' node-config keys and reproducible-rounds = true"
+
+
+def _other_mode(given: FitConfig, plan: dict, *, own_session: bool, method: str) -> dict:
+    """What the other mode makes of the options ``given`` (``resolve_rounds`` again, from the other side), and how
+    to get this answer there."""
+    here = int(plan["rounds"])
+    rounds = "automatic rounds" if plan["requested"] == "auto" else f"{here} rounds"
+    if own_session:
+        _, set_up = resolve_rounds(given, own_session=False, method=method, ready=True, compare=False)
+        _, not_set_up = resolve_rounds(given, own_session=False, method=method, ready=False, compare=False)
+        out = {"mode": "deployment", "rounds": int(set_up["rounds"]),
+               # explicit rounds without the keys: the silos refuse the start (the run fails, naming them)
+               "rounds_not_set_up": int(not_set_up["rounds"]) if plan["requested"] == "auto" or here == 1 else None,
+               "differs": here > 1}
+        if here == 1:
+            out["note"] = ("a Flower deployment makes the one-shot pass too, its silos under their operators' limits "
+                           "and a deployment's release rules: vcmc fit --rounds 1 --silo-policy FILE with the "
+                           "operators' node-config keys gives its answer")
+        else:
+            where = ("else the one-shot pass, which vcmc fit --rounds 1 gives" if plan["requested"] == "auto" else
+                     "else its silos refuse them")
+            out["note"] = (f"a Flower deployment makes these {rounds} only where {_SET_UP}, {where}; "
+                           f"{_DEPLOYED_ROUNDS}: {_PREVIEW} gives the answer of a deployment that sets it, to the bit")
+        return out
+    _, own = resolve_rounds(given, own_session=True, method=method, compare=False)
+    there = int(own["rounds"])
+    out = {"mode": "own session", "rounds": there, "differs": here > 1 or there != here}
+    if here == 1 and there > 1:
+        out["note"] = (f"{plan.get('reason', 'the one-shot pass')}; the analyst's own session (vcmc fit, rounds auto) "
+                       f"makes up to {there} rounds on these files, another answer; vcmc fit --rounds 1 --silo-policy "
+                       "FILE with the operators' node-config keys gives this one")
+    elif here == 1:
+        out["note"] = ("the analyst's own session makes the one-shot pass too; vcmc fit --rounds 1 --silo-policy FILE "
+                       "with the operators' node-config keys gives this answer")
+    else:
+        out["note"] = (f"the analyst's own session (vcmc fit) makes the same {rounds} of the same pooled model, but "
+                       f"{_DEPLOYED_ROUNDS}: {_PREVIEW} gives this answer to the bit where every node config set "
+                       "reproducible-rounds = true, the same model's answer from other draws otherwise")
+    return out

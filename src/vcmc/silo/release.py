@@ -19,7 +19,14 @@ import logging
 
 import numpy as np
 
-from vcmc.disclosure import complementary_withholding, dp_noise, protect_counts, round_counts, table_families
+from vcmc.disclosure import (
+    complementary_withholding,
+    dp_noise,
+    primary_max,
+    protect_counts,
+    round_counts,
+    table_families,
+)
 from vcmc.model import profile_offsets
 
 silo_log = logging.getLogger("vcmc.silo")
@@ -97,7 +104,9 @@ def withheld_entries(gate, values: np.ndarray, *, limit: float | None = None, al
         return primary
     lead = np.arange(int(np.prod(values.shape[:-1]))).reshape(values.shape[:-1])
     family = np.broadcast_to(lead[..., None], values.shape)
-    return complementary_withholding(values, primary, [family], limit, also=also)
+    return complementary_withholding(values, primary, [family], limit, also=also,
+                                     primary_max=primary_max(limit, base))
+
 
 
 def protect_table(gate, cluster: np.ndarray, modality: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -127,7 +136,8 @@ def protect_table_at(gate, cluster: np.ndarray, modality: np.ndarray, *, limit: 
         # columns, where the withheld clusters together are one group of at least the limit (without
         # suppression that group's cells are a merged cluster's table, which the minimum size allows)
         families = table_families(modality.shape, gate.silo.n_modalities, rows=~withheld, columns=True)
-        cells = complementary_withholding(modality, cells, families, float(below))
+        cells = complementary_withholding(modality, cells, families, float(below),
+                                          primary_max=primary_max(below, privacy.round_to))
     cluster = np.where(withheld, 0.0, round_real(cluster, privacy.round_to))
     # a cluster sent as 0 sends no modality count (one that rounding took to 0 included)
     modality = np.where(cells | (cluster == 0)[..., None], 0.0, round_real(modality, privacy.round_to))

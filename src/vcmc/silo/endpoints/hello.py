@@ -25,7 +25,8 @@ def answer(silo, request: HelloRequest) -> HelloReply:
 
     key = "" if silo.rounds_key is None else fingerprint(public_of(silo.rounds_key))
     return HelloReply(silo=silo.name, schema_fingerprint=silo.data.schema.fingerprint(),
-                      n_modalities=silo.n_modalities, vcmc_version=vcmc_version(), rounds_key=key)
+                      n_modalities=silo.n_modalities, vcmc_version=vcmc_version(), rounds_key=key,
+                      min_peers=1 if silo.own_session else int(silo.gate.policy.min_peers))
 
 
 def release(gate, request, reply: HelloReply) -> HelloReply:

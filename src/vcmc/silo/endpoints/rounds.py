@@ -163,6 +163,10 @@ def release_vector(gate, request, reply: RoundVectorReply) -> RoundVectorReply:
 def admit_sweep(gate, request: RoundSweepRequest) -> RoundSweepRequest:
     """The next round in order (each answered once), every participant's vector of it, tags when secure."""
     session = _session(gate.silo)
+    chain = gate.silo.chain
+    if chain is not None and chain.stopped:
+        raise DisclosureError(f"silo {gate.silo.name!r}: the pooled chain stopped at round {session.next_round - 1}; "
+                              "no further sweep is answered")
     if int(request.round) != session.next_round:
         raise DisclosureError(f"silo {gate.silo.name!r}: the rounds are answered once each, in order: round "
                               f"{session.next_round} is next, not {int(request.round)}")
@@ -277,8 +281,24 @@ def _stopped(silo, what: str) -> PooledChain:
     return chain
 
 
+def _answer_of(silo, what: str) -> PooledChain:
+    """The stopped chain, whose answer may leave the silo only if each of its clusters holds at least the minimum
+    cluster size on average over the kept rounds. The chain's own rule keeps the largest component alone when
+    none does; in a deployment that answer is refused: a server that chose a model spreading the rows thin (a
+    huge ``alpha`` and ``beta`` over hundreds of components, each within the caps) would otherwise get the draws
+    of a component of one or two rows. In the analyst's own session the largest is answered as before."""
+    chain = _stopped(silo, what)
+    if not silo.own_session:
+        mean_size = chain.size_sum[chain.chosen()] / max(chain.n_sized, 1)
+        if float(mean_size[chain.clusters()].min()) < chain.plan.min_size:
+            raise DisclosureError(f"silo {silo.name!r}: no component of the pooled chain holds the minimum cluster "
+                                  f"size ({chain.plan.min_size}) on average over the kept rounds: the {what} would "
+                                  "describe fewer people and is refused")
+    return chain
+
+
 def admit_after_stop(gate, request):
-    _stopped(gate.silo, request.ACTION)
+    _answer_of(gate.silo, request.ACTION)
     return request
 
 
@@ -339,7 +359,7 @@ def release_result(gate, request, reply: RoundResultReply) -> RoundResultReply:
 
 def admit_assess(gate, request: RoundAssessRequest) -> RoundAssessRequest:
     assess.refuse_under_dp(gate)
-    _stopped(gate.silo, "round assess")
+    _answer_of(gate.silo, "round_assess")
     if not 1 <= int(request.n_replicates) <= gate.policy.max_draws or not 0 <= int(request.max_pairs) \
             <= gate.policy.max_pairs:
         raise ConfigError(f"round assess: n_replicates in [1, {gate.policy.max_draws}] and max_pairs in [0, "

@@ -1,0 +1,217 @@
+"""The launch cap (vcmc.flower.superexec), its check of Flower's internals, vcmc's ClientApp launcher and the
+operators' command ``vcmc supernode``. Real processes and the installed Flower; the cap over real SuperNodes is
+tested in test_flower_equals_fit.py."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("flwr")
+
+from vcmc.exceptions import ConfigError, FlowerInternalsChanged  # noqa: E402
+from vcmc.flower.superexec import CappedExecutor, LaunchSlots, check_flower_internals  # noqa: E402
+
+HOLD = [sys.executable, "-c", "import sys; sys.stdin.read()"]      # a process that lives until its stdin closes
+
+
+def _spec(task_id: int = 1, fab_hash: str | None = "ab" * 32):
+    from flwr.supercore.constant import TaskType
+    from flwr.supercore.superexec.executor.types import ExecutionSpec
+
+    return ExecutionSpec(task_type=TaskType.CLIENT_APP, runtime_api_address="127.0.0.1:9094", token="t" * 8,
+                         insecure=True, root_certificates_path=None, runtime_dependency_install=False,
+                         parent_pid=123, suppress_output=True, task_id=task_id, fab_hash=fab_hash)
+
+
+class HoldingExecutor(CappedExecutor):
+    """The capped executor, its task processes replaced by processes that live until told to end."""
+
+    def command(self, spec):
+        return HOLD
+
+    def launch(self, spec):
+        import subprocess as sp
+
+        real = sp.Popen
+        sp.Popen = lambda args, **kw: real(args, **{**kw, "stdin": sp.PIPE})
+        try:
+            return super().launch(spec)
+        finally:
+            sp.Popen = real
+
+
+def test_the_installed_flower_has_the_internals_the_cap_relies_on():
+    check_flower_internals()
+
+
+def test_a_changed_flower_internal_fails_naming_the_version_and_the_internal(monkeypatch):
+    import flwr.supercore.superexec.run_superexec as loop
+
+    import vcmc.flower.superexec as se
+
+    monkeypatch.setattr(loop, "_TASK_POLL_INTERVAL_ENV", "SOMETHING_ELSE")
+    with pytest.raises(FlowerInternalsChanged, match=r"flwr 1\.42\.\d+ .*run_superexec: the poll interval"):
+        check_flower_internals()
+    monkeypatch.undo()
+    monkeypatch.setitem(se._REPEATED, ("supernode/cli/flwr_clientapp.py", "flwr_clientapp"), "0" * 16)
+    with pytest.raises(FlowerInternalsChanged, match="flwr_clientapp.py: flwr_clientapp: its code changed"):
+        check_flower_internals()
+    monkeypatch.setattr(se, "_flower_version", lambda: "1.43.0")
+    with pytest.raises(FlowerInternalsChanged, match=r"flwr 1\.43\.0 .*expected 1\.42\.x"):
+        check_flower_internals()
+
+
+def test_slots_are_shared_across_processes_and_held_by_a_launched_process_until_it_exits(tmp_path):
+    slots = LaunchSlots(tmp_path / "slots", 2)
+    other = LaunchSlots(tmp_path / "slots", 2)           # another SuperExec of the host
+    a, b = slots.try_acquire(), other.try_acquire()
+    assert a is not None and b is not None and {a.index, b.index} == {0, 1}
+    assert slots.try_acquire() is None and other.in_use() == 2
+    child = subprocess.Popen(HOLD, stdin=subprocess.PIPE, pass_fds=(a.fd,))
+    a.release()                                          # the child holds slot a now
+    b.release()
+    assert slots.in_use() == 1
+    c = other.try_acquire()
+    assert c is not None and slots.try_acquire() is None
+    child.stdin.close()
+    child.wait(30)                                       # however it ends, the kernel closes its copy
+    assert slots.try_acquire() is not None
+    c.release()
+    with pytest.raises(ConfigError, match="in use with a cap of 2 ClientApps.*--max-clientapps 3"):
+        LaunchSlots(tmp_path / "slots", 3)
+    slots.close()
+    other.close()
+    LaunchSlots(tmp_path / "slots", 3).close()           # no SuperExec uses the folder: the cap may change
+
+
+def test_the_executor_claims_only_with_a_free_slot_and_the_process_keeps_it(tmp_path, monkeypatch):
+    import vcmc.flower.superexec as se
+
+    monkeypatch.setattr(se, "SLOT_CHECK_SECONDS", 0.01)
+    executor = HoldingExecutor(slots=LaunchSlots(tmp_path / "slots", 1), poll_interval=0.01,
+                               log=lambda *a: None)
+    types = {"clientapp"}
+    assert executor.get_eligible_capacity(types) == (types, set())       # a slot is held for the claim
+    assert executor.slots.in_use() == 1
+    executor.reconcile()                                                 # no task was claimed: given back
+    assert executor.slots.in_use() == 0
+    executor.get_eligible_capacity(types)
+    assert executor.launch(_spec(1)).status == "accepted"
+    child = executor._children[0]
+    assert executor.slots.in_use() == 1 and executor._reserved is None
+    assert executor._wait_for_slot(0.2) is None                          # the ClientApp holds the only slot
+    child.stdin.close()
+    child.wait(30)
+    executor.reconcile()
+    slot = executor._wait_for_slot(5)
+    assert slot is not None
+    slot.release()
+    executor.close()
+
+
+def test_a_bundle_the_site_does_not_trust_is_never_started(tmp_path):
+    executor = HoldingExecutor(slots=LaunchSlots(tmp_path / "slots", 1), trusted_bundles=["cd" * 32],
+                               log=lambda *a: None)
+    executor.get_eligible_capacity({"clientapp"})
+    result = executor.launch(_spec(7, fab_hash="ab" * 32))
+    assert result.status == "failed" and "is not one this site trusts" in result.message
+    assert executor._children == [] and executor.slots.in_use() == 0
+    executor.get_eligible_capacity({"clientapp"})
+    assert executor.launch(_spec(8, fab_hash="CD" * 32)).status == "accepted"
+    executor._children[0].stdin.close()
+    executor._children[0].wait(30)
+    executor.close()
+
+
+def test_the_clientapp_command_is_flowers_with_vcmcs_launcher():
+    from flwr.supercore.superexec.executor import SubprocessExecutor
+
+    spec = _spec()
+    captured = {}
+    real = subprocess.Popen
+    subprocess.Popen = lambda args, **kw: captured.setdefault("args", args)
+    try:
+        SubprocessExecutor().launch(spec)
+    finally:
+        subprocess.Popen = real
+    flower = captured["args"]
+    ours = CappedExecutor(slots=None, light_clientapp=True).command(spec)
+    assert ours[:3] == [sys.executable, "-m", "vcmc.flower.clientapp_main"] and ours[3:] == flower[1:]
+    assert CappedExecutor(slots=None, light_clientapp=False).command(spec) == flower
+
+
+def test_the_launcher_parses_flwr_clientapps_command_line():
+    from flwr.supernode.cli.flwr_clientapp import _parse_args_run_flwr_clientapp
+
+    from vcmc.flower.clientapp_main import parser
+
+    argv = ["--runtime-api-address", "127.0.0.1:9094", "--token", "abc", "--insecure", "--parent-pid", "7"]
+    assert vars(parser().parse_args(argv)) == vars(_parse_args_run_flwr_clientapp().parse_args(argv))
+    done = subprocess.run([sys.executable, "-c", "import sys, vcmc.flower.clientapp_main; "
+                           "print('flwr.supernode.cli' in sys.modules)"], capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "False"
+
+
+def test_node_config_text_is_read_as_flower_reads_it():
+    from flwr.common.config import parse_config_args
+
+    from vcmc.flower.node_config import parse_node_config
+
+    text = ('data-path="/a b/c.csv" min-cluster-size=10 allow-strategies="contingency,rounds" round-to=5 '
+            'dp-epsilon="none"')
+    assert parse_node_config(text) == parse_config_args([text])
+    with pytest.raises(ConfigError, match="TOML values, strings double-quoted"):
+        parse_node_config("silo-name=unquoted")
+
+
+def _vcmc(*args, timeout=120):
+    return subprocess.run([str(Path(sys.executable).parent / "vcmc"), *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_vcmc_supernode_help_and_its_commands(tmp_path):
+    helped = _vcmc("supernode", "--help")
+    assert helped.returncode == 0 and "--max-clientapps" in helped.stdout and "--trusted-bundle" in helped.stdout
+    data, ca, key = tmp_path / "a.csv", tmp_path / "ca.crt", tmp_path / "site_a"
+    for f in (data, ca, key):
+        f.write_text("x\n")
+    node = f'data-path="{data}" silo-name="site_a" min-cluster-size=10'
+    done = _vcmc("supernode", "--superlink", "coordinator.example.org:9092", "--root-certificates", str(ca),
+                 "--auth-key", str(key), "--node-config", node, "--port", "9101", "--max-clientapps", "2",
+                 "--slots-dir", str(tmp_path / "slots"), "--trusted-bundle", "ab" * 32, "--dry-run")
+    assert done.returncode == 0, done.stderr
+    supernode, superexec = done.stdout.strip().splitlines()
+    for part in ("--root-certificates", "--auth-supernode-private-key", "--isolation process", "--port 9101",
+                 "--superexec-auth-secret-file SECRET_FILE", "--superlink coordinator.example.org:9092"):
+        assert part in supernode
+    for part in ("-m vcmc superexec", "--runtime-api-address 127.0.0.1:9101", "--max-clientapps 2",
+                 f"--slots-dir {tmp_path / 'slots'}", f"--trusted-bundle {'ab' * 32}", "--parent-pid SUPERNODE_PID"):
+        assert part in superexec
+    # mistakes are named before anything starts
+    for bad, said in ((node + " min-clustre-size=5", "unknown key(s) ['min-clustre-size']"),
+                      ('data-path="a.csv"', "'data-path' must be an absolute path"),
+                      (f'data-path="{tmp_path / "none.csv"}"', "does not exist on this host")):
+        done = _vcmc("supernode", "--superlink", "h:1", "--insecure", "--node-config", bad, "--dry-run")
+        assert done.returncode == 1 and said in done.stderr, done.stderr
+    done = _vcmc("supernode", "--superlink", "h:1", "--insecure", "--auth-key", str(key), "--node-config", node)
+    assert done.returncode == 1 and "--auth-key needs TLS" in done.stderr
+    assert _vcmc("superexec", "--check").returncode == 0
+
+
+def test_the_node_config_check_knows_the_rounds_keys(tmp_path):
+    from vcmc.flower.node_config import check_node_config, parse_node_config
+
+    data, key, peers = tmp_path / "a.csv", tmp_path / "rounds.key", tmp_path / "peers.txt"
+    for f in (data, key, peers):
+        f.write_text("x\n")
+    node = f'data-path="{data}" silo-name="site_a" rounds-key="{key}"'
+    check_node_config(parse_node_config(f'{node} rounds-peers="{peers}"'))
+    check_node_config(parse_node_config(f'{node} rounds-peers="site_b={"ab" * 32}"'))     # the lines inline
+    for bad, said in ((f'{node} rounds-peers="peers.txt"', "'rounds-peers' must be an absolute path"),
+                      (f'{node} rounds-peers="{tmp_path / "none.txt"}"', "does not exist on this host"),
+                      (f'data-path="{data}" rounds-key="{tmp_path / "none.key"}"', "'rounds-key'")):
+        with pytest.raises(ConfigError, match=re.escape(said)):
+            check_node_config(parse_node_config(bad))
