@@ -96,3 +96,36 @@ def test_vcmc_fit_k_writes_the_classes_means_in_the_data_s_units(mixed, tmp_path
     assert np.shape(doc["gaussian"]) == (3, 4)
     categorical_only = lca_memberships(silos[0].codes, doc["n_modalities"], doc["weights"], doc["profiles"])
     assert not np.allclose(pred[cols].to_numpy(), categorical_only, atol=1e-3)
+
+
+def test_the_fit_over_a_process_pool_fits_the_continuous_items(mixed):
+    """A transport that reaches the silos without holding them (a process pool; a deployment's Flower grid alike)
+    learns the continuous items from the silos' hello replies: the fit is the in-process fit."""
+    from vcmc.federation.transport import ProcessPoolTransport
+
+    silos, _ = mixed
+    local = analyse([LocalSilo(s) for s in silos], 3, n_starts=2, rng=5, standard_errors=False).fit
+    with ProcessPoolTransport(silos, max_workers=1) as tr:
+        assert {h.n_gaussian for h in tr.hello.values()} == {2}
+        pooled = analyse(None, 3, n_starts=2, rng=5, transport=tr, n_modalities=silos[0].n_modalities,
+                         standard_errors=False).fit
+    assert pooled.gaussian is not None and np.shape(pooled.gaussian) == (3, 4)
+    assert pooled.loglik == pytest.approx(local.loglik, rel=1e-12)
+    np.testing.assert_allclose(pooled.gaussian, local.gaussian, atol=1e-10)
+
+
+def test_the_hello_reply_carries_the_continuous_items_through_flower_records(mixed):
+    """The Flower record of a hello reply (and its protobuf bytes) keeps ``n_gaussian``."""
+    pytest.importorskip("flwr")
+    from flwr.common.serde import recorddict_from_proto, recorddict_to_proto
+    from flwr.proto.recorddict_pb2 import RecordDict as ProtoRecordDict
+
+    from vcmc.flower.records import decode_record, encode_record
+    from vcmc.protocol import HelloRequest
+
+    silos, _ = mixed
+    reply = LocalSilo(silos[0]).handle(HelloRequest())
+    assert reply.n_gaussian == 2
+    record = encode_record(reply)
+    wire = recorddict_from_proto(ProtoRecordDict.FromString(recorddict_to_proto(record).SerializeToString()))
+    assert decode_record(wire).n_gaussian == 2

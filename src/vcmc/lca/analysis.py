@@ -291,16 +291,28 @@ def _measurement_coding(silos, n_modalities) -> tuple[int, ...]:
     return tuple(silos[0].n_modalities)
 
 
-def _gaussian_items(silos) -> int:
-    """G, the Gaussian items of the silos (in process; a deployment's transport alone: none)."""
-    values = getattr(silos[0], "values", None) if silos else None
-    return 0 if values is None else int(values.shape[1])
+def _gaussian_items(silos, transport=None, n_gaussian=None) -> int:
+    """G, the Gaussian items: the caller's ``n_gaussian``, else the silos' (in process), else what the silos said
+    in their hello replies to the ``transport`` (a process pool's, a deployment's: the server holds no silo
+    object, and without this the fit would leave the continuous items out)."""
+    if n_gaussian is not None:
+        return int(n_gaussian)
+    if silos:
+        values = getattr(silos[0], "values", None)
+        return 0 if values is None else int(values.shape[1])
+    hellos = getattr(transport, "hello", None) or {}
+    counts = {int(getattr(h, "n_gaussian", 0)) for h in hellos.values()}
+    if len(counts) > 1:
+        raise ConfigError(f"the silos do not agree on the number of continuous items ({sorted(counts)}); give every "
+                          "silo the same schema")
+    return counts.pop() if counts else 0
 
 
 def analyse(silos, k: int, *, covariates: AuxiliarySpec | None = None, distal: AuxiliarySpec | None = None,
             n_starts: int = 10, max_iter: int = 1000, rng: RngLike = None, transport=None, n_modalities=None,
             schema=None, min_best: int | None = None, max_starts: int | None = None,
-            standard_errors: bool | str = True, profile_intervals: bool = True) -> LcaAnalysis:
+            standard_errors: bool | str = True, profile_intervals: bool = True,
+            n_gaussian: int | None = None) -> LcaAnalysis:
     """Fit the K-class model, then (optionally) the three-step covariate and distal models.
 
     ``silos``: the ``LocalSilo`` objects (in process); in a deployment ``None``, with the ``transport``
@@ -310,14 +322,15 @@ def analyse(silos, k: int, *, covariates: AuxiliarySpec | None = None, distal: A
     ``profile_intervals`` False gives a probability at the boundary the complete-data bound instead of its
     profile-likelihood interval (the ServerApp's choice: a profile costs hundreds of E-step rounds).
     ``standard_errors``: True or "observed" (the observed information, docs/design.md §15.1), "complete-data"
-    (each class's rows that observed the item: one E-step round), False (none computed).
+    (each class's rows that observed the item: one E-step round), False (none computed). ``n_gaussian``: the
+    continuous items, when neither the silos nor the transport's hello replies say (``_gaussian_items``).
     """
     from vcmc.federation.transport import InProcessTransport
 
     tr = transport or InProcessTransport(silos)
     names = list(tr.silos)
     n_mod = _measurement_coding(silos, n_modalities)
-    n_gauss = _gaussian_items(silos)
+    n_gauss = _gaussian_items(silos, tr, n_gaussian)
     if n_gauss and (covariates is not None or distal is not None):
         raise ConfigError("the three-step covariate and distal models are not built for continuous clustering "
                           "variables yet (docs/design.md §17.5); fit the measurement model alone, or band them")
@@ -397,14 +410,14 @@ def waic(transport, fit: LcaFit, *, n_draws: int = 200, rng: RngLike = None) -> 
 
 
 def _compare_one(silos, k: int, seed, n_starts: int, max_iter: int, waic_draws: int, min_best, max_starts,
-                 transport=None, n_modalities=None) -> tuple[dict, LcaFit]:
+                 transport=None, n_modalities=None, n_gaussian=None) -> tuple[dict, LcaFit]:
     """One K of ``compare``: the fit and its row of the table (a worker process runs it with ``jobs > 1``)."""
     from vcmc.federation.transport import InProcessTransport
 
     tr = transport or InProcessTransport(silos)
     n_mod = _measurement_coding(silos, n_modalities)
     fit_rng, waic_rng = seed.spawn(2)
-    n_gauss = _gaussian_items(silos)
+    n_gauss = _gaussian_items(silos, tr, n_gaussian)
     fit = fit_lca(tr.call, list(tr.silos), n_mod, k, n_starts=n_starts, max_iter=max_iter, rng=fit_rng,
                   min_best=min_best, max_starts=max_starts, n_gaussian=n_gauss)
     # the assessment round's WAIC sums know the categorical items only (docs/design.md §17.5)
@@ -415,7 +428,7 @@ def _compare_one(silos, k: int, seed, n_starts: int, max_iter: int, waic_draws: 
 
 def compare(silos, ks: Sequence[int], *, n_starts: int = 10, max_iter: int = 1000, rng: RngLike = None,
             waic_draws: int = 200, transport=None, n_modalities=None, jobs: int = 1, min_best: int | None = None,
-            max_starts: int | None = None) -> tuple[pd.DataFrame, dict[int, LcaFit]]:
+            max_starts: int | None = None, n_gaussian: int | None = None) -> tuple[pd.DataFrame, dict[int, LcaFit]]:
     """Fit every K of ``ks`` and tabulate ``COMPARISON_COLUMNS`` (one row per K), then ``GUIDE_COLUMNS``: the
     smallest class's share, how many EM starts were made and how many reached the best log-likelihood.
 
@@ -439,7 +452,8 @@ def compare(silos, ks: Sequence[int], *, n_starts: int = 10, max_iter: int = 100
             futures = {i: pool.submit(_compare_one, silos, *args[i]) for i in order}
             results = [futures[i].result() for i in range(len(ks))]
     else:
-        results = [_compare_one(silos, *a, transport=transport, n_modalities=n_modalities) for a in args]
+        results = [_compare_one(silos, *a, transport=transport, n_modalities=n_modalities, n_gaussian=n_gaussian)
+                   for a in args]
     rows = [r for r, _ in results]
     fits = {k: f for (_, f), k in zip(results, ks, strict=True)}
     return pd.DataFrame(rows, columns=[*COMPARISON_COLUMNS, *GUIDE_COLUMNS]), fits
