@@ -255,12 +255,6 @@ def server_steps(summaries: list[SiloSummary], transport, config: FitConfig, *, 
     # with the rounds to follow, the one-shot pass ends here: the rounds label the rows and assess the answer
     # (docs/design.md §16), and their start needs only the matching and the local clusters' sizes
     rounds = method == "vcmc" and config.aggregation.rounds > 1
-    notes_gaussian = []
-    if matched.gaussian is not None and rounds:
-        # the rounds' pooled chain knows the categorical items only (docs/design.md §17.8)
-        notes_gaussian = ["with continuous items the one-shot pass is the answer: the global-informed rounds do not "
-                          "cover them yet (docs/design.md §17.8)"]
-        rounds = False
     partition = None
     if not rounds:
         t0 = time.perf_counter()
@@ -279,7 +273,7 @@ def server_steps(summaries: list[SiloSummary], transport, config: FitConfig, *, 
     stages = StageOutputs(summaries=summaries, matching=matching, matched=matched, aggregate=agg,
                           partition=partition, assignments=local_rows(transport, "local_assignments", names),
                           memberships=local_rows(transport, "local_memberships", names),
-                          assessment=assessment, assessment_notes=notes + notes_gaussian,
+                          assessment=assessment, assessment_notes=notes,
                           failures=list(failures or []))
     artefacts = artefact_warnings(stages, config)
     for w in failure_warnings(stages.failures):

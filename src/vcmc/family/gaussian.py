@@ -61,6 +61,7 @@ class GaussianFamily(Family):
         "replicates": "vcmc.rows.mixed.replicate_item_moments",
         "waic": "vcmc.rows.mixed.waic_sums",
         "lca": "vcmc.lca.gaussian.gaussian_m_step",
+        "rounds": "vcmc.pooled.gibbs.draw_gaussian",
     }
 
     def n_columns(self, spec) -> int:
@@ -99,6 +100,21 @@ class GaussianFamily(Family):
         var = b_n / rng.standard_gamma(np.broadcast_to(a_n, (int(n_draws), *a_n.shape)))
         mu = m_n + np.sqrt(var / kappa_n) * rng.standard_normal(var.shape)
         return np.concatenate([mu, var], axis=2)
+
+    def log_marginal_likelihood(self, stats, local_prior, spec) -> float:
+        """``log p(x)`` of every cluster's observed values with the mean and variance integrated out under the
+        normal-inverse-gamma prior, summed over the clusters and items (the Gaussian term of the pooled chain's
+        collapsed log joint, docs/design.md §16): per (cluster, item) ``-n/2 log(2 pi) + 1/2 log(kappa / kappa_n)
+        + a log b - a_n log b_n + lgamma(a_n) - lgamma(a)``, 0 for a cluster that observed none."""
+        from scipy.special import gammaln
+
+        g = int(spec)
+        n = np.asarray(stats, dtype=np.float64)[..., :g]
+        _, kappa_n, a_n, b_n = posterior_parameters(stats, local_prior, g)
+        kappa, a, b = (float(local_prior[i]) for i in (KAPPA, SHAPE, RATE))
+        terms = (-0.5 * n * math.log(2.0 * math.pi) + 0.5 * np.log(kappa / kappa_n) + a * math.log(b)
+                 - a_n * np.log(b_n) + gammaln(a_n) - gammaln(a))
+        return float(np.sum(terms))
 
     def moments(self, param_draws, spec) -> tuple[np.ndarray, np.ndarray]:
         """Coordinates: the means and the log variances (whose posterior is nearer normal than the variance's)."""

@@ -82,10 +82,13 @@ def psm_partition(psm: np.ndarray, n_clusters: int) -> np.ndarray:
 
 def _responsibilities(codes: np.ndarray, pi_draws: np.ndarray, profile_draws: np.ndarray,
                       n_modalities) -> np.ndarray:
-    """Posterior allocation probabilities of rows under posterior-mean parameters, shape (n, K)."""
+    """Posterior allocation probabilities of rows under posterior-mean parameters, shape (n, K). With Gaussian
+    items the parameter rows hold their means and variances after the profiles; the fallback weighs the
+    categorical items alone (docs/design.md §17.8), so only the profiles' columns are read."""
     pi = pi_draws.mean(axis=0)
     pi = pi / pi.sum()
-    loglik = log_likelihood_rows(codes, pi, profile_draws.mean(axis=0), n_modalities)
+    p = int(np.sum(n_modalities))
+    loglik = log_likelihood_rows(codes, pi, profile_draws[..., :p].mean(axis=0), n_modalities)
     loglik -= loglik.max(axis=1, keepdims=True)
     r = np.exp(loglik)
     return r / r.sum(axis=1, keepdims=True)

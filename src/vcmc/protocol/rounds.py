@@ -58,25 +58,88 @@ class RoundVectorReply(Reply):
             self.refuse(request, silo, f"the reply is of round {int(self.round)}, expected {expected}")
 
 
+GRID_BITS = 12
+"""The fixed-point grid of the Gaussian items in the rounds (docs/design.md §17.8): a silo takes each standardised
+value ``x`` as the integer ``m = round(x * 2^GRID_BITS)`` (the value ``m / 2^12``, within 1.2e-4 of the data's
+standard deviation of ``x``, far below any measurement's resolution) and sends per component and item the observed
+rows, ``sum m`` and ``sum m^2``: integers, so the secure sum adds them exactly modulo 2^64 and every silo's pooled
+sums, hence its chain, are the same to the bit. The rounds' model is the pooled model of these values (the silos
+sweep at them too), so the pooled chain is its blocked Gibbs sampler exactly."""
+GRID_BOUND = 64.0
+"""The largest ``|x|`` (standardised: scales from the schema's location) the grid carries; a silo refuses the rounds
+over a value beyond it (``grid_values``). ``m^2 <= (64 * 2^12)^2 = 2^36``, so ``sum m^2`` stays below 2^63 (the
+int64 the pooled vector is read as) while fewer than ``MAX_POOLED_ROWS`` rows observe an item."""
+MAX_POOLED_ROWS = 2**27
+"""The most rows of all silos the grid's pooled sums hold exactly (``GRID_BOUND``): 134 million."""
+
+
+def grid_values(values: np.ndarray, names=None) -> tuple[np.ndarray, np.ndarray]:
+    """The standardised values (n, G) (NaN missing) on the rounds' grid: ``(m (n, G) int64, 0 where missing;
+    observed (n, G) bool)``. Raises DataError naming the items (``names``) with a value beyond ``GRID_BOUND``
+    (no value quoted)."""
+    from vcmc.exceptions import DataError
+
+    x = np.asarray(values, dtype=np.float64)
+    seen = ~np.isnan(x)
+    z = np.where(seen, x, 0.0)
+    beyond = np.flatnonzero(np.any(np.abs(z) > GRID_BOUND, axis=0))
+    if beyond.size:
+        items = [str(names[j]) if names is not None else f"item {j + 1}" for j in beyond]
+        raise DataError(f"continuous variables {items} have values more than {GRID_BOUND:g} scales from their "
+                        "location: the global-informed rounds carry continuous values on a fixed-point grid bounded "
+                        "there (docs/design.md §17.8); check the schema's location and scale of these variables, or "
+                        "the values, or fit with --rounds 1")
+    return np.rint(z * 2.0**GRID_BITS).astype(np.int64), seen
+
+
 def pack(tables) -> np.ndarray:
-    """The int64 vector of one or more count tables (each ``(cluster (C,), modality (C, P))`` or a plain vector),
-    concatenated. Counts of rows are whole numbers; anything else is refused."""
-    parts = [np.asarray(x, dtype=np.float64).ravel() for t in tables for x in (t if isinstance(t, tuple) else (t,))]
-    flat = np.concatenate(parts) if parts else np.zeros(0)
-    whole = np.rint(flat)
-    if not np.all(np.isfinite(flat)) or np.any(whole != flat) or np.any(np.abs(whole) >= 2.0**62):
-        raise ValueError("the rounds sum whole counts only; a table held other values")
-    return whole.astype(np.int64)
+    """The int64 vector of one or more count tables (each ``(cluster (C,), modality (C, P))``, with Gaussian items
+    ``(cluster, modality, gaussian (C, 3G) int64 on the grid)``, or a plain vector), concatenated. Counts of rows
+    are whole numbers; anything else is refused. Integer arrays (the grid's sums, beyond float64's exact
+    integers) are taken as they are."""
+    parts = []
+    for x in (x for t in tables for x in (t if isinstance(t, tuple) else (t,))):
+        a = np.asarray(x)
+        if a.dtype.kind in "iu":
+            if a.size and np.any(np.abs(a.astype(np.int64)) >= 2**62):
+                raise ValueError("the rounds sum whole counts below 2^62 only; a table held larger ones")
+            parts.append(a.astype(np.int64).ravel())
+            continue
+        flat = np.asarray(a, dtype=np.float64).ravel()
+        whole = np.rint(flat)
+        if not np.all(np.isfinite(flat)) or np.any(whole != flat) or np.any(np.abs(whole) >= 2.0**62):
+            raise ValueError("the rounds sum whole counts only; a table held other values")
+        parts.append(whole.astype(np.int64))
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 
-def unpack(vector: np.ndarray, n_chains: int, n_components: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    """``pack`` of ``n_chains`` tables reversed: one (cluster (C,), modality (C, P)) per chain, as float64."""
-    v = np.asarray(vector, dtype=np.int64).astype(np.float64)
-    c = int(n_components)
+def unpack(vector: np.ndarray, n_chains: int, n_components: int, n_gaussian: int = 0) -> list[tuple]:
+    """``pack`` of ``n_chains`` tables reversed: one (cluster (C,), modality (C, P)) per chain, as float64; with
+    ``n_gaussian`` G items also their statistics (C, 3G) on the standardised scale (observed rows, sums and sums
+    of squares of the grid's values: the integers scaled by ``2^-GRID_BITS`` and ``2^-2 GRID_BITS``, exact
+    powers of two). Raises ValueError when a pooled count of an item's rows is negative or at least
+    ``MAX_POOLED_ROWS`` (the grid's sums could have wrapped)."""
+    raw = np.asarray(vector, dtype=np.int64)
+    v = raw.astype(np.float64)
+    c, g = int(n_components), int(n_gaussian)
     per = v.size // max(int(n_chains), 1)
-    if per * n_chains != v.size or per < c or (per - c) % c:
+    rest = per - c - 3 * c * g
+    if per * n_chains != v.size or rest < 0 or rest % c:
         raise ValueError(f"a vector of {v.size} entries is not {n_chains} tables of {c} components")
-    return [(v[i * per:i * per + c], v[i * per + c:(i + 1) * per].reshape(c, -1)) for i in range(int(n_chains))]
+    if not g:
+        return [(v[i * per:i * per + c], v[i * per + c:(i + 1) * per].reshape(c, -1)) for i in range(int(n_chains))]
+    out = []
+    for i in range(int(n_chains)):
+        at = i * per + c + rest
+        stats = raw[at:(i + 1) * per].reshape(c, 3 * g)
+        rows = stats[:, :g]
+        if np.any(rows < 0) or np.any(rows.sum(axis=0) >= MAX_POOLED_ROWS):
+            raise ValueError(f"the pooled rows observing a continuous item must be fewer than {MAX_POOLED_ROWS} "
+                             "(the fixed-point grid's sums are exact only below it)")
+        gauss = np.concatenate([rows.astype(np.float64), stats[:, g:2 * g].astype(np.float64) * 2.0**-GRID_BITS,
+                                stats[:, 2 * g:].astype(np.float64) * 2.0**(-2 * GRID_BITS)], axis=1)
+        out.append((v[i * per:i * per + c], v[i * per + c:at].reshape(c, -1), gauss))
+    return out
 
 
 @dataclass(frozen=True)
@@ -89,7 +152,8 @@ class RoundStartRequest(Request, action="round_start", reply=RoundVectorReply, b
     the births; ``silo_weight_prior`` the labels' weights (0: pooled; above 0: each silo's own, docs/design.md
     §16); ``secure``: masked, padded and tagged vectors (refused without in a deployment); ``seed_entropy`` and
     ``spawn_key`` the run's seed (the streams of the analyst's own session; a deployment's come from the group
-    secret)."""
+    secret); ``gaussian_prior`` (4,) the pooled model's normal-inverse-gamma prior ``(m0, kappa0, a0, b0)`` of the
+    Gaussian items (unfractionated; absent without them: a silo holding some refuses the start then)."""
 
     VERSION = 5
 
@@ -111,6 +175,7 @@ class RoundStartRequest(Request, action="round_start", reply=RoundVectorReply, b
     secure: bool
     seed_entropy: int
     spawn_key: tuple[int, ...]
+    gaussian_prior: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -142,7 +207,11 @@ class RoundResultReply(Reply):
     ``log_joint_grid`` in a deployment, 0 in the analyst's own session); ``first_kept`` the window's first
     round; ``reason`` ("settled" or "cap"), ``settled``, ``rhat``, ``chains_agree`` and ``chosen`` (the chain of
     the answer); the births: ``birth_columns``, ``birth_rows`` (their misfits, summed over the silos),
-    ``birth_components`` and ``birth_clusters`` (the answer's cluster each became, 0-based; -1 none)."""
+    ``birth_components`` and ``birth_clusters`` (the answer's cluster each became, 0-based; -1 none);
+    ``gaussian_draws`` (T, K, 2G) the stored draws of the clusters' Gaussian means and variances (standardised;
+    None without Gaussian items); ``gaussian_withheld`` (K, G) 1 where a (cluster, item) was observed in fewer rows
+    than the minimum cluster size and its draws are the prior's (a deployment's release rule; None in the
+    analyst's own session)."""
 
     KIND = "round_result_reply"
     VERSION = 1
@@ -163,6 +232,8 @@ class RoundResultReply(Reply):
     birth_rows: np.ndarray
     birth_components: np.ndarray
     birth_clusters: np.ndarray
+    gaussian_draws: np.ndarray | None = None
+    gaussian_withheld: np.ndarray | None = None
 
     def check_reply(self, request, silo: str) -> None:
         pi, prof = np.asarray(self.pi_draws), np.asarray(self.profile_draws)
@@ -171,6 +242,13 @@ class RoundResultReply(Reply):
             self.refuse(request, silo, "the answer's draws must be (T, K) weights and (T, K, P) profiles")
         if not (np.all(np.isfinite(pi)) and np.all(np.isfinite(prof)) and np.all(pi >= 0) and np.all(prof >= 0)):
             self.refuse(request, silo, "the answer's draws must be finite probabilities")
+        if self.gaussian_draws is not None:
+            gd = np.asarray(self.gaussian_draws, dtype=np.float64)
+            g = gd.shape[-1] // 2 if gd.ndim == 3 else 0
+            if gd.ndim != 3 or gd.shape[:2] != pi.shape or gd.shape[2] != 2 * g or g < 1 \
+                    or not np.all(np.isfinite(gd)) or np.any(gd[:, :, g:] <= 0):
+                self.refuse(request, silo, "the answer's Gaussian draws must be (T, K, 2G) finite means and "
+                                           "positive variances")
 
 
 @dataclass(frozen=True)
