@@ -11,12 +11,12 @@ from scipy import stats
 
 from vcmc.exceptions import DataError
 from vcmc.family import GAUSSIAN
-from vcmc.family.gaussian import posterior_parameters
+from vcmc.family.gaussian import GRID_BITS, MAX_POOLED_ROWS, from_grid, grid_values, posterior_parameters
 from vcmc.mcmc.sampler.round_kernels import gaussian_counts
 from vcmc.model import beta_per_column
 from vcmc.pooled.chain import ChainPlan, PooledChain, Seeds
 from vcmc.pooled.gibbs import draw_gaussian, draw_parameters, log_joint
-from vcmc.protocol.rounds import GRID_BITS, MAX_POOLED_ROWS, grid_values, pack, unpack
+from vcmc.protocol.rounds import pack, unpack
 
 N_MOD = (2, 3)
 PRIOR = np.array([0.0, 0.01, 2.5, 0.75])
@@ -50,7 +50,8 @@ def test_the_pooled_gaussian_draw_is_the_single_machine_conjugate_draw():
     total = np.zeros_like(_silo_vector(*silos[0]))
     for s in silos:     # the secure sum's arithmetic: modulo 2^64
         total = (total.view(np.uint64) + _silo_vector(*s).view(np.uint64)).view(np.int64)
-    ((cluster, modality, gauss),) = unpack(total, 1, C, G)
+    ((cluster, modality, on_the_grid),) = unpack(total, 1, C, G)
+    gauss = from_grid(on_the_grid)
     # the single machine: every row on the grid's values, the family's statistics and draw
     x = np.vstack([s[1] for s in silos])
     z = np.concatenate([s[2] for s in silos])
@@ -115,7 +116,7 @@ def test_values_beyond_the_grid_and_sums_that_could_have_wrapped_are_refused():
     vector = pack([(np.ones(C), np.ones((C, 5)), np.zeros((C, 3 * G), dtype=np.int64))])
     vector[C + 5 * C] = MAX_POOLED_ROWS              # component 0's rows observing item 1
     with pytest.raises(ValueError, match="fewer than"):
-        unpack(vector, 1, C, G)
+        from_grid(unpack(vector, 1, C, G)[0][2])
 
 
 def test_the_chain_with_gaussian_items_survives_export_as_a_silo_s_state_between_messages():

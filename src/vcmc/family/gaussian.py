@@ -19,6 +19,7 @@ import math
 
 import numpy as np
 
+from vcmc.exceptions import DataError
 from vcmc.family.base import Family
 
 #: Index of each prior parameter in ``GaussianFamily.local_prior``'s array.
@@ -142,6 +143,53 @@ def release_sums(stats: np.ndarray, n_items: int, *, precision: float, noise_sca
         sums[...] = np.round(sums / precision) * precision
     out[:, 2 * n_items:] = np.maximum(out[:, 2 * n_items:], 0.0)
     return out
+
+
+GRID_BITS = 12
+"""The fixed-point grid of the Gaussian items in the rounds (docs/design.md §17.8): a silo takes each standardised
+value ``x`` as the integer ``m = round(x * 2^GRID_BITS)`` (the value ``m / 2^12``: within 1.2e-4 of ``x`` in units
+of the schema's scale, about the pooled standard deviation, far below any measurement's resolution) and sends per
+component and item the observed rows, ``sum m`` and ``sum m^2``: integers, so the secure sum adds them exactly
+modulo 2^64 and every silo's pooled sums, hence its chain, are the same to the bit. The rounds' model is the pooled
+model of these values (the silos sweep at them too), so the pooled chain is its blocked Gibbs sampler exactly."""
+GRID_BOUND = 64.0
+"""The largest ``|x|`` (standardised: scales from the schema's location) the grid carries; a silo refuses the rounds
+over a value beyond it (``grid_values``). ``m^2 <= (64 * 2^12)^2 = 2^36``, so ``sum m^2`` stays below 2^63 (the
+int64 the pooled vector is read as) while fewer than ``MAX_POOLED_ROWS`` rows observe an item."""
+MAX_POOLED_ROWS = 2**27
+"""The most rows of all silos the grid's pooled sums hold exactly (``GRID_BOUND``): 134 million."""
+
+
+def grid_values(values: np.ndarray, names=None) -> tuple[np.ndarray, np.ndarray]:
+    """The standardised values (n, G) (NaN missing) on the rounds' grid: ``(m (n, G) int64, 0 where missing;
+    observed (n, G) bool)``. Raises DataError naming the items (``names``) with a value beyond ``GRID_BOUND``
+    (no value quoted)."""
+    x = np.asarray(values, dtype=np.float64)
+    seen = ~np.isnan(x)
+    z = np.where(seen, x, 0.0)
+    beyond = np.flatnonzero(np.any(np.abs(z) > GRID_BOUND, axis=0))
+    if beyond.size:
+        items = [str(names[j]) if names is not None else f"item {j + 1}" for j in beyond]
+        raise DataError(f"continuous variables {items} have values more than {GRID_BOUND:g} scales from their "
+                        "location: the global-informed rounds carry continuous values on a fixed-point grid bounded "
+                        "there (docs/design.md §17.8); check the schema's location and scale of these variables, or "
+                        "the values, or fit with --rounds 1")
+    return np.rint(z * 2.0**GRID_BITS).astype(np.int64), seen
+
+
+def from_grid(sums: np.ndarray) -> np.ndarray:
+    """The statistics (C, 3G) on the standardised scale from their pooled sums on the grid (C, 3G) int64: the
+    observed rows, ``sum m / 2^GRID_BITS`` and ``sum m^2 / 2^(2 GRID_BITS)`` (exact powers of two). Raises
+    ValueError when an item's pooled rows are negative or at least ``MAX_POOLED_ROWS`` (the sums could have
+    wrapped modulo 2^64)."""
+    raw = np.asarray(sums, dtype=np.int64)
+    g = raw.shape[1] // 3
+    rows = raw[:, :g]
+    if np.any(rows < 0) or np.any(rows.sum(axis=0) >= MAX_POOLED_ROWS):
+        raise ValueError(f"the pooled rows observing a continuous item must be fewer than {MAX_POOLED_ROWS} (the "
+                         "fixed-point grid's sums are exact only below it)")
+    return np.concatenate([rows.astype(np.float64), raw[:, g:2 * g].astype(np.float64) * 2.0**-GRID_BITS,
+                           raw[:, 2 * g:].astype(np.float64) * 2.0**(-2 * GRID_BITS)], axis=1)
 
 
 GAUSSIAN = GaussianFamily()

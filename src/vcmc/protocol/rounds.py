@@ -58,40 +58,6 @@ class RoundVectorReply(Reply):
             self.refuse(request, silo, f"the reply is of round {int(self.round)}, expected {expected}")
 
 
-GRID_BITS = 12
-"""The fixed-point grid of the Gaussian items in the rounds (docs/design.md §17.8): a silo takes each standardised
-value ``x`` as the integer ``m = round(x * 2^GRID_BITS)`` (the value ``m / 2^12``, within 1.2e-4 of the data's
-standard deviation of ``x``, far below any measurement's resolution) and sends per component and item the observed
-rows, ``sum m`` and ``sum m^2``: integers, so the secure sum adds them exactly modulo 2^64 and every silo's pooled
-sums, hence its chain, are the same to the bit. The rounds' model is the pooled model of these values (the silos
-sweep at them too), so the pooled chain is its blocked Gibbs sampler exactly."""
-GRID_BOUND = 64.0
-"""The largest ``|x|`` (standardised: scales from the schema's location) the grid carries; a silo refuses the rounds
-over a value beyond it (``grid_values``). ``m^2 <= (64 * 2^12)^2 = 2^36``, so ``sum m^2`` stays below 2^63 (the
-int64 the pooled vector is read as) while fewer than ``MAX_POOLED_ROWS`` rows observe an item."""
-MAX_POOLED_ROWS = 2**27
-"""The most rows of all silos the grid's pooled sums hold exactly (``GRID_BOUND``): 134 million."""
-
-
-def grid_values(values: np.ndarray, names=None) -> tuple[np.ndarray, np.ndarray]:
-    """The standardised values (n, G) (NaN missing) on the rounds' grid: ``(m (n, G) int64, 0 where missing;
-    observed (n, G) bool)``. Raises DataError naming the items (``names``) with a value beyond ``GRID_BOUND``
-    (no value quoted)."""
-    from vcmc.exceptions import DataError
-
-    x = np.asarray(values, dtype=np.float64)
-    seen = ~np.isnan(x)
-    z = np.where(seen, x, 0.0)
-    beyond = np.flatnonzero(np.any(np.abs(z) > GRID_BOUND, axis=0))
-    if beyond.size:
-        items = [str(names[j]) if names is not None else f"item {j + 1}" for j in beyond]
-        raise DataError(f"continuous variables {items} have values more than {GRID_BOUND:g} scales from their "
-                        "location: the global-informed rounds carry continuous values on a fixed-point grid bounded "
-                        "there (docs/design.md §17.8); check the schema's location and scale of these variables, or "
-                        "the values, or fit with --rounds 1")
-    return np.rint(z * 2.0**GRID_BITS).astype(np.int64), seen
-
-
 def pack(tables) -> np.ndarray:
     """The int64 vector of one or more count tables (each ``(cluster (C,), modality (C, P))``, with Gaussian items
     ``(cluster, modality, gaussian (C, 3G) int64 on the grid)``, or a plain vector), concatenated. Counts of rows
@@ -115,10 +81,8 @@ def pack(tables) -> np.ndarray:
 
 def unpack(vector: np.ndarray, n_chains: int, n_components: int, n_gaussian: int = 0) -> list[tuple]:
     """``pack`` of ``n_chains`` tables reversed: one (cluster (C,), modality (C, P)) per chain, as float64; with
-    ``n_gaussian`` G items also their statistics (C, 3G) on the standardised scale (observed rows, sums and sums
-    of squares of the grid's values: the integers scaled by ``2^-GRID_BITS`` and ``2^-2 GRID_BITS``, exact
-    powers of two). Raises ValueError when a pooled count of an item's rows is negative or at least
-    ``MAX_POOLED_ROWS`` (the grid's sums could have wrapped)."""
+    ``n_gaussian`` G items also their statistics on the grid (C, 3G) as the int64 they were summed in (observed
+    rows, ``sum m``, ``sum m^2``: ``vcmc.family.gaussian.from_grid`` reads them)."""
     raw = np.asarray(vector, dtype=np.int64)
     v = raw.astype(np.float64)
     c, g = int(n_components), int(n_gaussian)
@@ -128,18 +92,8 @@ def unpack(vector: np.ndarray, n_chains: int, n_components: int, n_gaussian: int
         raise ValueError(f"a vector of {v.size} entries is not {n_chains} tables of {c} components")
     if not g:
         return [(v[i * per:i * per + c], v[i * per + c:(i + 1) * per].reshape(c, -1)) for i in range(int(n_chains))]
-    out = []
-    for i in range(int(n_chains)):
-        at = i * per + c + rest
-        stats = raw[at:(i + 1) * per].reshape(c, 3 * g)
-        rows = stats[:, :g]
-        if np.any(rows < 0) or np.any(rows.sum(axis=0) >= MAX_POOLED_ROWS):
-            raise ValueError(f"the pooled rows observing a continuous item must be fewer than {MAX_POOLED_ROWS} "
-                             "(the fixed-point grid's sums are exact only below it)")
-        gauss = np.concatenate([rows.astype(np.float64), stats[:, g:2 * g].astype(np.float64) * 2.0**-GRID_BITS,
-                                stats[:, 2 * g:].astype(np.float64) * 2.0**(-2 * GRID_BITS)], axis=1)
-        out.append((v[i * per:i * per + c], v[i * per + c:at].reshape(c, -1), gauss))
-    return out
+    return [(v[i * per:i * per + c], v[i * per + c:i * per + c + rest].reshape(c, -1),
+             raw[i * per + c + rest:(i + 1) * per].reshape(c, 3 * g)) for i in range(int(n_chains))]
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ The sweep is ``vcmc.mcmc.sampler.round_kernels`` (numba, imported when a round i
 With Gaussian items (docs/design.md §17.8) the rows are swept one by one with every item's density (no two rows
 share a pattern once they hold a measurement), their memberships are summed per row, and the counts of an
 allocation add per component and item the observed rows, sum and sum of squares of the values on the rounds'
-fixed-point grid (``vcmc.protocol.rounds.GRID_BITS``); the silo sweeps at the grid's values too, so the rounds are
+fixed-point grid (``vcmc.family.gaussian.GRID_BITS``); the silo sweeps at the grid's values too, so the rounds are
 the pooled model's sampler of those values exactly.
 """
 
@@ -143,13 +143,13 @@ def grid(silo) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """The silo's Gaussian items on the rounds' fixed-point grid: ``(m (n, G) int64, observed (n, G), the grid's
     values (n, G) float64, NaN missing)``, or None without Gaussian items. Computed once per silo (its data never
     change in a run; kept in the silo, never sent, recomputed after a restore). Refuses a value beyond the grid's
-    bound (``vcmc.protocol.rounds.grid_values``)."""
+    bound (``vcmc.family.gaussian.grid_values``)."""
     values = getattr(silo, "values", None)
     if values is None:
         return None
     cached = silo.__dict__.get("_round_grid")
     if cached is None:
-        from vcmc.protocol.rounds import GRID_BITS, grid_values
+        from vcmc.family.gaussian import GRID_BITS, grid_values
 
         names = [v.name for v in silo.data.schema.continuous]
         m, seen = grid_values(values, names)

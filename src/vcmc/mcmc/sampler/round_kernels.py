@@ -259,7 +259,7 @@ def accumulate_rows_mixed(codes, offsets, x, log_pi, log_prof, gaussian, summed,
 @njit(cache=True)
 def gaussian_counts(z, m, seen, n_comp):
     """Per component and item the observed rows, ``sum m`` and ``sum m^2`` of the grid's integers ``m`` (n, G)
-    (``seen`` marks the observed values): (C, 3G) int64, exact (``vcmc.protocol.rounds.GRID_BITS``)."""
+    (``seen`` marks the observed values): (C, 3G) int64, exact (``vcmc.family.gaussian.GRID_BITS``)."""
     n_items = m.shape[1]
     out = np.zeros((n_comp, 3 * n_items), dtype=np.int64)
     for i in range(z.size):

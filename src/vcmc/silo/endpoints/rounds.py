@@ -232,6 +232,10 @@ def answer_sweep(silo, request: RoundSweepRequest) -> RoundVectorReply:
     plan = session.chain_plan()
     try:
         counts = unpack(_pooled(silo, session, request), plan.n_chains, plan.n_components, plan.n_gaussian)
+        if plan.n_gaussian:
+            from vcmc.family.gaussian import from_grid
+
+            counts = [(cluster, modality, from_grid(grid)) for cluster, modality, grid in counts]
     except ValueError as err:
         raise DisclosureError(f"silo {silo.name!r}: round {r}'s pooled vector is not the participants' counts "
                               f"({err})") from None
