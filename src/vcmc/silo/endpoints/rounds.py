@@ -469,7 +469,7 @@ def release_assess(gate, request: RoundAssessRequest, reply):
     if np.asarray(reply.weights).size and (not gate.silo.own_session or _session(gate.silo).secure):
         raise DisclosureError(f"silo {gate.silo.name!r}: its own weights leave only in the analyst's own session "
                               "and rounds without secure sum")
-    return assess.release_at(gate, reply, asked.pi, lambda: asked.profiles, gaussian=asked.gaussian)
+    return assess.release_at(gate, reply, asked.pi, lambda: asked.profiles, gaussian=getattr(asked, "gaussian", None))
 
 
 endpoint(RoundStartRequest, admit=admit_start, answer=answer_start, release=release_vector)
