@@ -22,7 +22,7 @@ from vcmc.family import CATEGORICAL, GAUSSIAN
 from vcmc.interrupt import interruptible
 from vcmc.mcmc.sampler.draws import _count, _dirichlet_normaliser, _draw_parameters
 from vcmc.mcmc.sampler.kernels_dense import _gibbs_block
-from vcmc.mcmc.sampler.kernels_mixed import _draw_gaussian, _gaussian_stats, _gibbs_block_mixed
+from vcmc.mcmc.sampler.kernels_mixed import _draw_gaussian, _gaussian_stats, _gibbs_block_mixed, mixed_rows
 from vcmc.mcmc.sampler.kernels_sparse import _gibbs_block_sparse, initial_counts
 from vcmc.mcmc.sampler.layout import (
     _check_codes,
@@ -31,6 +31,7 @@ from vcmc.mcmc.sampler.layout import (
     _table_index,
     by_exception_count,
     choose_layout,
+    row_layout,
 )
 from vcmc.model import fractionate, profile_offsets
 
@@ -250,7 +251,6 @@ def run_chain(codes: np.ndarray, n_modalities, *, prior: PriorConfig, sampler: S
     logprof = np.empty((n_comp, n_par))
     if path in ("dense", "mixed"):
         lay = _layout(x, k, offsets) if path == "dense" else None
-        pidx = _table_index(x, offsets) if path == "mixed" else None
         nc = np.zeros(n_comp, dtype=np.int64)
         ct = np.zeros((n_col + k.size, n_comp), dtype=np.int64)
         _count(_table_index(x, offsets), z.astype(np.int64), nc, ct)
@@ -262,6 +262,8 @@ def run_chain(codes: np.ndarray, n_modalities, *, prior: PriorConfig, sampler: S
         gstat = np.zeros((n_comp, 3 * xg.shape[1]))
         _gaussian_stats(xg, z, gstat)
         _draw_gaussian(gstat, gprior, prof, n_col, gen)
+        rlay = row_layout(x, offsets)
+        pidx, xstat, has_miss = mixed_rows(_table_index(x, offsets), xg, rlay.row_of)
 
     n_kept_total = sampler.n_kept
     if draw_storage is None:
@@ -281,9 +283,10 @@ def run_chain(codes: np.ndarray, n_modalities, *, prior: PriorConfig, sampler: S
 
     def call(first, n_it, keep_at):
         if path == "mixed":
-            return _gibbs_block_mixed(pidx, xg, z, pi, logpi, prof, logprof, alpha, beta, offsets, const, gprior,
-                                      n_it, first, sampler.burn_in, sampler.thin, z_buf, out_pi, out_prof, out_nocc,
-                                      out_lp, keep_at, gen)
+            return _gibbs_block_mixed(rlay.base_col, rlay.ecol, rlay.evar, rlay.row_of, rlay.pexc_start, rlay.pexc,
+                                      pidx, xstat, has_miss, z, pi, logpi, prof, logprof, alpha, beta, offsets, const,
+                                      gprior, n_it, first, sampler.burn_in, sampler.thin, z_buf, out_pi, out_prof,
+                                      out_nocc, out_lp, keep_at, gen)
         if path == "sparse":
             return _gibbs_block_sparse(slay.base_col, slay.ecol, slay.evar, slay.pat_start, slay.row_of,
                                               slay.pexc_start, slay.pexc, z, pi, logpi, prof, logprof, alpha,
