@@ -91,7 +91,7 @@ def _without_timings(html: str) -> str:
     start = html.find("<h3>Timings (s)</h3>")
     end = html.find("</table>", start)
     html = html if start < 0 or end < 0 else html[:start] + html[end:]
-    return re.sub(r"<dt>seconds</dt><dd>[0-9.]+</dd>", "<dt>seconds</dt><dd></dd>", html)
+    return re.sub(r"<dt>seconds</dt><dd>[^<]*</dd>", "<dt>seconds</dt><dd></dd>", html)
 
 
 def _is_time(header: str) -> bool:

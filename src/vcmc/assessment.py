@@ -40,6 +40,11 @@ PPC_DEFINITION = (
     "entries (1 expected under the model), p_value = mean_r [D(rep_r, theta_r) >= D(obs, theta_r)] "
     "(docs/design.md §14.1).")
 
+CONTINUOUS_PPC_DEFINITION = (
+    "Per continuous item (standardised scale), its mean and variance over the rows observing it, pooled over the "
+    "silos, observed and in each replicated dataset (drawn from sufficient statistics, docs/design.md §17.7); "
+    "ppp = P(rep > obs) + P(rep = obs)/2.")
+
 
 def even_draws(n_total: int, n_take: int) -> np.ndarray:
     """``n_take`` indices evenly spaced over ``0..n_total-1`` (all of them when there are fewer)."""
@@ -66,9 +71,11 @@ def assess_requests(names, silo_index, matched, agg, config, root: np.random.See
         else:                                  # no record of the pairing: evenly spaced, repeated if short
             rows = even_draws(matched.pi[s].shape[0], idx.size)
             rows = rows[np.arange(idx.size) % rows.size]
+        gaussian = None if getattr(agg, "gaussian_draws", None) is None else \
+            np.asarray(agg.gaussian_draws[idx], dtype=np.float64)
         reqs[name] = AssessRequest(pi=np.asarray(matched.pi[s][rows], dtype=np.float64), profiles=profiles,
                                    pairs=pairs, seed_entropy=int(root.entropy),
-                                   spawn_key=(*root.spawn_key, int(key), int(silo_index[name])))
+                                   spawn_key=(*root.spawn_key, int(key), int(silo_index[name])), gaussian=gaussian)
     return reqs, idx
 
 
@@ -167,6 +174,17 @@ def combine_assessment(replies: dict[str, AssessReply], requests: dict[str, Asse
     ppc = {"n_replicates": int(r_draws), "prevalence": prevalence, "pairs": co, "silos": names,
            "definition": PPC_DEFINITION,
            "n_suppressed": {n: int(replies[n].n_suppressed) for n in names}}
+    if all(replies[n].gaussian_observed is not None for n in names):
+        from vcmc.rows.mixed import moments_of_sums
+
+        # each item's pooled mean and variance, observed and in every replicated dataset (docs/design.md §17.7)
+        obs = moments_of_sums(sum(np.asarray(replies[n].gaussian_observed) for n in names))      # (2, G)
+        rep = np.stack([moments_of_sums(r) for r in sum(np.asarray(replies[n].gaussian_replicated) for n in names)])
+        ppp = (rep > obs).mean(axis=0) + 0.5 * (rep == obs).mean(axis=0)                           # (2, G)
+        ppc["continuous"] = {"definition": CONTINUOUS_PPC_DEFINITION, "table": [
+            {"item": g, "moment": moment, "observed": float(obs[m, g]), "replicated_mean": float(rep[:, m, g].mean()),
+             "replicated_ci95": np.quantile(rep[:, m, g], [0.025, 0.975]).tolist(), "ppp": float(ppp[m, g])}
+            for g in range(obs.shape[1]) for m, moment in enumerate(("mean", "variance"))]}
 
     # WAIC: elpd_i summaries merged over silos (Chan et al.'s pairwise update of sums of squares)
     n_rows = sum(int(replies[n].n_rows) for n in names)

@@ -45,6 +45,7 @@ def effective_privacy(operator: PrivacyConfig, server: PrivacyConfig | None) -> 
     if server is None:
         return operator
     eps = [e for e in (operator.dp_epsilon, server.dp_epsilon) if e is not None]
+    noise = [e for e in (operator.sum_noise, server.sum_noise) if e is not None]
     return PrivacyConfig(
         min_cluster_size=max(operator.min_cluster_size, server.min_cluster_size),
         suppress_cells_below=max(operator.suppress_cells_below, server.suppress_cells_below),
@@ -52,6 +53,8 @@ def effective_privacy(operator: PrivacyConfig, server: PrivacyConfig | None) -> 
         dp_epsilon=min(eps) if eps else None,
         share_counts=bool(operator.share_counts and server.share_counts),
         share_assessment=bool(operator.share_assessment and server.share_assessment),
+        sum_precision=max(operator.sum_precision, server.sum_precision),
+        sum_noise=max(noise) if noise else None,
     )
 
 

@@ -14,6 +14,7 @@ Flower ``ServerApp``.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 import warnings
@@ -145,8 +146,9 @@ def _assign_requests(names, matching: Matching, matched, agg, config) -> dict[st
         pi_s = pi_s[evenly_spaced(pi_s.shape[0], idx.size)]
         if pi_s.shape[0] != idx.size:          # a silo with fewer draws than asked: repeat them in turn
             pi_s = pi_s[np.arange(idx.size) % pi_s.shape[0]]
+        gaussian = None if agg.gaussian_draws is None else np.asarray(agg.gaussian_draws[idx], dtype=np.float64)
         reqs[n] = AssignRequest(assignment=matching.assignment[s], n_global=matching.n_global, pi=pi_s,
-                                profiles=profiles)
+                                profiles=profiles, gaussian=gaussian)
     return reqs
 
 
@@ -157,6 +159,10 @@ def match_stage(summaries: list[SiloSummary], transport, config: FitConfig, srv:
     names = tuple(s.silo for s in summaries)
     matching = match(summaries, config.matching, divergence=_divergence_fn(transport, names), rng=srv)
     matched = matched_draws(summaries, matching, config.matching, prior=config.prior, rng=srv)
+    if summaries[0].gaussian_draws is not None:                        # docs/design.md §17.6
+        from vcmc.matching.gaussian import matched_gaussian
+
+        matched = dataclasses.replace(matched, gaussian=matched_gaussian(summaries, matching))
     return matching, matched
 
 
@@ -167,11 +173,18 @@ def aggregate_stage(matched, matching: Matching, transport, names, config: FitCo
 
     n_chains = int(config.sampler.n_chains)
     if method == "vcmc":
-        return aggregate(matched, config=config.aggregation, prior=config.prior,
-                         counts_fn=_counts_fn(transport, names, matching, policy), rng=srv, n_chains=n_chains)
-    if method == "consensus":
-        return consensus(matched, kind="inverse-variance", rng=srv, n_chains=n_chains)
-    raise ValueError(f"server_steps handles method 'vcmc' or 'consensus', got {method!r}")
+        agg = aggregate(matched, config=config.aggregation, prior=config.prior,
+                        counts_fn=_counts_fn(transport, names, matching, policy), rng=srv, n_chains=n_chains)
+    elif method == "consensus":
+        agg = consensus(matched, kind="inverse-variance", rng=srv, n_chains=n_chains)
+    else:
+        raise ValueError(f"server_steps handles method 'vcmc' or 'consensus', got {method!r}")
+    if matched.gaussian is None:
+        return agg
+    from vcmc.aggregation.gaussian import aggregate_gaussian  # docs/design.md §17.6: the same pairing
+
+    g = matched.gaussian[0].shape[2] // 2
+    return dataclasses.replace(agg, gaussian_draws=aggregate_gaussian(matched.gaussian, g, agg.pairing.T))
 
 
 def partition_stage(names, transport, matching: Matching, matched, agg, config: FitConfig,
@@ -260,7 +273,8 @@ def server_steps(summaries: list[SiloSummary], transport, config: FitConfig, *, 
     stages = StageOutputs(summaries=summaries, matching=matching, matched=matched, aggregate=agg,
                           partition=partition, assignments=local_rows(transport, "local_assignments", names),
                           memberships=local_rows(transport, "local_memberships", names),
-                          assessment=assessment, assessment_notes=notes, failures=list(failures or []))
+                          assessment=assessment, assessment_notes=notes,
+                          failures=list(failures or []))
     artefacts = artefact_warnings(stages, config)
     for w in failure_warnings(stages.failures):
         warnings.warn(w, stacklevel=2)

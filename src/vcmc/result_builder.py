@@ -193,7 +193,7 @@ def build_result(stages: StageOutputs, config: FitConfig, *, method: str, timing
         diagnostics["ppc"] = assessment["ppc"]
         diagnostics["waic"] = assessment["waic"]
     return GlobalResult.from_draws(
-        pi_draws=agg.pi_draws, profile_draws=agg.profile_draws, method=method,
+        pi_draws=agg.pi_draws, profile_draws=agg.profile_draws, gaussian_draws=agg.gaussian_draws, method=method,
         n_modalities=summaries[0].n_modalities, silos=names, partition_counts=partition_counts,
         assignments=stages.assignments, memberships=stages.memberships, n_chains=agg.n_chains,
         timings=timings, config=config.to_dict(), seed=seed, diagnostics=diagnostics, matching=matching)

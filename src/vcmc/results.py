@@ -49,6 +49,9 @@ class GlobalResult:
     diagnostics : dict
         Method-specific diagnostics (ELBO trace, optimised weights, local diagnostics, warnings).
     matching : Matching or None
+    gaussian_draws : ndarray of shape (T, C, 2G), or None
+        With Gaussian items: draws of every cluster's means, then variances, on the schema's standardised scale
+        (``vcmc.data.continuous``; ``gaussian_summary`` gives them on the original scale).
     """
 
     method: str
@@ -69,6 +72,7 @@ class GlobalResult:
     seed: int | None = None
     diagnostics: dict = field(default_factory=dict)
     matching: Matching | None = None
+    gaussian_draws: np.ndarray | None = None
 
     @property
     def n_clusters(self) -> int:

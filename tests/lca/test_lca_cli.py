@@ -55,3 +55,16 @@ def test_fit_k_writes_covariates_and_distal_tables(files, tmp_path):
 def test_bayesian_flags_are_refused_with_k(files, tmp_path, capsys):
     assert main(["fit", *files, "--k", "2", "--alpha", "0.1", "--out", str(tmp_path / "y")]) == 1
     assert "--alpha belong to the Bayesian fit" in capsys.readouterr().err
+
+
+def test_overwrite_removes_an_earlier_runs_continuous_table(files, tmp_path):
+    """``continuous.csv`` is a result file: a categorical fit written over a run that had continuous variables
+    does not leave that run's means beside its own results."""
+    out = tmp_path / "over"
+    args = ["fit", *files, "--k", "2", "--out", str(out), "--starts", "1", "--exclude", "age,sex,death,score",
+            "--standard-errors", "complete-data"]
+    assert main([*args, "--seed", "1"]) == 0
+    (out / "continuous.csv").write_text("cluster,variable,mean\n1,X1,50.0\n")   # as a mixed run leaves it
+    assert main([*args, "--seed", "2", "--overwrite"]) == 0
+    assert not (out / "continuous.csv").exists()
+    assert (out / "lca.json").is_file()

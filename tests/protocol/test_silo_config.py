@@ -16,7 +16,7 @@ UNUSUAL = FitConfig(prior=PriorConfig(n_components=7, alpha=0.2, beta=(0.5, 1.0,
                     postprocess=PostprocessConfig(merge_unresolved=True, min_local_size=4, summary_draws=0,
                                                   partition="psm"),
                     privacy=PrivacyConfig(min_cluster_size=12, suppress_cells_below=8, round_to=5,
-                                          dp_epsilon=0.5, share_counts=False),
+                                          dp_epsilon=0.5, share_counts=False, sum_noise=0.2),
                     aggregation=AggregationConfig(strategy="design", rounds=40))
 
 

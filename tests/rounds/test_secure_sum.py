@@ -175,3 +175,30 @@ def test_a_lost_silo_ends_the_rounds_naming_it(sim, keys):
     with Losing(silos, lose) as relay, pytest.raises(SiloFailure, match="silo_4") as info:
         run_vcmc(relay, config_from_mapping(BASE), rng=11)
     assert "every silo is required" in str(info.value)
+
+
+@pytest.fixture(scope="module")
+def mixed():
+    """A design with Gaussian items beside the categorical ones (docs/design.md §17.8)."""
+    from types import SimpleNamespace
+
+    from vcmc.research.simulate_mixed import simulate_mixed
+
+    silos, _ = simulate_mixed([90, 110, 130], [0.5, 0.3, 0.2], [[-1.5, 0.0], [0.0, 1.5], [1.5, -1.0]],
+                              [[0.5, 0.7], [0.6, 0.5], [0.4, 0.6]], missing=0.03, rng=2)
+    return SimpleNamespace(silos=silos)
+
+
+def test_with_gaussian_items_a_reproducible_deployment_samples_the_analysts_chain_to_the_bit(mixed):
+    keys = {d.name: new_key() for d in mixed.silos}
+    own, _ = _run([LocalSilo(d) for d in mixed.silos])
+    deployed, relay = _run(_deployed(mixed, keys, reproducible=True))
+    assert deployed.diagnostics["rounds"]["secure_sum"] and own.gaussian_draws is not None
+    np.testing.assert_array_equal(own.profile_draws, deployed.profile_draws)
+    np.testing.assert_array_equal(own.gaussian_draws, deployed.gaussian_draws)
+    for a, b in zip(own.assignments, deployed.assignments, strict=True):
+        np.testing.assert_array_equal(a, b)
+    # the vectors carry the Gaussian items' grid sums (per chain: C sizes, C x P counts, C x 3G sums), masked
+    vectors = [r.vector for r in relay.received if isinstance(r, RoundVectorReply) and r.round >= 1 and r.vector.size]
+    c, p = deployed.diagnostics["rounds"]["components"], int(np.sum(deployed.n_modalities))
+    assert vectors and {v.size for v in vectors} == {c * (1 + p + 3 * 2)}

@@ -63,6 +63,8 @@ class AggregationResult:
         draw ``pairing[s, t]`` of every silo s.
     n_chains : int
         Chains of the output draws (chain-major, ``T / n_chains`` draws each; ``pair_draws``).
+    gaussian_draws : ndarray of shape (T, C, 2G), or None
+        With Gaussian items, their global means and variances (``vcmc.aggregation.gaussian``, the same pairing).
     """
 
     weights: AggregationWeights
@@ -82,6 +84,7 @@ class AggregationResult:
     timings: dict = field(default_factory=dict)
     pairing: np.ndarray | None = None
     n_chains: int = 1
+    gaussian_draws: np.ndarray | None = None
 
     def summary(self) -> dict:
         """JSON-ready summary (weights, ELBO, rounds, what was shared)."""

@@ -72,6 +72,9 @@ def load_fit(fit_dir) -> dict:
             post = tree["posterior"]
             pi = np.asarray(post["pi"].values, dtype=np.float64)
             profiles = np.asarray(post["profiles"].values, dtype=np.float64)
+            # the continuous items' draws (docs/design.md §17.9): means, then variances, standardised
+            gaussian = None if "mean" not in post else np.concatenate(
+                [np.asarray(post["mean"].values, dtype=np.float64), np.asarray(post["variance"].values)], axis=-1)
     except Exception as err:  # noqa: BLE001 - h5py, h5netcdf and xarray each raise their own kinds
         why = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise ConfigError(f"{d / 'posterior.nc'} cannot be read as the fit's posterior draws ({why[:120]}): the "
@@ -83,13 +86,18 @@ def load_fit(fit_dir) -> dict:
     if profiles.shape[1:] != (pi.shape[1], p):
         raise ConfigError(f"{d / 'posterior.nc'} holds profiles of shape {profiles.shape[1:]}, but "
                           f"{d / 'schema.json'} has {p} modality columns for {pi.shape[1]} clusters")
+    if (gaussian is None) != (not schema.continuous):
+        raise ConfigError(f"{d / 'posterior.nc'} and {d / 'schema.json'} disagree on the continuous variables: "
+                          "copy both again from the fit's folder")
+    gaussian = None if gaussian is None else gaussian.reshape(-1, *gaussian.shape[-2:])
     draws = int(result.get("config", {}).get("aggregation", {}).get("assign_draws", 100))
     return {"schema": schema, "pi": pi, "profiles": profiles, "draws": draws, "result": result,
-            "key": (manifest or {}).get("key")}
+            "key": (manifest or {}).get("key"), "gaussian": gaussian}
 
 
 def _load_lca_fit(d: Path) -> dict:
-    """A ``vcmc fit --k`` folder: its schema and maximum-likelihood weights and profiles (one "draw")."""
+    """A ``vcmc fit --k`` folder: its schema and maximum-likelihood weights and profiles (one "draw"), and with
+    continuous variables the classes' Gaussian means and variances (standardised)."""
     from vcmc.data import Schema
     from vcmc.outputs.runkey import check_result_set
 
@@ -101,6 +109,7 @@ def _load_lca_fit(d: Path) -> dict:
         doc = json.loads((d / "lca.json").read_text(encoding="utf-8"))
         pi = np.asarray(doc["weights"], dtype=np.float64)[None, :]
         profiles = np.asarray(doc["profiles"], dtype=np.float64)[None, :, :]
+        gaussian = None if doc.get("gaussian") is None else np.asarray(doc["gaussian"], dtype=np.float64)
     except (ValueError, KeyError, TypeError) as err:
         raise ConfigError(f"{d / 'lca.json'} holds no fitted profiles ({type(err).__name__}): written by an older "
                           "vcmc fit --k, or damaged; re-run vcmc fit --k") from None
@@ -108,17 +117,27 @@ def _load_lca_fit(d: Path) -> dict:
     if profiles.shape[2] != int(np.sum(schema.n_modalities)):
         raise ConfigError(f"{d / 'lca.json'} holds profiles of {profiles.shape[2]} modality columns, "
                           f"{d / 'schema.json'} {int(np.sum(schema.n_modalities))}")
+    g = len(schema.continuous)
+    if (gaussian is None) != (g == 0) or (gaussian is not None and gaussian.shape != (pi.shape[1], 2 * g)):
+        raise ConfigError(f"{d / 'lca.json'} and {d / 'schema.json'} disagree on the continuous variables: "
+                          "copy both again from the fit's folder")
     return {"schema": schema, "pi": pi, "profiles": profiles, "draws": 1, "result": doc,
-            "key": (manifest or {}).get("key"), "lca": True}
+            "key": (manifest or {}).get("key"), "lca": True, "lca_gaussian": gaussian}
 
 
-def predict_memberships(fit: dict, codes: np.ndarray, n_draws: int | None = None) -> np.ndarray:
+def predict_memberships(fit: dict, codes: np.ndarray, n_draws: int | None = None, values=None) -> np.ndarray:
     """Memberships (n, K) of encoded rows under the fit's global draws (docs/design.md §8.2); for a latent
-    class model (``vcmc fit --k``) at its maximum-likelihood estimate, as its own memberships.csv."""
+    class model (``vcmc fit --k``) at its maximum-likelihood estimate, as its own memberships.csv. With
+    continuous items, ``values`` are the rows' measurements in their units (a missing one skipped, as a missing
+    code is)."""
     if fit.get("lca"):
+        from vcmc.data.continuous import standardised
         from vcmc.lca.outputs import lca_memberships
 
-        return lca_memberships(codes, fit["schema"].n_modalities, fit["pi"][0], fit["profiles"][0])
+        gaussian = fit.get("lca_gaussian")
+        z = None if gaussian is None else standardised(values, fit["schema"].continuous)
+        return lca_memberships(codes, fit["schema"].n_modalities, fit["pi"][0], fit["profiles"][0], values=z,
+                               gaussian=gaussian)
     from vcmc.assessment import even_draws
     from vcmc.rows.memberships import posterior_memberships
 
@@ -126,6 +145,13 @@ def predict_memberships(fit: dict, codes: np.ndarray, n_draws: int | None = None
     if n_draws < 1:
         raise ConfigError(f"--draws must be an int >= 1; got {n_draws}")
     idx = even_draws(fit["pi"].shape[0], n_draws)
+    if fit.get("gaussian") is not None:
+        from vcmc.data.continuous import standardised
+        from vcmc.rows.mixed import memberships
+
+        z = standardised(values, fit["schema"].continuous)
+        return memberships(codes, fit["schema"].n_modalities, z, fit["pi"][idx], fit["profiles"][idx],
+                           fit["gaussian"][idx])
     return posterior_memberships(codes, fit["schema"].n_modalities, fit["pi"][idx], fit["profiles"][idx])
 
 
@@ -169,7 +195,7 @@ def run(args) -> int:
             raise DataError(f"two files are named {data.name!r} (without extension); the 'silo' column would "
                             "not tell their rows apart: rename one")
         names.add(data.name)
-        m = predict_memberships(fit, data.codes, args.draws)
+        m = predict_memberships(fit, data.codes, args.draws, values=data.values)
         rows.append((data.name, m, np.argmax(m, axis=1)))
     out = _out_folder(args, fit_dir)            # the files are read and scored: OUT is created only now
     fit_key = fit["key"] or file_digest(fit_dir / ("lca.json" if fit.get("lca") else "posterior.nc"))

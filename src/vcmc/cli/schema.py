@@ -43,6 +43,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="other columns left out of every analysis (recorded with the role 'ignored')")
     p.add_argument("--na-values", action="append", metavar="TEXT[,TEXT...]", default=[],
                    help="cell texts read as missing besides the empty cell, e.g. NA,-9 (recorded in the schema)")
+    p.add_argument("--continuous", action="append", metavar="COL[,COL...]", default=[],
+                   help="read these columns as continuous (Gaussian items); by default a column of numbers with more "
+                        "than 10 distinct values is proposed as continuous, and the command says which")
+    p.add_argument("--categorical", action="append", metavar="COL[,COL...]", default=[],
+                   help="keep these columns categorical (no continuous proposal for them)")
     p.add_argument("--strip-whitespace", action="store_true", help="read ' 1 ' as '1'")
     p.add_argument("--case-insensitive", action="store_true", help="read 'Yes' and 'yes' as one modality")
     p.add_argument("--min-modality-rows", type=int, metavar="N",
@@ -52,6 +57,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     # the name of the first release, kept working: it named the disclosure minimum, which this is not
     p.add_argument("--min-cluster-size", type=int, dest="deprecated_min_cluster_size", metavar="N",
                    help=argparse.SUPPRESS)
+
+
+def _names(groups) -> list[str]:
+    return [t for group in groups for t in group.split(",") if t]
 
 
 def role_columns(args) -> list:
@@ -73,21 +82,24 @@ def role_columns(args) -> list:
     return out
 
 
-def _silos(args, schema, exclude=()):
+def _silos(args, schema, proposed: list | None = None, exclude=()):
     from vcmc.data import read_silos, split_by_column
     from vcmc.data.normalise import Normalisation
 
     norm = Normalisation(strip_whitespace=args.strip_whitespace, case_insensitive=args.case_insensitive)
-    na = ("", *[t for group in args.na_values for t in group.split(",") if t])
+    na = ("", *_names(args.na_values))
+    # explicit --continuous columns replace the proposal; --categorical columns are left out of it
+    kinds = {"continuous": _names(args.continuous) or "auto", "categorical": _names(args.categorical),
+             "proposed": proposed} if schema is None else {}
     if args.silo_column:
         if len(args.files) != 1:
             from vcmc.exceptions import ConfigError
 
             raise ConfigError(f"--silo-column splits ONE file into silos; got {len(args.files)} files")
         return split_by_column(args.files[0], args.silo_column, schema=schema, id_column=args.id_column,
-                               na_values=na, normalisation=norm, exclude=exclude), na
+                               na_values=na, normalisation=norm, exclude=exclude, **kinds), na
     return read_silos(args.files, schema=schema, id_column=args.id_column, na_values=na, normalisation=norm,
-                      exclude=exclude), na
+                      exclude=exclude, **kinds), na
 
 
 def rare_modalities(silos, min_modality_rows: int) -> list[str]:
@@ -126,16 +138,19 @@ def run(args) -> int:
     if out.exists() and not args.overwrite:
         raise ConfigError(f"--out {out} exists (it may hold reviewed edits); it is kept: choose another name, or "
                           "add --overwrite to replace it")
-    silos, na = _silos(args, None, exclude=excluded)
+    proposed: list[str] = []
+    silos, na = _silos(args, None, proposed, exclude=excluded)
     schema = silos[0].schema
     if len(na) > 1 or columns:
-        schema = Schema(schema.variables, na_values=tuple(t for t in na if t), columns=tuple(columns))
+        schema = Schema(schema.variables, na_values=tuple(t for t in na if t), continuous=schema.continuous,
+                        columns=tuple(columns))
     from vcmc.outputs import lock
 
     out.parent.mkdir(parents=True, exist_ok=True)
     lock.acquire(out.parent, "vcmc schema")
     schema.to_json(out)
-    print(f"schema: {schema.n_variables} variables, {sum(schema.n_modalities)} modalities from {len(silos)} "  # noqa: T201
+    cont = f" and {len(schema.continuous)} continuous" if schema.continuous else ""
+    print(f"schema: {schema.n_variables} variables, {sum(schema.n_modalities)} modalities{cont} from {len(silos)} "  # noqa: T201
           f"silo(s) -> {out}; review it, then give it to vcmc fit --schema {out}")
     for role in ("covariate", "outcome", "id", "ignored"):
         named = schema.role_columns(role)
@@ -144,6 +159,10 @@ def run(args) -> int:
                   "the clustering)")
     for line in data_warnings(silos):
         print(f"warning: {line}", file=sys.stderr)  # noqa: T201
+    if proposed:
+        print(f"note: {len(proposed)} column(s) of numbers with more than 10 distinct values are proposed as "  # noqa: T201
+              f"continuous (Gaussian items, standardised by the location and scale written in the schema): "
+              f"{', '.join(proposed)}; keep one categorical with --categorical COL", file=sys.stderr)
     minimum = args.min_modality_rows
     if args.deprecated_min_cluster_size is not None:
         if minimum is not None:

@@ -126,12 +126,23 @@ class PriorConfig:
         Symmetric Dirichlet concentration of each profile, one value or one per variable (default 0.5).
     fractionate : bool
         Raise each silo's prior to the power 1/S: local parameters ``(a - 1)/S + 1`` (default True).
+    mean_precision : float
+        kappa0 of a Gaussian item's normal-inverse-gamma prior: the mean's prior variance is the cluster's variance
+        over kappa0, on the standardised scale (default 0.01: a prior sd of 10 within-cluster sds).
+    variance_shape : float
+        a0 of the inverse-gamma prior of a Gaussian item's variance (default 2.5, which keeps a component's
+        variance away from 0 with few members).
+    variance_rate : float
+        b0 of that prior, standardised scale (default 0.75: prior mean b0/(a0 - 1) = 0.5, half the pooled variance).
     """
 
     n_components: int = option(15, flag="--components")
     alpha: float = option(0.01, flag="--alpha")
     beta: float | tuple[float, ...] = option(0.5, flag="--beta")
     fractionate: bool = option(True, flag="--no-fractionation", negate=True)
+    mean_precision: float = 0.01
+    variance_shape: float = 2.5
+    variance_rate: float = 0.75
 
     def __post_init__(self):
         _check_choices(self)
@@ -141,6 +152,9 @@ class PriorConfig:
         betas = self.beta if isinstance(self.beta, tuple) else (self.beta,)
         _check(len(betas) > 0 and all(_finite(b) and b > 0 for b in betas), "PriorConfig", "beta",
                "finite and > 0 (a float or one per variable)", self.beta)
+        for name in ("mean_precision", "variance_shape", "variance_rate"):
+            value = getattr(self, name)
+            _check(_finite(value) and value > 0, "PriorConfig", name, "a finite float > 0", value)
 
 
 @dataclass(frozen=True)
@@ -317,6 +331,11 @@ class PrivacyConfig:
         the fitted model, and sums over rows of log predictive densities (default True). Suppression and
         rounding apply to those counts; differential-privacy noise does not, so an operator who relies on
         ``dp_epsilon`` sets this to False.
+    sum_precision : float
+        Gaussian items' sums and sums of squares per cluster leave a silo rounded to a multiple of this, in
+        standardised units (default 0: not rounded; docs/design.md §17.4).
+    sum_noise : float or None
+        Laplace noise of this scale (standardised units) on those sums (default None: none).
     """
 
     min_cluster_size: int = option(10, flag="--min-cluster-size")
@@ -325,6 +344,8 @@ class PrivacyConfig:
     dp_epsilon: float | None = None
     share_counts: bool = True
     share_assessment: bool = True
+    sum_precision: float = 0.0
+    sum_noise: float | None = None
 
     def __post_init__(self):
         _check_choices(self)
@@ -335,6 +356,10 @@ class PrivacyConfig:
         _check(self.round_to >= 1, "PrivacyConfig", "round_to", "an int >= 1", self.round_to)
         _check(self.dp_epsilon is None or (_finite(self.dp_epsilon) and self.dp_epsilon > 0), "PrivacyConfig",
                "dp_epsilon", "None or a finite float > 0", self.dp_epsilon)
+        _check(_finite(self.sum_precision) and self.sum_precision >= 0, "PrivacyConfig", "sum_precision",
+               "a finite float >= 0", self.sum_precision)
+        _check(self.sum_noise is None or (_finite(self.sum_noise) and self.sum_noise > 0), "PrivacyConfig",
+               "sum_noise", "None or a finite float > 0", self.sum_noise)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ fewer rows than the disclosure minimum), naming the file, the column, the values
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,6 +23,7 @@ import pandas as pd
 from vcmc.data.normalise import NO_NORMALISATION, SUSPECT_NA_TOKENS, Normalisation, number_of
 from vcmc.data.schema import (
     DEFAULT_NA_VALUES,
+    ContinuousVariable,
     Schema,
     SiloData,
     Variable,
@@ -230,7 +232,8 @@ def _frame_of(obj, i: int, id_column, *, drop: str | None = None, exclude=()) ->
 def infer_schema(frames_or_paths, *, max_levels: int = MAX_LEVELS, na_values=DEFAULT_NA_VALUES,
                  id_column=None, normalisation: Normalisation = NO_NORMALISATION, min_modality_rows: int = 1,
                  min_modality_rows_flag: str = "min_modality_rows",
-                 many_levels: int | None = MANY_LEVELS, exclude=(), sources=None) -> Schema:
+                 many_levels: int | None = MANY_LEVELS, continuous=(), categorical=(),
+                 proposed: list | None = None, exclude=(), sources=None) -> Schema:
     """Infer the shared schema from every silo's data: the union of the labels observed in all silos.
 
     Parameters
@@ -256,6 +259,14 @@ def infer_schema(frames_or_paths, *, max_levels: int = MAX_LEVELS, na_values=DEF
     many_levels : int or None
         A column with at least this many distinct values in a silo and fewer than two rows per value there
         is refused (identifier-like or many-level; default ``MANY_LEVELS`` = 10); None switches it off.
+    continuous : sequence of str, or "auto"
+        Columns read as continuous (Gaussian items; ``vcmc.data.continuous``); ``"auto"``: every column whose
+        observed cells are all numbers, more than ``CONTINUOUS_LEVELS`` distinct ones, unless named in
+        ``categorical`` (default none: every column categorical).
+    categorical : sequence of str
+        Columns kept categorical under ``continuous="auto"``.
+    proposed : list, optional
+        Filled with the names of the columns ``"auto"`` made continuous (``vcmc schema`` says so).
     exclude : iterable of str
         Columns left out (``--exclude``: covariates, outcomes, other columns); each must be in every source.
     sources : sequence of str, optional
@@ -290,7 +301,8 @@ def infer_schema(frames_or_paths, *, max_levels: int = MAX_LEVELS, na_values=DEF
         frames = [(df, str(name)) for (df, _), name in zip(frames, sources, strict=True)]
     return _infer_from_frames(frames, max_levels=max_levels, na_values=na_values, normalisation=normalisation,
                               min_modality_rows=min_modality_rows, min_modality_rows_flag=min_modality_rows_flag,
-                              many_levels=many_levels)
+                              many_levels=many_levels, continuous=continuous, categorical=categorical,
+                              proposed=proposed)
 
 
 def _check_columns(frames: list[tuple[pd.DataFrame, str]]) -> list[str]:
@@ -394,9 +406,9 @@ def _levels_problem(src: str, c: str, n_levels: int, n_obs: int, shown, max_leve
                 f"(--id-column {c} / id_column={c!r}) or remove it"
                 if n_levels >= n_obs else
                 "fewer than two rows per value: it looks like a numeric or free-text variable whose "
-                "modalities this silo cannot estimate. Recode it into fewer categories (e.g. age "
-                f"bands), leave it out of the clustering (--exclude {c}, or vcmc schema --covariates/--distal "
-                "for a covariate or outcome), remove it")
+                "modalities this silo cannot estimate. Declare it continuous (vcmc schema --continuous "
+                f"{c}), recode it into fewer categories (e.g. age bands), leave it out of the clustering "
+                f"(--exclude {c}, or vcmc schema --covariates/--distal for a covariate or outcome), remove it")
         raise SchemaError(f"{src}, column {c!r}: {n_levels} distinct values in {n_obs} rows "
                           f"(e.g. {format_values(shown[:4], 4)}); {what}, or give a schema file (--schema) that "
                           "lists its modalities if it really is categorical.")
@@ -412,11 +424,14 @@ def _levels_problem(src: str, c: str, n_levels: int, n_obs: int, shown, max_leve
 def _infer_from_frames(frames: list[tuple[pd.DataFrame, str]], *, max_levels: int, na_values,
                        normalisation: Normalisation = NO_NORMALISATION, min_modality_rows: int = 1,
                        min_modality_rows_flag: str = "min_modality_rows",
-                       many_levels: int | None = MANY_LEVELS) -> Schema:
+                       many_levels: int | None = MANY_LEVELS, continuous=(), categorical=(),
+                       proposed: list | None = None) -> Schema:
     """:func:`infer_schema` on (frame, source description) pairs."""
     if int(max_levels) < 2:
         raise SchemaError(f"max_levels must be an integer >= 2; got {max_levels!r}.")
     columns = _check_columns(frames)
+    cont = _continuous_columns(frames, columns, continuous, categorical, na_values, proposed)
+    columns = [c for c in columns if c not in cont]
     na_keys = {normalisation.key(str(v)) for v in (na_values or ())}
     counts: dict[str, dict[str, int]] = {c: {} for c in columns}
     files_of: dict[str, dict[str, list[str]]] = {c: {} for c in columns}
@@ -497,7 +512,39 @@ def _infer_from_frames(frames: list[tuple[pd.DataFrame, str]], *, max_levels: in
                               "expected at least 2 modalities. A constant column carries no information: "
                               "remove it.")
         variables.append(Variable(c, mods))
-    return Schema(tuple(variables))
+    return Schema(tuple(variables), continuous=_continuous_variables(frames, cont, na_values))
+
+
+def _continuous_columns(frames, columns, continuous, categorical, na_values, proposed) -> list[str]:
+    """The columns inference reads as continuous (``infer_schema``'s ``continuous`` and ``categorical``)."""
+    from vcmc.data.continuous import looks_continuous
+
+    for what, names in (("continuous", () if continuous == "auto" else continuous), ("categorical", categorical)):
+        unknown = [c for c in names if c not in columns]
+        if unknown:
+            raise SchemaError(f"{what} column(s) {format_values(unknown)} are not columns of the data; found "
+                              f"{format_values(columns, 20)}.")
+    if continuous != "auto":
+        return list(continuous)
+    out = []
+    for c in columns:
+        if c not in categorical and all(looks_continuous(df.set_axis([str(x) for x in df.columns], axis=1)[c],
+                                                         na_values) for df, _ in frames):
+            out.append(c)
+    if proposed is not None:
+        proposed.extend(out)
+    return out
+
+
+def _continuous_variables(frames, cont: list[str], na_values) -> tuple[ContinuousVariable, ...]:
+    from vcmc.data.continuous import location_and_scale, numeric_column
+
+    out = []
+    for c in cont:
+        cells = [(numeric_column(df.set_axis([str(x) for x in df.columns], axis=1)[c], na_values, source=src,
+                                 name=c), src) for df, src in frames]
+        out.append(ContinuousVariable(c, *location_and_scale(cells, c)))
+    return tuple(out)
 
 
 def _as_schema(schema) -> Schema | None:
@@ -555,7 +602,8 @@ def from_dataframe(df: pd.DataFrame, *, schema=None, name: str = "silo", source:
                                     normalisation=normalisation, min_modality_rows=min_modality_rows)
     codes = schema.encode(df, source=source, na_values=na_values, normalisation=normalisation, changes=changes)
     check_columns_observed(codes, schema, source)
-    return SiloData(name=str(name), codes=codes, schema=schema, source=source, row_ids=ids)
+    return SiloData(name=str(name), codes=codes, schema=schema, source=source, row_ids=ids,
+                    values=schema.encode_values(df, source=source, na_values=na_values))
 
 
 def read_csv(path, *, schema=None, name: str | None = None, id_column=None, na_values=DEFAULT_NA_VALUES,
@@ -628,7 +676,8 @@ def read_rows(path, schema, *, name: str | None = None, id_column=None, na_value
     if schema is None:
         raise SchemaError(f"{source}: rows are scored with the fit's schema; none was given.")
     codes = schema.encode(df, source=source, na_values=na_values, quote_values=quote_values)
-    return SiloData(name=str(name or p.stem), codes=codes, schema=schema, source=source, row_ids=ids)
+    return SiloData(name=str(name or p.stem), codes=codes, schema=schema, source=source, row_ids=ids,
+                    values=schema.encode_values(df, source=source, na_values=na_values))
 
 
 # -- several silos -----------------------------------------------------------------------------------------
@@ -636,15 +685,15 @@ def read_silos(paths: Sequence, *, schema=None, names: Sequence[str] | None = No
                na_values=DEFAULT_NA_VALUES, max_levels: int = MAX_LEVELS,
                normalisation: Normalisation = NO_NORMALISATION, min_modality_rows: int = 1,
                min_modality_rows_flag: str = "min_modality_rows", changes: dict | None = None,
-               exclude=()) -> list[SiloData]:
+               continuous=(), categorical=(), proposed: list | None = None, exclude=()) -> list[SiloData]:
     """Read one file per silo (CSV, or Parquet by extension) with one shared schema.
 
     When ``schema`` is omitted it is inferred from all files together (see :func:`infer_schema` for what it
     refuses), so a silo lacking a modality still uses the shared coding. Silo names default to the file
-    stems. ``changes``, when given, is filled with ``{silo name: {column: [(raw, modality or None, cells)]}}``.
-    ``exclude`` names columns left out of the clustering (``--exclude``; each must be in every file); the
-    columns a schema gives a role (covariate, outcome, ignored) are left out too, and its identifier column
-    is the default ``id_column``.
+    stems. ``changes``, when given, is filled with ``{silo name: {column: [(raw, modality or None, cells)]}}``;
+    ``continuous``, ``categorical`` and ``proposed`` are :func:`infer_schema`'s. ``exclude`` names columns left
+    out of the clustering (``--exclude``; each must be in every file); the columns a schema gives a role
+    (covariate, outcome, ignored) are left out too, and its identifier column is the default ``id_column``.
     """
     paths = list(paths)
     if not paths:
@@ -661,7 +710,8 @@ def read_silos(paths: Sequence, *, schema=None, names: Sequence[str] | None = No
         schema = _infer_from_frames([(f, str(p)) for (f, _), p in zip(frames, paths, strict=True)],
                                     max_levels=max_levels, na_values=na_values, normalisation=normalisation,
                                     min_modality_rows=min_modality_rows,
-                                    min_modality_rows_flag=min_modality_rows_flag)
+                                    min_modality_rows_flag=min_modality_rows_flag, continuous=continuous,
+                                    categorical=categorical, proposed=proposed)
     silos = []
     for i, (p, (df, ids)) in enumerate(zip(paths, frames, strict=True)):
         name = names[i] if names is not None else Path(p).stem
@@ -671,7 +721,7 @@ def read_silos(paths: Sequence, *, schema=None, names: Sequence[str] | None = No
         if silo_changes:
             changes[silo.name] = silo_changes
         if ids is not None:
-            silo = SiloData(silo.name, silo.codes, silo.schema, silo.source, row_ids=ids)
+            silo = dataclasses.replace(silo, row_ids=ids)
         silos.append(silo)
     check_same_schema(silos)
     return silos
@@ -681,7 +731,8 @@ def split_by_column(path_or_df, column: str, *, schema=None, id_column=None, na_
                     max_levels: int = MAX_LEVELS, normalisation: Normalisation = NO_NORMALISATION,
                     min_modality_rows: int = 1, min_modality_rows_flag: str = "min_modality_rows",
                     changes: dict | None = None,
-                    positions: dict | None = None, exclude=()) -> list[SiloData]:
+                    positions: dict | None = None, continuous=(), categorical=(),
+                    proposed: list | None = None, exclude=()) -> list[SiloData]:
     """Split one table into silos by the value of ``column`` (e.g. a hospital identifier).
 
     Parameters
@@ -695,7 +746,7 @@ def split_by_column(path_or_df, column: str, *, schema=None, id_column=None, na_
         Shared schema; inferred from the whole table when omitted.
     id_column : int or str, optional
         Row identifier column. Without it, ``row_ids`` hold the 0-based row positions in the whole table.
-    normalisation, min_modality_rows, min_modality_rows_flag, changes
+    normalisation, min_modality_rows, min_modality_rows_flag, changes, continuous, categorical, proposed
         As in :func:`read_silos`.
     positions : dict, optional
         Filled with ``{silo name: 0-based positions of its rows in the whole table}`` (the ``row`` of
@@ -738,7 +789,8 @@ def split_by_column(path_or_df, column: str, *, schema=None, id_column=None, na_
                                      for v in sort_modalities(pd.unique(values))],
                                     max_levels=max_levels, na_values=na_values, normalisation=normalisation,
                                     min_modality_rows=min_modality_rows,
-                                    min_modality_rows_flag=min_modality_rows_flag)
+                                    min_modality_rows_flag=min_modality_rows_flag, continuous=continuous,
+                                    categorical=categorical, proposed=proposed)
     silos = []
     for v in sort_modalities(pd.unique(values)):
         mask = values == v
@@ -749,5 +801,5 @@ def split_by_column(path_or_df, column: str, *, schema=None, id_column=None, na_
             changes[silo.name] = silo_changes
         if positions is not None:
             positions[silo.name] = where[mask]
-        silos.append(SiloData(silo.name, silo.codes, schema, silo.source, row_ids=np.asarray(ids)[mask]))
+        silos.append(dataclasses.replace(silo, row_ids=np.asarray(ids)[mask]))
     return silos

@@ -29,8 +29,8 @@ from vcmc.model import MISSING
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["DEFAULT_NA_VALUES", "ROLES", "SCHEMA_FORMAT", "Column", "SiloData", "Schema", "Variable",
-           "column_labels", "factorize_labels", "sort_modalities"]
+__all__ = ["DEFAULT_NA_VALUES", "ROLES", "SCHEMA_FORMAT", "Column", "ContinuousVariable", "SiloData", "Schema",
+           "Variable", "column_labels", "factorize_labels", "sort_modalities"]
 
 #: Cell contents read as a missing value unless the caller passes other ``na_values``: only the empty cell.
 #: A text such as "NA" is a value (a region code, say) unless ``na_values`` or the schema's ``na_values``
@@ -218,6 +218,35 @@ class Variable:
 
 
 @dataclass(frozen=True)
+class ContinuousVariable:
+    """One continuous variable, a Gaussian item of the model (docs/design.md §17.2): its column ``name``
+    (non-empty), the ``location`` and ``scale > 0`` of the model's ``(x - location) / scale`` (the estimates are
+    reported back on the original scale; ``vcmc.data.continuous`` infers them as the pooled mean and standard
+    deviation at two significant digits) and, for the report, the ``unit`` of the values (default none)."""
+
+    name: str
+    location: float
+    scale: float
+    unit: str = ""
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name:
+            raise SchemaError(f"Variable name must be a non-empty string; got {self.name!r}.")
+        for what in ("location", "scale"):
+            value = getattr(self, what)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+                raise SchemaError(f"Continuous variable {self.name!r}: {what} must be a finite number; got {value!r}.")
+            object.__setattr__(self, what, float(value))
+        if self.scale <= 0:
+            raise SchemaError(f"Continuous variable {self.name!r}: scale must be > 0; got {self.scale!r}.")
+        object.__setattr__(self, "unit", str(self.unit))
+
+    def to_dict(self) -> dict:
+        out = {"name": self.name, "location": self.location, "scale": self.scale}
+        return {**out, "unit": self.unit} if self.unit else out
+
+
+@dataclass(frozen=True)
 class Column:
     """A column of the silos' files that is not a clustering item, and its role (docs/design.md §15.4).
 
@@ -266,6 +295,9 @@ class Schema:
         Cell texts that mean "missing" in every silo's files (default none beyond the empty cell), e.g.
         ``("NA", "-9")``; none may also be a modality. Written to the JSON only when given, so the
         fingerprint of a schema without them is unchanged.
+    continuous : tuple of ContinuousVariable
+        Continuous variables (Gaussian items), after the categorical ones in the model's layout; written to the
+        JSON only when there are some, so the fingerprint of a categorical schema is unchanged.
     columns : tuple of Column
         The other columns of the silos' files and their roles (covariate, outcome, id, ignored): every
         command leaves them out of the clustering, and ``vcmc fit`` uses the covariates and outcomes as
@@ -275,17 +307,25 @@ class Schema:
 
     variables: tuple[Variable, ...]
     na_values: tuple[str, ...] = ()
+    continuous: tuple[ContinuousVariable, ...] = ()
     columns: tuple[Column, ...] = ()
 
     def __post_init__(self):
         vs = tuple(self.variables)
         object.__setattr__(self, "variables", vs)
+        cont = tuple(self.continuous)
+        object.__setattr__(self, "continuous", cont)
         if not vs:
-            raise SchemaError("A schema needs at least one variable; got none.")
+            raise SchemaError("A schema needs at least one variable (categorical); got none"
+                              + (" (a model of continuous variables alone is not supported yet)." if cont else "."))
         for v in vs:
             if not isinstance(v, Variable):
                 raise SchemaError(f"Schema variables must be vcmc.data.Variable; got {type(v).__name__}.")
-        names = [v.name for v in vs]
+        for v in cont:
+            if not isinstance(v, ContinuousVariable):
+                raise SchemaError(f"Schema continuous variables must be vcmc.data.schema.ContinuousVariable; got "
+                                  f"{type(v).__name__}.")
+        names = [v.name for v in vs] + [v.name for v in cont]
         if len(set(names)) != len(names):
             dup = sorted({n for n in names if names.count(n) > 1})
             raise SchemaError(f"Schema has duplicated variable names {format_values(dup)}; expected distinct.")
@@ -342,12 +382,23 @@ class Schema:
 
     def with_columns(self, columns) -> Schema:
         """This schema with the given non-item ``columns`` (replacing any it declared)."""
-        return Schema(self.variables, na_values=self.na_values, columns=tuple(columns))
+        return Schema(self.variables, na_values=self.na_values, continuous=self.continuous, columns=tuple(columns))
 
     @property
     def n_modalities(self) -> tuple[int, ...]:
         """Number of modalities of each variable, in column order."""
         return tuple(v.n_modalities for v in self.variables)
+
+    @property
+    def continuous_names(self) -> tuple[str, ...]:
+        """Names of the continuous variables, in the model's order."""
+        return tuple(v.name for v in self.continuous)
+
+    @property
+    def item_names(self) -> tuple[str, ...]:
+        """Every clustering column of the schema: the categorical variables, then the continuous ones (the
+        non-item columns with a role are ``columns``)."""
+        return self.names + self.continuous_names
 
     @property
     def n_variables(self) -> int:
@@ -371,6 +422,8 @@ class Schema:
                "variables": [{"name": v.name, "modalities": list(v.modalities)} for v in self.variables]}
         if self.na_values:
             out["na_values"] = list(self.na_values)
+        if self.continuous:
+            out["continuous"] = [v.to_dict() for v in self.continuous]
         if self.columns:
             out["columns"] = [{"name": c.name, "role": c.role, **({"kind": c.kind} if c.kind else {})}
                               for c in self.columns]
@@ -442,6 +495,16 @@ class Schema:
         if not isinstance(na, list) or not all(isinstance(x, str) for x in na):
             raise SchemaError(f"Schema {source!r}: 'na_values' must be a JSON list of strings (cell texts "
                               f"meaning missing); got {na!r:.60}.")
+        cont = obj.get("continuous", [])
+        if not isinstance(cont, list):
+            raise SchemaError(f"Schema {source!r}: 'continuous' must be a JSON list of {{name, location, scale}}; got "
+                              f"{cont!r:.60}.")
+        continuous = []
+        for i, v in enumerate(cont):
+            if not isinstance(v, dict) or not {"name", "location", "scale"} <= set(v):
+                raise SchemaError(f"Schema {source!r}: continuous variable {i + 1} needs 'name', 'location' and "
+                                  f"'scale'; got {v!r:.80}.")
+            continuous.append(ContinuousVariable(v["name"], v["location"], v["scale"], v.get("unit", "")))
         raw_columns = obj.get("columns", [])
         if not isinstance(raw_columns, list):
             raise SchemaError(f"Schema {source!r}: 'columns' must be a JSON list of {{\"name\", \"role\"}} objects; "
@@ -456,7 +519,8 @@ class Schema:
             except SchemaError as err:
                 raise SchemaError(f"Schema {source!r}: {err}") from None
         try:
-            return cls(tuple(variables), na_values=tuple(na), columns=tuple(columns))
+            return cls(tuple(variables), na_values=tuple(na), continuous=tuple(continuous),
+                       columns=tuple(columns))
         except SchemaError as err:
             raise SchemaError(f"Schema {source!r}: {err}") from None
 
@@ -508,13 +572,13 @@ class Schema:
         missing_cols = [n for n in self.names if n not in cols]
         if missing_cols:
             raise SchemaError(f"{source}: column(s) {format_values(missing_cols)} of the schema are missing; "
-                              f"expected columns {format_values(self.names, 20)}; "
+                              f"expected columns {format_values(self.item_names, 20)}; "
                               f"found {format_values(cols, 20)}.")
-        extra = [c for c in cols if c not in self.names]
+        extra = [c for c in cols if c not in self.item_names]
         if extra:
             raise SchemaError(f"{source}: column(s) {format_values(extra)} are not in the schema; "
                               "expected only "
-                              f"{format_values(self.names, 20)}. Leave them out with --exclude "
+                              f"{format_values(self.item_names, 20)}. Leave them out with --exclude "
                               f"{','.join(extra[:5])} (or declare their role in the schema: vcmc schema "
                               "--covariates/--distal/--exclude), or remove them from the file.")
         if len(set(cols)) != len(cols):
@@ -571,6 +635,21 @@ class Schema:
             out[:, q] = codes
         return np.ascontiguousarray(out)
 
+    def encode_values(self, df: pd.DataFrame, *, source: str = "data frame", na_values=DEFAULT_NA_VALUES
+                      ) -> np.ndarray | None:
+        """The continuous columns of a data frame as float64 (n, G), ``NaN`` where missing; None for a schema
+        without continuous variables (errors: ``vcmc.data.continuous.numeric_column``)."""
+        if not self.continuous:
+            return None
+        from vcmc.data.continuous import numeric_column
+
+        frame = df.set_axis([str(c) for c in df.columns], axis=1)
+        na = tuple(dict.fromkeys((*(str(v) for v in (na_values or ())), *self.na_values)))
+        out = np.empty((len(frame), len(self.continuous)))
+        for g, var in enumerate(self.continuous):
+            out[:, g] = numeric_column(frame[var.name], na, source=source, name=var.name)
+        return out
+
     def decode(self, codes: np.ndarray) -> pd.DataFrame:
         """Labels from codes: a data frame with the schema's columns, ``None`` where the code is MISSING."""
         import pandas as pd
@@ -605,6 +684,9 @@ class SiloData:
     row_ids : numpy.ndarray of shape (n,) or None
         Identifiers of the rows (from an ``id_column``), kept inside the silo; ``None`` means the 0-based
         row index.
+    values : numpy.ndarray of shape (n, G) or None
+        The continuous variables in the file's units, ``NaN`` = missing (float64); None when the schema has
+        none.
     """
 
     name: str
@@ -612,6 +694,7 @@ class SiloData:
     schema: Schema
     source: str | None = None
     row_ids: np.ndarray | None = field(default=None, repr=False)
+    values: np.ndarray | None = field(default=None, repr=False)
 
     def __post_init__(self):
         where = f"silo {self.name!r}" + (f" ({self.source})" if self.source else "")
@@ -632,6 +715,15 @@ class SiloData:
                 raise DataError(f"{where}: codes of variable {self.schema.names[q]!r} must lie in "
                                 f"[-1, {k[q] - 1}]; found values outside that range.")
         object.__setattr__(self, "codes", np.ascontiguousarray(codes, dtype=_CODE_DTYPE))
+        n_cont = len(self.schema.continuous)
+        if n_cont or self.values is not None:
+            values = None if self.values is None else np.asarray(self.values, dtype=np.float64)
+            if values is None or values.shape != (codes.shape[0], n_cont):
+                raise DataError(f"{where}: values must have shape ({codes.shape[0]}, {n_cont}) to match the "
+                                f"schema's continuous variables; got {None if values is None else values.shape}.")
+            if np.isinf(values).any():
+                raise DataError(f"{where}: values must be finite or NaN (missing); found infinities.")
+            object.__setattr__(self, "values", np.ascontiguousarray(values))
         if self.row_ids is not None:
             ids = np.asarray(self.row_ids)
             if ids.shape != (codes.shape[0],):
@@ -654,10 +746,13 @@ class SiloData:
         return float(np.mean(self.codes == MISSING)) if self.codes.size else 0.0
 
     def to_frame(self) -> pd.DataFrame:
-        """Labels as a data frame (missing as ``None``), index = row ids when known."""
+        """Labels as a data frame (missing as ``None``; continuous columns in their units, missing as NaN), index =
+        row ids when known."""
         import pandas as pd
 
         df = self.schema.decode(self.codes)
+        for g, name in enumerate(self.schema.continuous_names):
+            df[name] = self.values[:, g]
         if self.row_ids is not None:
             df.index = pd.Index(self.row_ids, name="id")
         return df

@@ -19,6 +19,6 @@ def announce_global_draws(transport, names, matching, matched, agg, policy: Faul
     profiles = np.asarray(agg.profile_draws, dtype=np.float64)
     reqs = {n: AnnounceRequest(assignment=np.asarray(matching.assignment[s], dtype=np.int64),
                                n_global=int(matching.n_global), pi=np.asarray(matched.pi[s], dtype=np.float64),
-                               profiles=profiles)
+                               profiles=profiles, gaussian=getattr(agg, "gaussian_draws", None))
             for s, n in enumerate(names)}
     gather(transport, reqs, FaultPolicy(min_silos=None, timeout=policy.timeout), stage="announce")

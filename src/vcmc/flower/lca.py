@@ -100,7 +100,8 @@ def check_lca_settings(rc: Mapping) -> None:
     _settings(rc)
 
 
-def run_lca(transport, rc: Mapping, out_dir: Path, *, n_modalities, schema=None, seed=None) -> dict[str, Path]:
+def run_lca(transport, rc: Mapping, out_dir: Path, *, n_modalities, schema=None, seed=None,
+            n_gaussian: int = 0) -> dict[str, Path]:
     """Run the analyses the run config asks for through ``transport`` and write their files to ``out_dir``:
     ``lca-compare``: what ``vcmc compare`` writes (``comparison.csv``, ``comparison.png``); ``lca-k``: what
     ``vcmc fit --k`` writes (``lca.json``, ``fit_statistics.csv``, ``item_probabilities.*``, and with
@@ -119,7 +120,7 @@ def run_lca(transport, rc: Mapping, out_dir: Path, *, n_modalities, schema=None,
                  len(transport.silos), s["starts"])
         table, _ = compare(None, s["ks"], n_starts=s["starts"], max_iter=s["max_em_iterations"], rng=seed,
                            waic_draws=s["waic_draws"], transport=transport, n_modalities=n_modalities,
-                           min_best=s["min_best"])
+                           min_best=s["min_best"], n_gaussian=n_gaussian)
         paths.update(write_comparison(table, out_dir))
         best = int(table["k"].iloc[int(table["bic"].idxmin())])
         log.info("lca: BIC chooses K = %d", best)
@@ -130,7 +131,7 @@ def run_lca(transport, rc: Mapping, out_dir: Path, *, n_modalities, schema=None,
         analysis = analyse(None, s["k"], covariates=s["covariates"], distal=s["distal"], n_starts=s["starts"],
                            max_iter=s["max_em_iterations"], rng=seed, transport=transport,
                            n_modalities=n_modalities, schema=schema, min_best=s["min_best"],
-                           standard_errors=s["standard_errors"], profile_intervals=False)
+                           standard_errors=s["standard_errors"], profile_intervals=False, n_gaussian=n_gaussian)
         settings = {"k": s["k"], "starts": s["starts"], "max_em_iterations": s["max_em_iterations"], "seed": seed,
                     "silos": list(transport.silos), "covariates": coding_text(s["covariates"]) or None,
                     "distal": coding_text(s["distal"]) or None,

@@ -81,6 +81,8 @@ def cached_silo_data(context, read: Callable[[], object], *, has_run_state: bool
                             "or start a new run")
     data = read()
     arrays = {"codes": Array(np.ascontiguousarray(data.codes))}
+    if getattr(data, "values", None) is not None:       # continuous items (docs/design.md §17.2)
+        arrays["values"] = Array(np.ascontiguousarray(data.values))
     info = {"name": data.name, "source": data.source or "", "schema": data.schema.to_json(),
             "node-config": digest, "files": signature, "row-ids": "none"}
     if data.row_ids is not None:
@@ -103,7 +105,8 @@ def _rebuild(arrays, info):
     row_ids = (arrays["row_ids"].numpy() if kind == "array"
                else np.asarray(list(info["row-id-values"]), dtype=object) if kind == "text" else None)
     return SiloData(str(info["name"]), arrays["codes"].numpy(), Schema.from_json(str(info["schema"])),
-                    source=str(info["source"]) or None, row_ids=row_ids)
+                    source=str(info["source"]) or None, row_ids=row_ids,
+                    values=arrays["values"].numpy() if "values" in arrays else None)
 
 
 def cached_auxiliary(context, read: Callable[[], object]):

@@ -431,7 +431,12 @@ def _run_lca(transport, rc: Mapping, schema, hellos: Mapping[str, HelloReply], o
     if len(counts) != 1:
         raise ConfigError(f"the silos do not agree on the clustering variables' modality counts ({sorted(counts)}); "
                           "give every SuperNode the same 'schema-path'")
-    paths = run_lca(transport, rc, out_dir, n_modalities=next(iter(counts)), schema=schema, seed=seed)
+    gaussian = {int(h.n_gaussian) for n, h in hellos.items() if n in transport.silos}
+    if len(gaussian) > 1:
+        raise ConfigError(f"the silos do not agree on the number of continuous items ({sorted(gaussian)}); give "
+                          "every SuperNode the same 'schema-path'")
+    paths = run_lca(transport, rc, out_dir, n_modalities=next(iter(counts)), schema=schema, seed=seed,
+                    n_gaussian=gaussian.pop() if gaussian else 0)
     if schema is not None:
         schema.to_json(out_dir / "schema.json")     # written atomically
         paths["schema"] = out_dir / "schema.json"

@@ -211,6 +211,34 @@ class LcaAnalysis:
     modality_labels: tuple[tuple[str, ...], ...] = ()
     items: ItemInformation | None = None
     warnings: tuple[str, ...] = ()
+    continuous: tuple = ()
+    """The schema's continuous variables (``ContinuousVariable``: name, location, scale, unit), when the fit has
+    Gaussian items (docs/design.md §17.5)."""
+
+    def continuous_table(self) -> pd.DataFrame | None:
+        """Each class's mean and standard deviation of every continuous variable in the data's units, with the
+        mean's standard error: with ``items``, from the observed information (``items.mean_se``, the Gaussian
+        parameters among the free ones); without, ``sd / sqrt(N_kg)`` (``N_kg`` the class's expected rows
+        observing the variable at the estimate approximated by ``pi_k N``). None without continuous variables."""
+        f = self.fit
+        if f.gaussian is None or not self.continuous:
+            return None
+        g = f.gaussian.shape[1] // 2
+        loc = np.array([v.location for v in self.continuous])
+        scale = np.array([v.scale for v in self.continuous])
+        mean_se = None if self.items is None else getattr(self.items, "mean_se", None)
+        rows = []
+        for c in range(f.k):
+            for j, var in enumerate(self.continuous):
+                mean = float(loc[j] + scale[j] * f.gaussian[c, j])
+                sd = float(scale[j] * np.sqrt(f.gaussian[c, g + j]))
+                if mean_se is not None and np.isfinite(mean_se[c, j]):
+                    se = float(scale[j] * mean_se[c, j])
+                else:
+                    se = sd / np.sqrt(max(float(f.pi[c]) * f.n_rows, 1e-12))
+                rows.append({"cluster": c + 1, "variable": var.name, "unit": var.unit, "mean": mean, "sd": sd,
+                             "se": se, "ci95_low": mean - 1.96 * se, "ci95_high": mean + 1.96 * se})
+        return pd.DataFrame(rows)
 
     def profiles_table(self) -> pd.DataFrame:
         """Item-response probabilities (poLCA's ``probs``): cluster, variable, modality, probability, se,
@@ -263,10 +291,28 @@ def _measurement_coding(silos, n_modalities) -> tuple[int, ...]:
     return tuple(silos[0].n_modalities)
 
 
+def _gaussian_items(silos, transport=None, n_gaussian=None) -> int:
+    """G, the Gaussian items: the caller's ``n_gaussian``, else the silos' (in process), else what the silos said
+    in their hello replies to the ``transport`` (a process pool's, a deployment's: the server holds no silo
+    object, and without this the fit would leave the continuous items out)."""
+    if n_gaussian is not None:
+        return int(n_gaussian)
+    if silos:
+        values = getattr(silos[0], "values", None)
+        return 0 if values is None else int(values.shape[1])
+    hellos = getattr(transport, "hello", None) or {}
+    counts = {int(getattr(h, "n_gaussian", 0)) for h in hellos.values()}
+    if len(counts) > 1:
+        raise ConfigError(f"the silos do not agree on the number of continuous items ({sorted(counts)}); give every "
+                          "silo the same schema")
+    return counts.pop() if counts else 0
+
+
 def analyse(silos, k: int, *, covariates: AuxiliarySpec | None = None, distal: AuxiliarySpec | None = None,
             n_starts: int = 10, max_iter: int = 1000, rng: RngLike = None, transport=None, n_modalities=None,
             schema=None, min_best: int | None = None, max_starts: int | None = None,
-            standard_errors: bool | str = True, profile_intervals: bool = True) -> LcaAnalysis:
+            standard_errors: bool | str = True, profile_intervals: bool = True,
+            n_gaussian: int | None = None) -> LcaAnalysis:
     """Fit the K-class model, then (optionally) the three-step covariate and distal models.
 
     ``silos``: the ``LocalSilo`` objects (in process); in a deployment ``None``, with the ``transport``
@@ -276,15 +322,20 @@ def analyse(silos, k: int, *, covariates: AuxiliarySpec | None = None, distal: A
     ``profile_intervals`` False gives a probability at the boundary the complete-data bound instead of its
     profile-likelihood interval (the ServerApp's choice: a profile costs hundreds of E-step rounds).
     ``standard_errors``: True or "observed" (the observed information, docs/design.md §15.1), "complete-data"
-    (each class's rows that observed the item: one E-step round), False (none computed).
+    (each class's rows that observed the item: one E-step round), False (none computed). ``n_gaussian``: the
+    continuous items, when neither the silos nor the transport's hello replies say (``_gaussian_items``).
     """
     from vcmc.federation.transport import InProcessTransport
 
     tr = transport or InProcessTransport(silos)
     names = list(tr.silos)
     n_mod = _measurement_coding(silos, n_modalities)
+    n_gauss = _gaussian_items(silos, tr, n_gaussian)
+    if n_gauss and (covariates is not None or distal is not None):
+        raise ConfigError("the three-step covariate and distal models are not built for continuous clustering "
+                          "variables yet (docs/design.md §17.5); fit the measurement model alone, or band them")
     fit = fit_lca(tr.call, names, n_mod, int(k), n_starts=n_starts, max_iter=max_iter, rng=rng, min_best=min_best,
-                  max_starts=max_starts)
+                  max_starts=max_starts, n_gaussian=n_gauss)
     items = (item_information(tr.call, names, fit, profiles=profile_intervals,
                               observed=standard_errors in (True, "observed"))
              if standard_errors else None)
@@ -293,7 +344,9 @@ def analyse(silos, k: int, *, covariates: AuxiliarySpec | None = None, distal: A
         warnings.append(f"only {fit.n_best} of {len(fit.start_logliks)} EM starts reached the best log-likelihood: "
                         "it may be a local maximum (add --starts)")
     var_names, labels = _schema_names(silos, schema)
+    schema = schema if schema is not None else (silos[0].data.schema if silos else None)
     return LcaAnalysis(fit=fit, error=error, covariates=cov_fit, distal=dis_fit, variable_names=var_names,
+                       continuous=tuple(getattr(schema, "continuous", ())) if n_gauss else (),
                        modality_labels=labels, items=items, warnings=tuple(warnings))
 
 
@@ -357,23 +410,25 @@ def waic(transport, fit: LcaFit, *, n_draws: int = 200, rng: RngLike = None) -> 
 
 
 def _compare_one(silos, k: int, seed, n_starts: int, max_iter: int, waic_draws: int, min_best, max_starts,
-                 transport=None, n_modalities=None) -> tuple[dict, LcaFit]:
+                 transport=None, n_modalities=None, n_gaussian=None) -> tuple[dict, LcaFit]:
     """One K of ``compare``: the fit and its row of the table (a worker process runs it with ``jobs > 1``)."""
     from vcmc.federation.transport import InProcessTransport
 
     tr = transport or InProcessTransport(silos)
     n_mod = _measurement_coding(silos, n_modalities)
     fit_rng, waic_rng = seed.spawn(2)
+    n_gauss = _gaussian_items(silos, tr, n_gaussian)
     fit = fit_lca(tr.call, list(tr.silos), n_mod, k, n_starts=n_starts, max_iter=max_iter, rng=fit_rng,
-                  min_best=min_best, max_starts=max_starts)
-    w = waic(tr, fit, n_draws=waic_draws, rng=waic_rng) if waic_draws > 0 else float("nan")
+                  min_best=min_best, max_starts=max_starts, n_gaussian=n_gauss)
+    # the assessment round's WAIC sums know the categorical items only (docs/design.md §17.5)
+    w = waic(tr, fit, n_draws=waic_draws, rng=waic_rng) if waic_draws > 0 and not n_gauss else float("nan")
     return {"k": k, **fit.statistics, "waic": w, "smallest_class": float(np.min(fit.pi)),
             "starts": len(fit.start_logliks), "starts_at_best": fit.n_best}, fit
 
 
 def compare(silos, ks: Sequence[int], *, n_starts: int = 10, max_iter: int = 1000, rng: RngLike = None,
             waic_draws: int = 200, transport=None, n_modalities=None, jobs: int = 1, min_best: int | None = None,
-            max_starts: int | None = None) -> tuple[pd.DataFrame, dict[int, LcaFit]]:
+            max_starts: int | None = None, n_gaussian: int | None = None) -> tuple[pd.DataFrame, dict[int, LcaFit]]:
     """Fit every K of ``ks`` and tabulate ``COMPARISON_COLUMNS`` (one row per K), then ``GUIDE_COLUMNS``: the
     smallest class's share, how many EM starts were made and how many reached the best log-likelihood.
 
@@ -397,7 +452,8 @@ def compare(silos, ks: Sequence[int], *, n_starts: int = 10, max_iter: int = 100
             futures = {i: pool.submit(_compare_one, silos, *args[i]) for i in order}
             results = [futures[i].result() for i in range(len(ks))]
     else:
-        results = [_compare_one(silos, *a, transport=transport, n_modalities=n_modalities) for a in args]
+        results = [_compare_one(silos, *a, transport=transport, n_modalities=n_modalities, n_gaussian=n_gaussian)
+                   for a in args]
     rows = [r for r, _ in results]
     fits = {k: f for (_, f), k in zip(results, ks, strict=True)}
     return pd.DataFrame(rows, columns=[*COMPARISON_COLUMNS, *GUIDE_COLUMNS]), fits

@@ -7,7 +7,8 @@ pooled M-step, so the federated fit is the pooled fit. Several random starts; th
 Conventions are StepMix's (``measurement="categorical_nan"``): missing cells contribute nothing to the
 likelihood and each variable's profile is normalised over the rows that observed it; probabilities are
 clipped to [1e-15, 1 - 1e-15] inside logarithms; EM stops when the average log-likelihood changes by
-less than ``tol`` (StepMix's ``abs_tol = 1e-10``) or after ``max_iter`` rounds.
+less than ``tol`` (StepMix's ``abs_tol = 1e-10``) or after ``max_iter`` rounds. Gaussian items beside the
+categorical ones are StepMix's ``gaussian_diag`` (``vcmc.lca.gaussian``; docs/design.md §17).
 """
 
 from __future__ import annotations
@@ -26,12 +27,13 @@ from vcmc.protocol.lca import LcaEStepReply, LcaEStepRequest
 Ask = Callable[[Mapping[str, Message]], Mapping[str, Message]]
 
 PARAMETER_TOL = 1e-6
-"""Largest change of a weight or profile probability under which EM has converged when the log-likelihood
-summed over the silos did not change at all (the silos sent it on a grid, docs/design.md §13)."""
+"""Largest change of a weight, profile probability (or a Gaussian item's standardised mean or variance) under
+which EM has converged when the log-likelihood summed over the silos did not change at all (the silos sent it on
+a grid, docs/design.md §13)."""
 
 
 def _moved(old, new) -> float:
-    """The largest absolute change of any parameter between two points ``(pi, profiles)``."""
+    """The largest absolute change of any parameter between two points ``(pi, profiles[, gaussian])``."""
     return float(max(np.max(np.abs(np.asarray(a) - np.asarray(b))) for a, b in zip(old, new, strict=True)))
 
 
@@ -60,17 +62,25 @@ class EStepTotals:
     modality: np.ndarray
     loglik: float
     entropy: float
+    at_gaussian: np.ndarray | None = None
+    """The Gaussian parameters (K, 2G) the sums were computed at; ``gaussian`` the sums (K, 3G)."""
+    gaussian: np.ndarray | None = None
 
 
-def estep(call: Ask, names, pi, profiles) -> EStepTotals:
-    """One federated E-step round at ``(pi, profiles)``; the silos' sums added in the silos' order."""
-    replies = ask_all(call, names, LcaEStepRequest(pi=np.asarray(pi, float), profiles=np.asarray(profiles, float)))
+def estep(call: Ask, names, pi, profiles, gaussian=None) -> EStepTotals:
+    """One federated E-step round at ``(pi, profiles)`` (and the Gaussian items' ``gaussian``, (K, 2G)); the
+    silos' sums added in the silos' order."""
+    request = LcaEStepRequest(pi=np.asarray(pi, float), profiles=np.asarray(profiles, float),
+                              gaussian=None if gaussian is None else np.asarray(gaussian, float))
+    replies = ask_all(call, names, request)
     reps: list[LcaEStepReply] = [replies[n] for n in names]
     return EStepTotals(n_rows=sum(int(r.n_rows) for r in reps),
                        cluster=np.sum([np.asarray(r.cluster) for r in reps], axis=0),
                        modality=np.sum([np.asarray(r.modality) for r in reps], axis=0),
                        loglik=float(sum(float(r.loglik) for r in reps)),
-                       entropy=float(sum(float(r.entropy) for r in reps)))
+                       entropy=float(sum(float(r.entropy) for r in reps)),
+                       gaussian=None if gaussian is None else np.sum([np.asarray(r.gaussian) for r in reps], axis=0),
+                       at_gaussian=None if gaussian is None else np.asarray(gaussian, float))
 
 
 def m_step(totals: EStepTotals, n_modalities) -> tuple[np.ndarray, np.ndarray]:
@@ -121,28 +131,37 @@ class LcaFit:
     statistics: dict = field(default_factory=dict)
     n_best: int = 1
     best_tolerance: float = 0.0
+    gaussian: np.ndarray | None = None
+    """(K, 2G): the Gaussian items' means, then variances, standardised (None without them)."""
 
 
 def run_em(call: Ask, names, n_modalities, pi, profiles, *, max_iter: int = 1000,
-           tol: float = 1e-10) -> tuple[np.ndarray, np.ndarray, EStepTotals, int, bool, int]:
-    """EM from ``(pi, profiles)`` until the average log-likelihood changes by less than ``tol``."""
+           tol: float = 1e-10, gaussian=None) -> tuple[np.ndarray, np.ndarray, EStepTotals, int, bool, int]:
+    """EM from ``(pi, profiles)`` (and ``gaussian``) until the average log-likelihood changes by less than
+    ``tol``; the final Gaussian parameters are the returned totals' ``at_gaussian``."""
+    from vcmc.lca.gaussian import gaussian_m_step
+
     previous = -np.inf
     rounds = 0
     converged = False
     it = 0
     for it in range(1, max_iter + 1):  # noqa: B007 - the number of rounds run is reported
-        totals = estep(call, names, pi, profiles)
+        totals = estep(call, names, pi, profiles, gaussian)
         rounds += 1
         avg = totals.loglik / max(totals.n_rows, 1)
         old = (pi, profiles)
         pi, profiles = m_step(totals, n_modalities)
+        if gaussian is not None:
+            old = (*old, gaussian)
+            gaussian = gaussian_m_step(totals.gaussian)
+        new = (pi, profiles) if gaussian is None else (pi, profiles, gaussian)
         # a deployment's silos send the log-likelihood on a grid (docs/design.md §13): an unchanged sum there
         # says nothing of convergence, so EM goes on while the parameters still move
-        if abs(avg - previous) < tol and (avg != previous or _moved(old, (pi, profiles)) < PARAMETER_TOL):
+        if abs(avg - previous) < tol and (avg != previous or _moved(old, new) < PARAMETER_TOL):
             converged = True
             break
         previous = avg
-    final = estep(call, names, pi, profiles)
+    final = estep(call, names, pi, profiles, gaussian)
     return pi, profiles, final, it, converged, rounds + 1
 
 
@@ -160,7 +179,7 @@ def best_count(logliks, best: float) -> int:
 
 def fit_lca(call: Ask, names, n_modalities, k: int, *, n_starts: int = 10, max_iter: int = 1000,
             tol: float = 1e-10, rng: RngLike = None, min_best: int | None = None,
-            max_starts: int | None = None) -> LcaFit:
+            max_starts: int | None = None, n_gaussian: int = 0) -> LcaFit:
     """Best of ``n_starts`` (or more) federated EM runs of the K-class model.
 
     After the first ``n_starts`` starts, more are made until ``min_best`` of them (default 2) reached the best
@@ -182,7 +201,11 @@ def fit_lca(call: Ask, names, n_modalities, k: int, *, n_starts: int = 10, max_i
         Draws the starts; same seed, same fit.
     min_best, max_starts : int
         Starts are added until ``min_best`` reached the best value, at most ``max_starts`` in all.
+    n_gaussian : int
+        G, the silos' Gaussian items (``gaussian_diag``; their start ``vcmc.lca.gaussian.random_gaussian_start``).
     """
+    from vcmc.lca.gaussian import random_gaussian_start
+
     min_best = DEFAULT_MIN_BEST if min_best is None else int(min_best)
     max_starts = MAX_STARTS_FACTOR * int(n_starts) if max_starts is None else int(max_starts)
     if int(k) < 1 or int(n_starts) < 1 or min_best < 1 or max_starts < int(n_starts):
@@ -198,7 +221,9 @@ def fit_lca(call: Ask, names, n_modalities, k: int, *, n_starts: int = 10, max_i
         if len(logliks) >= (1 if k == 1 else int(n_starts)) and best_count(logliks, best[2].loglik) >= min_best:
             break
         pi0, prof0 = random_start(int(k), n_modalities, gen)
-        pi, prof, totals, it, conv, r = run_em(call, names, n_modalities, pi0, prof0, max_iter=max_iter, tol=tol)
+        gauss0 = random_gaussian_start(int(k), int(n_gaussian), gen) if n_gaussian else None
+        pi, prof, totals, it, conv, r = run_em(call, names, n_modalities, pi0, prof0, max_iter=max_iter, tol=tol,
+                                               gaussian=gauss0)
         rounds += r
         logliks.append(totals.loglik)
         if best is None or totals.loglik > best[2].loglik:
@@ -207,17 +232,20 @@ def fit_lca(call: Ask, names, n_modalities, k: int, *, n_starts: int = 10, max_i
     order = np.argsort(-pi, kind="stable")
     from vcmc.lca.statistics import fit_statistics
 
-    stats = fit_statistics(totals.loglik, n_parameters(int(k), n_modalities), totals.n_rows, totals.entropy, int(k))
+    stats = fit_statistics(totals.loglik, n_parameters(int(k), n_modalities, int(n_gaussian)), totals.n_rows,
+                           totals.entropy, int(k))
     return LcaFit(k=int(k), pi=pi[order], profiles=prof[order], n_modalities=n_modalities, n_rows=totals.n_rows,
                   loglik=totals.loglik, entropy=totals.entropy, n_iter=it, converged=conv,
                   start_logliks=tuple(logliks), n_rounds=rounds, statistics=stats,
                   n_best=best_count(logliks, totals.loglik),
-                  best_tolerance=max(SAME_MAXIMUM[0], SAME_MAXIMUM[1] * abs(totals.loglik)))
+                  best_tolerance=max(SAME_MAXIMUM[0], SAME_MAXIMUM[1] * abs(totals.loglik)),
+                  gaussian=None if totals.at_gaussian is None else totals.at_gaussian[order])
 
 
-def n_parameters(k: int, n_modalities) -> int:
-    """Free parameters of the K-class model: K-1 weights and K x sum_q (M_q - 1) profile probabilities."""
-    return int((k - 1) + k * sum(int(m) - 1 for m in n_modalities))
+def n_parameters(k: int, n_modalities, n_gaussian: int = 0) -> int:
+    """Free parameters of the K-class model: K-1 weights, K x sum_q (M_q - 1) profile probabilities and K x 2G
+    means and variances of the Gaussian items."""
+    return int((k - 1) + k * sum(int(m) - 1 for m in n_modalities) + 2 * k * int(n_gaussian))
 
 
 def point_fit(call: Ask, names, n_modalities, pi, profiles) -> LcaFit:

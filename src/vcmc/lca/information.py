@@ -21,6 +21,17 @@ has no Wald interval (its information is degenerate); it gets the profile-likeli
 where twice the drop of the log-likelihood maximised with that probability held at ``u`` reaches the
 chi-square(1) 95% quantile (EM rounds with the probability held, docs/design.md §15.1), and ``se`` is left
 empty.
+
+Gaussian items (StepMix's ``gaussian_diag``, docs/design.md §17.5): each class's mean ``mu_kg`` and log variance
+``log s2_kg`` of every item are free parameters too, with the scores of the E-step's Gaussian sums
+``(N_kg, S1_kg, S2_kg)`` (a missing value in none),
+
+    dL/dmu_kg = (S1_kg - N_kg mu_kg) / s2_kg,
+    dL/dlog s2_kg = ((S2_kg - 2 mu_kg S1_kg + N_kg mu_kg^2) / s2_kg - N_kg) / 2,
+
+so the probabilities' intervals account for the uncertainty of the means and variances, and the means get
+standard errors of their own (``mean_se``, standardised units). Every E-step round is sent at the fit's Gaussian
+parameters, and the profile likelihood's EM moves them as EM does.
 """
 
 from __future__ import annotations
@@ -52,7 +63,9 @@ class ItemInformation:
     ``se`` (K, P) delta-method standard errors of the item-response probabilities (NaN at the boundary);
     ``ci`` (K, P, 2) their intervals; ``interval`` (K, P) how each interval was made (``"wald-logit"``,
     ``"profile"``, ``"complete-data"``); ``weight_se`` (K,) and ``weight_ci`` (K, 2) the class weights';
-    ``n_rounds`` the E-step rounds used; ``method`` in words.
+    ``n_rounds`` the E-step rounds used; ``method`` in words; ``mean_se`` (K, G) the Gaussian items' means'
+    standard errors in standardised units (None without Gaussian items; NaN where the observed information was
+    not used).
     """
 
     se: np.ndarray
@@ -62,15 +75,25 @@ class ItemInformation:
     weight_ci: np.ndarray
     n_rounds: int
     method: str
+    mean_se: np.ndarray | None = None
 
 
-def _score(totals: EStepTotals, pi, profiles, free) -> np.ndarray:
+def _score(totals: EStepTotals, pi, profiles, free, gaussian=None) -> np.ndarray:
     """The observed-data score at the free parameters, from the E-step sums (Fisher's identity)."""
     out = np.empty(len(free))
+    g = 0 if gaussian is None else gaussian.shape[1] // 2
     for j, f in enumerate(free):
         if f[0] == "w":
             k = f[1]
             out[j] = totals.cluster[k] - pi[k] * totals.n_rows
+        elif f[0] in ("m", "v"):
+            k, i = f[1], f[2]
+            n, s1, s2 = totals.gaussian[k, i], totals.gaussian[k, g + i], totals.gaussian[k, 2 * g + i]
+            mu, var = gaussian[k, i], gaussian[k, g + i]
+            if f[0] == "m":
+                out[j] = (s1 - n * mu) / var
+            else:
+                out[j] = 0.5 * ((s2 - 2.0 * mu * s1 + n * mu * mu) / var - n)
         else:
             k, lo, hi, col = f[1], f[2], f[3], f[4]
             n_kq = totals.modality[k, lo:hi].sum()
@@ -78,15 +101,22 @@ def _score(totals: EStepTotals, pi, profiles, free) -> np.ndarray:
     return out
 
 
-def _point(fit: LcaFit, free, theta_shift: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Weights and profiles with the free logits shifted by ``theta_shift`` from the estimate."""
+def _point(fit: LcaFit, free, theta_shift: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Weights, profiles (and Gaussian parameters) with the free parameters shifted by ``theta_shift`` from the
+    estimate (logits; the Gaussian items' means and log variances)."""
     log_pi = np.log(np.clip(fit.pi, 1e-300, None))
     log_prof = np.log(np.clip(fit.profiles, 1e-300, None))
+    gauss = None if fit.gaussian is None else np.array(fit.gaussian, dtype=np.float64, copy=True)
+    g = 0 if gauss is None else gauss.shape[1] // 2
     for j, f in enumerate(free):
         if theta_shift[j] == 0.0:
             continue
         if f[0] == "w":
             log_pi[f[1]] += theta_shift[j]
+        elif f[0] == "m":
+            gauss[f[1], f[2]] += theta_shift[j]
+        elif f[0] == "v":
+            gauss[f[1], g + f[2]] *= np.exp(theta_shift[j])
         else:
             log_prof[f[1], f[4]] += theta_shift[j]
     pi = np.exp(log_pi - log_pi.max())
@@ -96,13 +126,14 @@ def _point(fit: LcaFit, free, theta_shift: np.ndarray) -> tuple[np.ndarray, np.n
     for q in range(len(fit.n_modalities)):
         sl = slice(offsets[q], offsets[q + 1])
         prof[:, sl] /= prof[:, sl].sum(axis=1, keepdims=True)
-    return pi, prof
+    return pi, prof, gauss
 
 
 def free_parameters(fit: LcaFit) -> list[tuple]:
     """The logits that are free at the estimate: the weights of classes 2..K (class 1, the largest, is the
     reference) and, per class and variable, every modality but the most probable one whose probability is
-    not at the boundary. Entries: ``("w", k)`` or ``("p", k, lo, hi, column)``."""
+    not at the boundary; with Gaussian items, every class's mean and log variance of each. Entries: ``("w", k)``,
+    ``("p", k, lo, hi, column)``, ``("m", k, item)`` or ``("v", k, item)``."""
     offsets = profile_offsets(fit.n_modalities)
     free: list[tuple] = [("w", k) for k in range(1, fit.k)]
     for k in range(fit.k):
@@ -111,6 +142,9 @@ def free_parameters(fit: LcaFit) -> list[tuple]:
             block = fit.profiles[k, lo:hi]
             ref = int(np.argmax(block))
             free += [("p", k, lo, hi, lo + m) for m in range(hi - lo) if m != ref and block[m] >= BOUNDARY]
+    if fit.gaussian is not None:
+        g = fit.gaussian.shape[1] // 2
+        free += [(kind, k, i) for k in range(fit.k) for kind in ("m", "v") for i in range(g)]
     return free
 
 
@@ -123,8 +157,8 @@ def observed_information(call: Ask, names, fit: LcaFit, free) -> tuple[np.ndarra
         for sign in (1.0, -1.0):
             shift = np.zeros(d)
             shift[j] = sign * STEP
-            pi, prof = _point(fit, free, shift)
-            cols.append(_score(estep(call, names, pi, prof), pi, prof, free))
+            pi, prof, gauss = _point(fit, free, shift)
+            cols.append(_score(estep(call, names, pi, prof, gauss), pi, prof, free, gauss))
         hess[:, j] = (cols[0] - cols[1]) / (2 * STEP)
     return -0.5 * (hess + hess.T), 2 * d
 
@@ -142,12 +176,14 @@ def _held_em(call: Ask, names, fit: LcaFit, col: int, k: int, lo: int, hi: int, 
         prof[k, col] = value
         return prof
 
-    pi, prof = fit.pi.copy(), hold(fit.profiles)
+    from vcmc.lca.gaussian import gaussian_m_step
+
+    pi, prof, gauss = fit.pi.copy(), hold(fit.profiles), fit.gaussian
     previous = -np.inf
     rounds = 0
     totals = None
     for _ in range(PROFILE_ROUNDS):
-        totals = estep(call, names, pi, prof)
+        totals = estep(call, names, pi, prof, gauss)
         rounds += 1
         avg = totals.loglik / max(totals.n_rows, 1)
         if abs(avg - previous) < PROFILE_TOL:
@@ -155,6 +191,8 @@ def _held_em(call: Ask, names, fit: LcaFit, col: int, k: int, lo: int, hi: int, 
         previous = avg
         pi, prof = m_step(totals, fit.n_modalities)
         prof = hold(prof)
+        if gauss is not None:
+            gauss = gaussian_m_step(totals.gaussian)
     return float(totals.loglik), rounds
 
 
@@ -190,7 +228,7 @@ def item_information(call: Ask, names, fit: LcaFit, *, profiles: bool = True, ob
     """
     free = free_parameters(fit)
     info, rounds = observed_information(call, names, fit, free) if observed else (None, 0)
-    totals = estep(call, names, fit.pi, fit.profiles)
+    totals = estep(call, names, fit.pi, fit.profiles, fit.gaussian)
     rounds += 1
     method = "observed information (central differences of the E-step score), Wald intervals on the logit scale"
     try:
@@ -264,8 +302,16 @@ def item_information(call: Ask, names, fit: LcaFit, *, profiles: bool = True, ob
         else:
             w_se[k] = np.sqrt(pi[k] * (1 - pi[k]) / max(fit.n_rows, 1))
         w_ci[k] = _logit_interval(float(pi[k]), w_se[k]) if 0 < pi[k] < 1 else (pi[k], pi[k])
+    mean_se = None
+    if fit.gaussian is not None:
+        g = fit.gaussian.shape[1] // 2
+        mean_se = np.full((kk, g), np.nan)
+        if cov is not None:
+            for k in range(kk):
+                for i in range(g):
+                    mean_se[k, i] = np.sqrt(max(float(cov[index[("m", k, i)], index[("m", k, i)]]), 0.0))
     return ItemInformation(se=se, ci=ci, interval=kind, weight_se=w_se, weight_ci=w_ci, n_rounds=rounds,
-                           method=method)
+                           method=method, mean_se=mean_se)
 
 
 def _logit_interval(p: float, se: float) -> tuple[float, float]:

@@ -65,13 +65,20 @@ def write_comparison(table: pd.DataFrame, out) -> dict[str, Path]:
             "figure": atomic_write_bytes(out / "comparison.png", png(comparison_figure(table)))}
 
 
-def lca_memberships(codes, n_modalities, pi, profiles) -> np.ndarray:
+def lca_memberships(codes, n_modalities, pi, profiles, values=None, gaussian=None) -> np.ndarray:
     """Each row's class memberships (n, K) at the fitted model (StepMix's ``predict_proba``: probabilities
-    clipped as in its E-step; a missing cell contributes nothing)."""
+    clipped as in its E-step; a missing cell contributes nothing); with Gaussian items, ``values`` (n, G)
+    standardised and ``gaussian`` (K, 2G) the classes' means and variances (docs/design.md §17.5)."""
     from vcmc.rows.lca import one_hot, responsibilities
 
+    extra = None
+    if gaussian is not None:
+        from vcmc.family import GAUSSIAN
+
+        gaussian = np.asarray(gaussian, dtype=np.float64)
+        extra = GAUSSIAN.log_likelihood_rows(values, gaussian, gaussian.shape[1] // 2)
     return responsibilities(one_hot(np.asarray(codes), n_modalities), np.asarray(pi, float),
-                            np.asarray(profiles, float))[0]
+                            np.asarray(profiles, float), extra)[0]
 
 
 def write_analysis(analysis, out, *, settings: dict | None = None, silos=None, rows: dict | None = None,
@@ -94,7 +101,9 @@ def write_analysis(analysis, out, *, settings: dict | None = None, silos=None, r
 
         member_rows = []
         for silo in silos:
-            m = lca_memberships(silo.data.codes, f.n_modalities, f.pi, f.profiles)
+            m = lca_memberships(silo.data.codes, f.n_modalities, f.pi, f.profiles,
+                                values=getattr(silo, "values", None) if f.gaussian is not None else None,
+                                gaussian=f.gaussian)
             member_rows.append((silo.name, m, np.argmax(m, axis=1)))
         sizes = np.sum([np.bincount(r[2], minlength=f.k) for r in member_rows], axis=0)
         paths.update(write_membership_files(out, member_rows, n_clusters=f.k, rows=rows))
@@ -102,6 +111,9 @@ def write_analysis(analysis, out, *, settings: dict | None = None, silos=None, r
     paths["item_probabilities"] = write_csv(profiles, out / "item_probabilities.csv")
     paths["item_figure"] = atomic_write_bytes(out / "item_probabilities.png",
                                               png(item_figure(profiles, weights=f.pi, sizes=sizes)))
+    continuous = analysis.continuous_table() if hasattr(analysis, "continuous_table") else None
+    if continuous is not None:        # the Gaussian items' class means and sds (docs/design.md §17.5)
+        paths["continuous"] = write_csv(continuous, out / "continuous.csv")
     paths.update(write_three_step_files(analysis, out))
     if schema is not None:
         paths["schema"] = out / "schema.json"
@@ -114,6 +126,8 @@ def write_analysis(analysis, out, *, settings: dict | None = None, silos=None, r
            "sizes": None if sizes is None else [int(v) for v in sizes],
            "profiles": [[float(v) for v in row] for row in f.profiles],
            "n_modalities": [int(m) for m in f.n_modalities],
+           # the Gaussian items' means, then variances, standardised (docs/design.md §17.5): vcmc predict's
+           **({} if f.gaussian is None else {"gaussian": [[float(v) for v in row] for row in f.gaussian]}),
            "standard_errors": None if items is None else items.method,
            "statistics": {k: (None if isinstance(v, float) and not np.isfinite(v) else v)
                           for k, v in f.statistics.items()},

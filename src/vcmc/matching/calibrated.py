@@ -30,9 +30,9 @@ from vcmc.closeness import (
     closeness_statistic,
     closeness_threshold,
     constrained_groups,
-    posterior_moments,
 )
 from vcmc.exceptions import ConfigError
+from vcmc.family import CATEGORICAL, parameter_moments
 from vcmc.matching.coordinates import check_summaries, matching_from_groups
 from vcmc.matching.types import Matching
 from vcmc.protocol import SiloSummary
@@ -47,6 +47,15 @@ def _check_level(level: float, owner: str) -> float:
     return float(level)
 
 
+def _moments(summary: SiloSummary, n_mod) -> tuple[np.ndarray, np.ndarray]:
+    """The closeness coordinates of a silo's clusters: the profiles' and, with Gaussian items, their means' and log
+    variances' (docs/design.md §17.6)."""
+    if summary.gaussian_draws is None:
+        return CATEGORICAL.moments(summary.profile_draws, n_mod)
+    draws = np.concatenate([summary.profile_draws, summary.gaussian_draws], axis=2)
+    return parameter_moments(draws, n_mod, summary.n_gaussian)
+
+
 def cluster_closeness(summaries: Sequence[SiloSummary]) -> dict:
     """The closeness statistic between every pair of local clusters of all silos.
 
@@ -58,7 +67,7 @@ def cluster_closeness(summaries: Sequence[SiloSummary]) -> dict:
         each cluster by (silo name, local index), used to break ties independently of the silos' order.
     """
     n_mod = check_summaries(summaries)
-    moments = [posterior_moments(s.profile_draws, n_mod) for s in summaries]
+    moments = [_moments(s, n_mod) for s in summaries]
     mean = np.concatenate([m for m, _ in moments])
     var = np.concatenate([v for _, v in moments])
     silo_index = np.concatenate([np.full(s.n_clusters, i) for i, s in enumerate(summaries)]).astype(np.int64)

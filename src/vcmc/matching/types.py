@@ -196,6 +196,8 @@ class MatchedDraws:
     n_rows : ndarray of shape (S,), int
     n_modalities : tuple of int
     silos : tuple of str
+    gaussian : tuple of ndarray, each of shape (T_s, C, 2G), or None
+        With Gaussian items, their matched means and variances (``vcmc.matching.gaussian``; NaN where absent).
     """
 
     pi: tuple[np.ndarray, ...]
@@ -206,6 +208,7 @@ class MatchedDraws:
     n_rows: np.ndarray
     n_modalities: tuple[int, ...]
     silos: tuple[str, ...]
+    gaussian: tuple[np.ndarray, ...] | None = None
 
     @property
     def n_silos(self) -> int:

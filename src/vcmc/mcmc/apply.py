@@ -42,29 +42,31 @@ def check_codes(codes, n_modalities) -> tuple[np.ndarray, tuple[int, ...]]:
 
 def run_relabelled_chain(codes: np.ndarray, n_modalities, *, prior: PriorConfig, sampler: SamplerConfig,
                          n_silos: int, rng: np.random.Generator, accumulate_psm: bool = False,
-                         progress: Callable[[int], None] | None = None) -> RelabelledChain:
+                         progress: Callable[[int], None] | None = None,
+                         values: np.ndarray | None = None) -> RelabelledChain:
     """One Gibbs chain relabelled online (module-level so that worker processes can run it)."""
     # the chain's kept draws are relabelled where the sampler stores them (no second copy of 190 MB)
-    n_col = int(profile_offsets(n_modalities)[-1])
+    n_col = int(profile_offsets(n_modalities)[-1]) + (0 if values is None else 2 * int(np.shape(values)[1]))
     storage = (np.empty((sampler.n_kept, prior.n_components)), np.empty((sampler.n_kept, prior.n_components, n_col)))
     relabeller = PivotRelabeller(codes.shape[0], prior.n_components, accumulate_psm=accumulate_psm, storage=storage)
     monitor = ConvergenceMonitor(relabeller, sampler) if sampler.stop == "converged" else None
     draws = run_chain(codes, n_modalities, prior=prior, sampler=sampler, n_silos=n_silos, rng=rng,
-                      on_block=relabeller, progress=progress, should_stop=monitor, draw_storage=storage)
+                      on_block=relabeller, progress=progress, should_stop=monitor, draw_storage=storage,
+                      values=values)
     return relabeller.result(seconds=float(draws.seconds), n_iter=int(draws.n_iter),
                              converged=None if monitor is None else monitor.converged)
 
 
 def _chain_task(task: tuple) -> RelabelledChain:
-    codes, n_modalities, prior, sampler, n_silos, rng, accumulate_psm = task
+    codes, n_modalities, prior, sampler, n_silos, rng, accumulate_psm, values = task
     return run_relabelled_chain(codes, n_modalities, prior=prior, sampler=sampler, n_silos=n_silos, rng=rng,
-                                accumulate_psm=accumulate_psm)
+                                accumulate_psm=accumulate_psm, values=values)
 
 
 def run_apply_step(codes: np.ndarray, n_modalities, *, prior: PriorConfig | None = None,
                    sampler: SamplerConfig | None = None, postprocess: PostprocessConfig | None = None,
                    n_silos: int = 1, rng: RngLike = None, jobs: int = 1,
-                   progress: Callable[[int], None] | None = None) -> LocalPosterior:
+                   progress: Callable[[int], None] | None = None, values: np.ndarray | None = None) -> LocalPosterior:
     """Run the local MCMC of one silo and post-process it (docs/design.md §4.1-4.2).
 
     Parameters
@@ -89,6 +91,9 @@ def run_apply_step(codes: np.ndarray, n_modalities, *, prior: PriorConfig | None
     progress : callable, optional
         Called with a number of Gibbs iterations just completed (per block with ``jobs=1``; with worker
         processes, ``n_iter`` per chain once the chains have finished).
+    values : ndarray of shape (n, G), float, optional
+        The silo's Gaussian items, standardised (``NaN`` = missing; docs/design.md §17.3); their means and
+        variances follow the profiles in every parameter row of the result.
 
     Returns
     -------
@@ -119,9 +124,10 @@ def run_apply_step(codes: np.ndarray, n_modalities, *, prior: PriorConfig | None
     gens = spawn_generators(rng, sampler.n_chains)
     if jobs == 1:
         chains = [run_relabelled_chain(codes, n_mod, prior=prior, sampler=sampler, n_silos=int(n_silos),
-                                       rng=g, accumulate_psm=accumulate_psm, progress=progress) for g in gens]
+                                       rng=g, accumulate_psm=accumulate_psm, progress=progress, values=values)
+                  for g in gens]
     else:
-        tasks = [(codes, n_mod, prior, sampler, int(n_silos), g, accumulate_psm) for g in gens]
+        tasks = [(codes, n_mod, prior, sampler, int(n_silos), g, accumulate_psm, values) for g in gens]
         chains = parallel_map(_chain_task, tasks, jobs=jobs)
         if progress is not None:
             for _ in chains:
@@ -130,7 +136,7 @@ def run_apply_step(codes: np.ndarray, n_modalities, *, prior: PriorConfig | None
     shortest = min(ch.n_kept for ch in chains)
     chains = align_chains([ch.head(shortest) for ch in chains])
     local = build_local_posterior(chains, codes, n_mod, n_components=prior.n_components,
-                                  postprocess=postprocess)
+                                  postprocess=postprocess, n_gaussian=0 if values is None else int(np.shape(values)[1]))
     diagnostics = local_diagnostics(local)
     diagnostics["seconds_sampler"] = float(sum(ch.seconds for ch in chains))
     diagnostics["seconds_apply"] = float(time.perf_counter() - t0)

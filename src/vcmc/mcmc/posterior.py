@@ -38,8 +38,9 @@ class LocalPosterior:
         Posterior probability of each row belonging to each local cluster (after relabelling).
     pi_draws : ndarray of shape (T, K)
         Label-consistent draws of the local clusters' weights (rows sum to 1).
-    profile_draws : ndarray of shape (T, K, P)
-        Label-consistent draws of the local clusters' profiles (each variable block sums to 1).
+    profile_draws : ndarray of shape (T, K, P + 2G)
+        Label-consistent draws of the local clusters' flat parameter rows: the profiles (each variable block sums
+        to 1), then with Gaussian items their G means and G variances (standardised scale; docs/design.md §17.3).
     n_occupied : ndarray of shape (n_chains, n_kept), int
         Number of non-empty components at each kept iteration (label invariant).
     log_posterior : ndarray of shape (n_chains, n_kept)
@@ -51,6 +52,8 @@ class LocalPosterior:
         Rows moved out of local clusters below the minimum size.
     diagnostics : dict of str to float
         R-hat and ESS of label-invariant quantities.
+    n_gaussian : int
+        G, the Gaussian items (0: a categorical model).
     """
 
     partition: np.ndarray
@@ -63,6 +66,7 @@ class LocalPosterior:
     n_components: int
     n_reallocated: int = 0
     diagnostics: dict[str, float] = field(default_factory=dict)
+    n_gaussian: int = 0
 
     @property
     def n_clusters(self) -> int:

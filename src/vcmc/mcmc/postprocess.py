@@ -36,10 +36,10 @@ from vcmc.closeness import (
     closeness_statistic,
     closeness_threshold,
     constrained_groups,
-    posterior_moments,
 )
 from vcmc.config import PostprocessConfig
 from vcmc.exceptions import DataError
+from vcmc.family import parameter_moments
 from vcmc.mcmc.diagnostics import local_diagnostics
 from vcmc.mcmc.posterior import LocalPosterior
 from vcmc.mcmc.relabel import RelabelledChain
@@ -82,10 +82,13 @@ def psm_partition(psm: np.ndarray, n_clusters: int) -> np.ndarray:
 
 def _responsibilities(codes: np.ndarray, pi_draws: np.ndarray, profile_draws: np.ndarray,
                       n_modalities) -> np.ndarray:
-    """Posterior allocation probabilities of rows under posterior-mean parameters, shape (n, K)."""
+    """Posterior allocation probabilities of rows under posterior-mean parameters, shape (n, K). With Gaussian
+    items the parameter rows hold their means and variances after the profiles; the fallback weighs the
+    categorical items alone (docs/design.md §17.8), so only the profiles' columns are read."""
     pi = pi_draws.mean(axis=0)
     pi = pi / pi.sum()
-    loglik = log_likelihood_rows(codes, pi, profile_draws.mean(axis=0), n_modalities)
+    p = int(np.sum(n_modalities))
+    loglik = log_likelihood_rows(codes, pi, profile_draws[..., :p].mean(axis=0), n_modalities)
     loglik -= loglik.max(axis=1, keepdims=True)
     r = np.exp(loglik)
     return r / r.sum(axis=1, keepdims=True)
@@ -206,7 +209,7 @@ def unresolved_groups(local: LocalPosterior, level: float = DEFAULT_LEVEL) -> np
     k = local.n_clusters
     if k < 2 or local.profile_draws.shape[0] < 2:
         return np.arange(k, dtype=np.int64)
-    mean, var = posterior_moments(local.profile_draws, local.n_modalities)
+    mean, var = parameter_moments(local.profile_draws, local.n_modalities, local.n_gaussian)
     group = constrained_groups(closeness_statistic(mean, var), closeness_threshold(mean.shape[1], level),
                                np.zeros(k, dtype=np.int64))
     _, first, dense = np.unique(group, return_index=True, return_inverse=True)
@@ -230,6 +233,13 @@ def merge_clusters(local: LocalPosterior, group: np.ndarray) -> LocalPosterior:
     num = np.einsum("tk,tkp,kg->tgp", local.pi_draws, local.profile_draws, onehot)
     with np.errstate(invalid="ignore", divide="ignore"):
         prof = num / pi[:, :, None]
+    if local.n_gaussian:
+        # the Gaussian items' variances of the merged mixture: its second moment less its squared mean (§17.6)
+        g = local.n_gaussian
+        mu, var = local.profile_draws[:, :, -2 * g:-g], local.profile_draws[:, :, -g:]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            second = np.einsum("tk,tkj,kg->tgj", local.pi_draws, var + mu * mu, onehot) / pi[:, :, None]
+        prof[:, :, -g:] = second - prof[:, :, -2 * g:-g] ** 2
     zero = ~np.isfinite(prof).all(axis=2)                                     # a weight that underflowed to 0
     if zero.any():
         plain = np.einsum("tkp,kg->tgp", local.profile_draws, onehot) / onehot.sum(axis=0)[None, :, None]
@@ -242,7 +252,8 @@ def merge_clusters(local: LocalPosterior, group: np.ndarray) -> LocalPosterior:
 
 
 def build_local_posterior(chains: list[RelabelledChain], codes: np.ndarray, n_modalities, *,
-                          n_components: int, postprocess: PostprocessConfig | None = None) -> LocalPosterior:
+                          n_components: int, postprocess: PostprocessConfig | None = None,
+                          n_gaussian: int = 0) -> LocalPosterior:
     """Turn aligned relabelled chains into the silo's ``LocalPosterior`` (docs/design.md §4.2).
 
     Parameters
@@ -254,6 +265,9 @@ def build_local_posterior(chains: list[RelabelledChain], codes: np.ndarray, n_mo
     n_components : int
         C+.
     postprocess : PostprocessConfig
+    n_gaussian : int
+        G, the Gaussian items whose means and variances follow the profiles in every parameter row (§17.3). The
+        likelihood fallback of a row no kept draw placed in a kept cluster uses the categorical items only.
 
     Returns
     -------
@@ -318,7 +332,7 @@ def build_local_posterior(chains: list[RelabelledChain], codes: np.ndarray, n_mo
     local = LocalPosterior(partition=partition, membership=membership, pi_draws=pi_draws,
                            profile_draws=prof_all[:, owned], n_occupied=n_occupied,
                            log_posterior=log_posterior, n_modalities=tuple(int(k) for k in n_modalities),
-                           n_components=int(n_components))
+                           n_components=int(n_components), n_gaussian=int(n_gaussian))
     threshold = postprocess.threshold(n)
     if threshold > 1:
         local = reallocate_small_clusters(local, codes, threshold)

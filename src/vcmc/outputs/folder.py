@@ -15,10 +15,13 @@ from vcmc.outputs import lock, signals
 #: What the maximum-likelihood latent class commands write (``vcmc compare``, ``vcmc fit --k K``).
 LCA_NAMES = ("comparison.csv", "comparison.png", "lca.json", "fit_statistics.csv", "item_probabilities.csv",
              "item_probabilities.png", "covariates.csv", "distal.csv", "distal_tests.csv", "forest.png")
+#: What both kinds of fit write when the schema has continuous variables (the clusters' means and standard
+#: deviations in the data's units): listed so that a run without them removes an earlier run's copy.
+CONTINUOUS_NAMES = ("continuous.csv",)
 #: What a run of ``vcmc fit`` or ``vcmc compare`` writes into ``--out`` (a folder holding any of them holds a
 #: run's results).
 RESULT_NAMES = ("result.json", "assignments.csv", "profiles.csv", "posterior.nc", "memberships.csv",
-                "schema.json", "report.html", "characterisation.csv", *LCA_NAMES)
+                "schema.json", "report.html", "characterisation.csv", *CONTINUOUS_NAMES, *LCA_NAMES)
 #: The files that make one result set (``predict`` and ``report`` read them; they must come from one run).
 CORE_NAMES = ("result.json", "assignments.csv", "profiles.csv", "posterior.nc", "memberships.csv", "schema.json")
 OUTPUT_NAMES = (*RESULT_NAMES, "summaries", "silo-state", ".vcmc-run.json", "study.json")

@@ -29,7 +29,7 @@ import math
 
 import numpy as np
 
-from vcmc.pooled.gibbs import align_to, draw_parameters, log_joint
+from vcmc.pooled.gibbs import align_to, draw_gaussian, draw_parameters, log_joint
 
 ROUNDS_KEY = 3            # the rounds' streams under the run's root seed (the layout: vcmc.pipeline)
 PARAMETERS_KEY = 1_000_000_000   # the draws' streams beside the silos' (a silo's index is below 10,000)
@@ -72,6 +72,11 @@ class ChainPlan:
         The answer's clusters are the components with at least this many rows on average over the window.
     max_rhat : float
         The stopping rule's target for the split R-hat of the log joint (``settled``).
+    n_gaussian : int
+        G, the Gaussian items (docs/design.md §17.8): each chain's pooled sums then carry per component and item
+        the observed rows, sum and sum of squares, and its draws the means and variances.
+    gaussian_prior : tuple of float
+        Their normal-inverse-gamma prior ``(m0, kappa0, a0, b0)`` (the pooled model's, unfractionated).
     """
 
     n_components: int
@@ -86,6 +91,8 @@ class ChainPlan:
     max_stored: int = 500
     min_size: int = 1
     max_rhat: float = MAX_RHAT
+    n_gaussian: int = 0
+    gaussian_prior: tuple[float, ...] = ()
 
     def __post_init__(self):
         cps = tuple(int(r) for r in self.checkpoints)
@@ -94,6 +101,9 @@ class ChainPlan:
         if self.n_chains not in (1, 2) or self.max_stored < 1 or self.n_components < 1:
             raise ValueError("n_chains must be 1 or 2, max_stored and n_components >= 1")
         object.__setattr__(self, "checkpoints", cps)
+        if self.n_gaussian and len(self.gaussian_prior) != 4:
+            raise ValueError("Gaussian items need their prior (m0, kappa0, a0, b0)")
+        object.__setattr__(self, "gaussian_prior", tuple(float(v) for v in self.gaussian_prior))
 
     @property
     def max_rounds(self) -> int:
@@ -111,6 +121,11 @@ class ChainPlan:
 
     def beta(self) -> np.ndarray:
         return np.asarray(self.beta_cols, dtype=np.float64)
+
+    @property
+    def width(self) -> int:
+        """Columns of a component in the alignment's reference: its profile (P) and its Gaussian means (G)."""
+        return int(np.sum(self.n_modalities)) + int(self.n_gaussian)
 
 
 @functools.lru_cache(maxsize=64)
@@ -157,6 +172,7 @@ class Draw:
     log_profiles: np.ndarray
     store: bool
     inverse_temperature: float
+    gaussian: np.ndarray | None = None     # (C, 2G) the Gaussian items' means then variances (standardised)
 
 
 def settled(log_joints: np.ndarray, ks: np.ndarray, max_rhat: float = MAX_RHAT) -> dict:
@@ -196,7 +212,7 @@ class PooledChain:
 
     def __init__(self, plan: ChainPlan, seeds: Seeds):
         self.plan, self.seeds = plan, seeds
-        c, p, m = plan.n_components, int(np.sum(plan.n_modalities)), plan.n_chains
+        c, p, m = plan.n_components, plan.width, plan.n_chains
         self.round = 1                      # the last round whose counts were received (after advance)
         self.window = 0
         self.stopped = False
@@ -214,25 +230,33 @@ class PooledChain:
         self.history: list[dict] = []                                 # the stopping rule at every checkpoint
         self.trace_lj: list[list[float]] = [[] for _ in range(m)]
         self.stability: dict = {}
+        # with Gaussian items: their stored draws, and the rows observing each (component, item) summed over the
+        # window (the answer's release rule, vcmc.silo.endpoints.rounds)
+        self.stored_gauss: list[list[np.ndarray]] = [[] for _ in range(m)]
+        self.observed_sum = np.zeros((m, c, plan.n_gaussian))
 
     # -- the rounds -------------------------------------------------------------------------------------------
 
     def advance(self, counts: list[tuple[np.ndarray, np.ndarray]]) -> list[Draw] | None:
-        """Take the pooled counts (one ``(cluster (C,), modality (C, P))`` per chain) of round ``self.round``
-        (the start's on the first call); return each chain's draw of the next round, or None when the chain
-        stops here (a settled window at a checkpoint, or the last checkpoint)."""
+        """Take the pooled counts (one ``(cluster (C,), modality (C, P))`` per chain, with Gaussian items
+        ``(cluster, modality, gaussian (C, 3G))``) of round ``self.round`` (the start's on the first call); return
+        each chain's draw of the next round, or None when the chain stops here (a settled window at a checkpoint,
+        or the last checkpoint)."""
         if self.stopped:
             raise ValueError("the pooled chain has stopped")
         plan, r = self.plan, self.round
         if len(counts) != plan.n_chains:
             raise ValueError(f"the pooled chain expects counts of {plan.n_chains} chain(s); got {len(counts)}")
         first, last = plan.window(self.window)
-        for ch, (cluster, modality) in enumerate(counts):
+        counts = [self._checked(t) for t in counts]
+        for ch, (cluster, modality, gauss) in enumerate(counts):
             self.trace_k[ch].append(int(np.count_nonzero(cluster)))
             self.trace_kbig[ch].append(int(np.count_nonzero(np.asarray(cluster) >= plan.min_size)))
-            self.trace_lj[ch].append(self._log_joint(cluster, modality))
+            self.trace_lj[ch].append(self._log_joint(cluster, modality, gauss))
             if first < r <= last:
                 self.size_sum[ch] += np.asarray(cluster, dtype=np.float64)
+                if gauss is not None:
+                    self.observed_sum[ch] += gauss[:, :plan.n_gaussian]
         if first < r <= last:
             self.n_sized += 1
         if r == last:
@@ -256,11 +280,13 @@ class PooledChain:
         store = keep and r_next in plan.stored_rounds(self.window)
         annealed = float(plan.anneal) if r_next <= plan.anneal_until else 1.0
         draws = []
-        for ch, (cluster, modality) in enumerate(counts):
-            log_pi, log_prof, perm = self._aligned_draw(r_next, ch, cluster, modality)
+        for ch, (cluster, modality, gauss) in enumerate(counts):
+            log_pi, log_prof, gaussian, perm = self._aligned_draw(r_next, ch, cluster, modality, gauss)
             if perm is not None:
                 self.origin[ch] = self.origin[ch][perm]
             prof = np.exp(log_prof)
+            if gaussian is not None:     # the alignment's reference holds the Gaussian means beside the profiles
+                prof = np.concatenate([prof, gaussian[:, :plan.n_gaussian]], axis=1)
             if keep:
                 # the reference of the next alignment: the mean of the kept draws (this draw during burn-in)
                 self.kept_sum[ch] += prof
@@ -269,48 +295,69 @@ class PooledChain:
                 if store:
                     self.stored_pi[ch].append(log_pi)
                     self.stored_prof[ch].append(log_prof)
+                    if gaussian is not None:
+                        self.stored_gauss[ch].append(gaussian)
             else:
                 self.reference[ch] = prof
             # with two chains only the second is annealed: a tempered and a plain burn-in, whose agreement says
             # more than two alike, and the answer the one of higher posterior (docs/design.md §16)
-            draws.append(Draw(log_pi, log_prof, store, annealed if ch == plan.n_chains - 1 else 1.0))
+            draws.append(Draw(log_pi, log_prof, store, annealed if ch == plan.n_chains - 1 else 1.0, gaussian))
         self.round = r_next
         return draws
 
-    def _aligned_draw(self, r_next: int, ch: int, cluster, modality):
+    def _checked(self, table) -> tuple:
+        """``(cluster, modality, gaussian or None)`` of one chain's pooled counts, the Gaussian part required
+        exactly when the plan has Gaussian items."""
+        cluster, modality, *rest = table
+        gauss = np.asarray(rest[0], dtype=np.float64) if rest and rest[0] is not None else None
+        g = self.plan.n_gaussian
+        if (gauss is None) != (g == 0) or (gauss is not None and gauss.shape != (self.plan.n_components, 3 * g)):
+            raise ValueError(f"the pooled chain expects the statistics of {g} Gaussian item(s) per component")
+        return cluster, modality, gauss
+
+    def _aligned_draw(self, r_next: int, ch: int, cluster, modality, gauss=None):
         """Chain ``ch``'s draw of round ``r_next`` from the counts, aligned to its reference: ``(log pi, log
-        theta, perm)`` (perm None before the first alignment). A deterministic function of the plan, the seeds,
-        the round, the counts and the reference, so silos sharing a process (the analyst's own session) compute
-        it once: the memo is keyed by all of them and returns copies."""
+        theta, gaussian (C, 2G) or None, perm)`` (perm None before the first alignment). The Gaussian items'
+        means and variances are drawn after the weights and profiles, on the same stream. A deterministic
+        function of the plan, the seeds, the round, the counts and the reference, so silos sharing a process (the
+        analyst's own session) compute it once: the memo is keyed by all of them and returns copies."""
         plan, ref = self.plan, self.reference[ch]
         h = hashlib.blake2b(digest_size=20)
         for part in (np.ascontiguousarray(cluster, dtype=np.float64), np.ascontiguousarray(modality, dtype=np.float64),
-                     np.zeros(0) if ref is None else np.ascontiguousarray(ref, dtype=np.float64)):
+                     np.zeros(0) if ref is None else np.ascontiguousarray(ref, dtype=np.float64),
+                     np.zeros(0) if gauss is None else np.ascontiguousarray(gauss, dtype=np.float64)):
             h.update(part.tobytes())
         key = (plan, self.seeds, int(r_next), int(ch), h.digest())
         hit = _DRAWS.get(key)
         if hit is None:
+            rng = self.seeds.parameters(r_next, ch)
             log_pi, log_prof = draw_parameters(cluster, modality, alpha=plan.alpha, beta_cols=plan.beta(),
-                                               n_modalities=plan.n_modalities, rng=self.seeds.parameters(r_next, ch))
+                                               n_modalities=plan.n_modalities, rng=rng)
+            gaussian = None if gauss is None else draw_gaussian(gauss, np.asarray(plan.gaussian_prior),
+                                                                plan.n_gaussian, rng)
             perm = None
             if ref is not None:
-                perm = align_to(log_prof, ref)
+                perm = align_to(log_prof, ref, None if gaussian is None else gaussian[:, :plan.n_gaussian])
                 log_pi, log_prof = log_pi[perm], log_prof[perm]
-            hit = (log_pi, log_prof, perm)
+                gaussian = None if gaussian is None else gaussian[perm]
+            hit = (log_pi, log_prof, gaussian, perm)
             if len(_DRAWS) >= _MEMO_SIZE:
                 _DRAWS.pop(next(iter(_DRAWS)))
             _DRAWS[key] = hit
         return tuple(None if a is None else a.copy() for a in hit)
 
-    def _log_joint(self, cluster, modality) -> float:
+    def _log_joint(self, cluster, modality, gauss=None) -> float:
         plan = self.plan
         h = hashlib.blake2b(np.ascontiguousarray(cluster, dtype=np.float64).tobytes(), digest_size=20)
         h.update(np.ascontiguousarray(modality, dtype=np.float64).tobytes())
+        if gauss is not None:
+            h.update(np.ascontiguousarray(gauss, dtype=np.float64).tobytes())
         key = (plan, h.digest())
         value = _LOG_JOINTS.get(key)
         if value is None:
             value = log_joint(cluster, modality, alpha=plan.alpha, beta_cols=plan.beta(),
-                              n_modalities=plan.n_modalities)
+                              n_modalities=plan.n_modalities, gaussian=gauss,
+                              gaussian_prior=np.asarray(plan.gaussian_prior) if gauss is not None else None)
             if len(_LOG_JOINTS) >= _MEMO_SIZE:
                 _LOG_JOINTS.pop(next(iter(_LOG_JOINTS)))
             _LOG_JOINTS[key] = value
@@ -324,6 +371,8 @@ class PooledChain:
         self.n_sized = 0
         self.stored_pi = [[] for _ in range(self.plan.n_chains)]
         self.stored_prof = [[] for _ in range(self.plan.n_chains)]
+        self.stored_gauss = [[] for _ in range(self.plan.n_chains)]
+        self.observed_sum[:] = 0.0
 
     @staticmethod
     def _chains_agree(lj: np.ndarray, ks: np.ndarray, max_rhat: float = MAX_RHAT) -> bool:
@@ -358,15 +407,30 @@ class PooledChain:
         pi = np.exp(np.asarray(self.stored_pi[ch]))[:, keep]
         return pi / pi.sum(axis=1, keepdims=True), np.exp(np.asarray(self.stored_prof[ch]))[:, keep, :]
 
+    def gaussian_draws(self) -> np.ndarray | None:
+        """The chosen chain's stored draws of the answer's clusters' Gaussian means and variances (T, K, 2G), or
+        None without Gaussian items."""
+        if not self.plan.n_gaussian:
+            return None
+        return np.asarray(self.stored_gauss[self.chosen()])[:, self.clusters(), :]
+
+    def observed_rows(self) -> np.ndarray | None:
+        """(K, G) the rows observing each Gaussian item in each of the answer's clusters, on average over the
+        window (the chosen chain), or None without Gaussian items."""
+        if not self.plan.n_gaussian:
+            return None
+        return self.observed_sum[self.chosen()][self.clusters()] / max(self.n_sized, 1)
+
     # -- state (a deployment's silo keeps it between messages) -------------------------------------------------
 
     ARRAYS = ("kept_sum", "n_kept", "size_sum", "origin")
 
     def export(self) -> dict[str, np.ndarray]:
         m, c, p = self.plan.n_chains, self.plan.n_components, int(np.sum(self.plan.n_modalities))
+        w = self.plan.width
         out = {f"chain.{name}": np.asarray(getattr(self, name)) for name in self.ARRAYS}
         out["chain.meta"] = np.asarray([self.round, self.window, int(self.stopped), self.n_sized], dtype=np.int64)
-        out["chain.reference"] = np.asarray([np.full((c, p), np.nan) if ref is None else ref
+        out["chain.reference"] = np.asarray([np.full((c, w), np.nan) if ref is None else ref
                                              for ref in self.reference])
         out["chain.stored_pi"] = np.asarray([np.asarray(s).reshape(-1, c) for s in self.stored_pi])
         out["chain.stored_prof"] = np.asarray([np.asarray(s).reshape(-1, c, p) for s in self.stored_prof])
@@ -375,6 +439,10 @@ class PooledChain:
         out["chain.history"] = np.asarray([json.dumps(self.history)])
         out["chain.trace_lj"] = np.asarray(self.trace_lj, dtype=np.float64).reshape(m, -1)
         out["chain.reason"] = np.asarray([self.reason])
+        if self.plan.n_gaussian:
+            g2 = 2 * self.plan.n_gaussian
+            out["chain.stored_gauss"] = np.asarray([np.asarray(s).reshape(-1, c, g2) for s in self.stored_gauss])
+            out["chain.observed_sum"] = np.asarray(self.observed_sum)
         return out
 
     @classmethod
@@ -393,6 +461,9 @@ class PooledChain:
         chain.history = json.loads(str(np.asarray(state["chain.history"]).ravel()[0]))
         chain.trace_lj = [list(map(float, t)) for t in np.asarray(state["chain.trace_lj"])]
         chain.reason = str(np.asarray(state["chain.reason"]).ravel()[0])
+        if plan.n_gaussian:
+            chain.stored_gauss = [list(np.asarray(s)) for s in np.asarray(state["chain.stored_gauss"])]
+            chain.observed_sum = np.asarray(state["chain.observed_sum"], dtype=np.float64).copy()
         return chain
 
 
@@ -429,8 +500,17 @@ def common_minimum(pooled: np.ndarray) -> int:
     return int(held.max()) + 1
 
 
-def log_joint_grid(n_modalities, min_size: int) -> float:
+GAUSSIAN_ROW_WORTH = 1.42
+"""A row's worth of one Gaussian item's log density on the standardised scale: ``|log N(y | mu, 1)|`` of a value one
+standard deviation from its mean, ``0.92 + 0.5`` (as the assessment's grids, ``vcmc.silo.endpoints.assess``)."""
+
+
+def log_joint_grid(n_modalities, min_size: int, n_gaussian: int = 0) -> float:
     """The grid (nats) a deployment's released log joints are rounded to: ``min_size`` rows' worth of log
     density, a row's worth taken as ``sum_q log K_q`` (its ``-log p(x)`` under uniform profiles, above a typical
-    row's under the fitted ones), so a difference of two released values does not resolve a few rows."""
-    return float(max(int(min_size), 1) * sum(math.log(int(k)) for k in n_modalities))
+    row's under the fitted ones) plus ``GAUSSIAN_ROW_WORTH`` per Gaussian item, so a difference of two released
+    values does not resolve a few rows."""
+    row = sum(math.log(int(k)) for k in n_modalities)
+    if n_gaussian:
+        row += GAUSSIAN_ROW_WORTH * int(n_gaussian)
+    return float(max(int(min_size), 1) * row)

@@ -36,3 +36,4 @@ class AnnounceRequest(Request, action="announce", reply=AnnounceReply, budget=4)
     n_global: int
     pi: np.ndarray                     # (T, C)
     profiles: np.ndarray               # (T', C, P)
+    gaussian: np.ndarray | None = None  # (T', C, 2G): the Gaussian items' means and variances (docs/design.md §17)

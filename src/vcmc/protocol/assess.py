@@ -25,6 +25,9 @@ class AssessReply(Reply):
     ``weights`` (R, C): empty when the replicates were drawn at the request's weights; after the rounds, in the
     analyst's own session with labels under the silo's own weights, the silo's own weights of each draw, at
     which it replicated its rows (the server needs them for the checks' expected counts; docs/design.md §16).
+    With Gaussian items (docs/design.md §17.7) every density is in the WAIC sums and the occupancy, and
+    ``gaussian_observed`` (3, G) holds each item's observed rows, sum and sum of squares (standardised),
+    ``gaussian_replicated`` (R, 3, G) the same in each replicated dataset.
     """
 
     KIND = "assess_reply"
@@ -44,6 +47,8 @@ class AssessReply(Reply):
     elpd_m2: float
     n_suppressed: int = 0
     weights: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    gaussian_observed: np.ndarray | None = None
+    gaussian_replicated: np.ndarray | None = None
 
     def check_reply(self, request, silo: str) -> None:
         if isinstance(request, AssessRequest):
@@ -91,3 +96,4 @@ class AssessRequest(Request, action="assess", reply=AssessReply, budget=1, witho
     pairs: np.ndarray                  # (E, 2) int
     seed_entropy: int
     spawn_key: tuple[int, ...]
+    gaussian: np.ndarray | None = None  # (R, C, 2G): the Gaussian items' announced draws (docs/design.md §17.7)

@@ -64,3 +64,4 @@ class AssignRequest(Request, action="assign", reply=AssignReply, budget=2):
     n_global: int
     pi: np.ndarray | None = None       # (T, C) or (C,)
     profiles: np.ndarray | None = None  # (T, C, P) or (C, P)
+    gaussian: np.ndarray | None = None  # (T, C, 2G): with Gaussian items, their announced draws (docs/design.md §17)

@@ -38,7 +38,9 @@ class LcaEStepReply(Reply):
 
     ``cluster`` (K,): ``sum_i r_ik``; ``modality`` (K, P): ``sum_i r_ik 1[x_iq = m]`` (missing cells
     skipped); ``loglik``: ``sum_i log p(x_i)``; ``entropy``: ``-sum_i sum_k r_ik log r_ik`` (StepMix clips
-    ``r`` to [1e-15, 1 - 1e-15]); ``n_rows``: rows of the silo.
+    ``r`` to [1e-15, 1 - 1e-15]); ``n_rows``: rows of the silo; ``gaussian`` (K, 3G), with Gaussian items
+    (docs/design.md §17): ``sum_i r_ik`` over the rows observing each item, ``sum_i r_ik x_ig`` and
+    ``sum_i r_ik x_ig^2`` (standardised values; ``loglik`` is then in the data's own units).
     """
 
     KIND = "lca_estep_reply"
@@ -49,6 +51,7 @@ class LcaEStepReply(Reply):
     modality: np.ndarray
     loglik: float
     entropy: float
+    gaussian: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,7 @@ class LcaEStepRequest(Request, action="lca_estep", reply=LcaEStepReply,
 
     pi: np.ndarray          # (K,)
     profiles: np.ndarray    # (K, P)
+    gaussian: np.ndarray | None = None    # (K, 2G): means, then variances of the Gaussian items (standardised)
 
 
 @dataclass(frozen=True)

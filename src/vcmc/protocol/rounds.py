@@ -59,24 +59,41 @@ class RoundVectorReply(Reply):
 
 
 def pack(tables) -> np.ndarray:
-    """The int64 vector of one or more count tables (each ``(cluster (C,), modality (C, P))`` or a plain vector),
-    concatenated. Counts of rows are whole numbers; anything else is refused."""
-    parts = [np.asarray(x, dtype=np.float64).ravel() for t in tables for x in (t if isinstance(t, tuple) else (t,))]
-    flat = np.concatenate(parts) if parts else np.zeros(0)
-    whole = np.rint(flat)
-    if not np.all(np.isfinite(flat)) or np.any(whole != flat) or np.any(np.abs(whole) >= 2.0**62):
-        raise ValueError("the rounds sum whole counts only; a table held other values")
-    return whole.astype(np.int64)
+    """The int64 vector of one or more count tables (each ``(cluster (C,), modality (C, P))``, with Gaussian items
+    ``(cluster, modality, gaussian (C, 3G) int64 on the grid)``, or a plain vector), concatenated. Counts of rows
+    are whole numbers; anything else is refused. Integer arrays (the grid's sums, beyond float64's exact
+    integers) are taken as they are."""
+    parts = []
+    for x in (x for t in tables for x in (t if isinstance(t, tuple) else (t,))):
+        a = np.asarray(x)
+        if a.dtype.kind in "iu":
+            if a.size and np.any(np.abs(a.astype(np.int64)) >= 2**62):
+                raise ValueError("the rounds sum whole counts below 2^62 only; a table held larger ones")
+            parts.append(a.astype(np.int64).ravel())
+            continue
+        flat = np.asarray(a, dtype=np.float64).ravel()
+        whole = np.rint(flat)
+        if not np.all(np.isfinite(flat)) or np.any(whole != flat) or np.any(np.abs(whole) >= 2.0**62):
+            raise ValueError("the rounds sum whole counts only; a table held other values")
+        parts.append(whole.astype(np.int64))
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 
-def unpack(vector: np.ndarray, n_chains: int, n_components: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    """``pack`` of ``n_chains`` tables reversed: one (cluster (C,), modality (C, P)) per chain, as float64."""
-    v = np.asarray(vector, dtype=np.int64).astype(np.float64)
-    c = int(n_components)
+def unpack(vector: np.ndarray, n_chains: int, n_components: int, n_gaussian: int = 0) -> list[tuple]:
+    """``pack`` of ``n_chains`` tables reversed: one (cluster (C,), modality (C, P)) per chain, as float64; with
+    ``n_gaussian`` G items also their statistics on the grid (C, 3G) as the int64 they were summed in (observed
+    rows, ``sum m``, ``sum m^2``: ``vcmc.family.gaussian.from_grid`` reads them)."""
+    raw = np.asarray(vector, dtype=np.int64)
+    v = raw.astype(np.float64)
+    c, g = int(n_components), int(n_gaussian)
     per = v.size // max(int(n_chains), 1)
-    if per * n_chains != v.size or per < c or (per - c) % c:
+    rest = per - c - 3 * c * g
+    if per * n_chains != v.size or rest < 0 or rest % c:
         raise ValueError(f"a vector of {v.size} entries is not {n_chains} tables of {c} components")
-    return [(v[i * per:i * per + c], v[i * per + c:(i + 1) * per].reshape(c, -1)) for i in range(int(n_chains))]
+    if not g:
+        return [(v[i * per:i * per + c], v[i * per + c:(i + 1) * per].reshape(c, -1)) for i in range(int(n_chains))]
+    return [(v[i * per:i * per + c], v[i * per + c:i * per + c + rest].reshape(c, -1),
+             raw[i * per + c + rest:(i + 1) * per].reshape(c, 3 * g)) for i in range(int(n_chains))]
 
 
 @dataclass(frozen=True)
@@ -89,7 +106,8 @@ class RoundStartRequest(Request, action="round_start", reply=RoundVectorReply, b
     the births; ``silo_weight_prior`` the labels' weights (0: pooled; above 0: each silo's own, docs/design.md
     §16); ``secure``: masked, padded and tagged vectors (refused without in a deployment); ``seed_entropy`` and
     ``spawn_key`` the run's seed (the streams of the analyst's own session; a deployment's come from the group
-    secret)."""
+    secret); ``gaussian_prior`` (4,) the pooled model's normal-inverse-gamma prior ``(m0, kappa0, a0, b0)`` of the
+    Gaussian items (unfractionated; absent without them: a silo holding some refuses the start then)."""
 
     VERSION = 5
 
@@ -111,6 +129,7 @@ class RoundStartRequest(Request, action="round_start", reply=RoundVectorReply, b
     secure: bool
     seed_entropy: int
     spawn_key: tuple[int, ...]
+    gaussian_prior: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -142,7 +161,11 @@ class RoundResultReply(Reply):
     ``log_joint_grid`` in a deployment, 0 in the analyst's own session); ``first_kept`` the window's first
     round; ``reason`` ("settled" or "cap"), ``settled``, ``rhat``, ``chains_agree`` and ``chosen`` (the chain of
     the answer); the births: ``birth_columns``, ``birth_rows`` (their misfits, summed over the silos),
-    ``birth_components`` and ``birth_clusters`` (the answer's cluster each became, 0-based; -1 none)."""
+    ``birth_components`` and ``birth_clusters`` (the answer's cluster each became, 0-based; -1 none);
+    ``gaussian_draws`` (T, K, 2G) the stored draws of the clusters' Gaussian means and variances (standardised;
+    None without Gaussian items); ``gaussian_withheld`` (K, G) 1 where a (cluster, item) was observed in fewer rows
+    than the minimum cluster size and its draws are the prior's (a deployment's release rule; None in the
+    analyst's own session)."""
 
     KIND = "round_result_reply"
     VERSION = 1
@@ -163,6 +186,8 @@ class RoundResultReply(Reply):
     birth_rows: np.ndarray
     birth_components: np.ndarray
     birth_clusters: np.ndarray
+    gaussian_draws: np.ndarray | None = None
+    gaussian_withheld: np.ndarray | None = None
 
     def check_reply(self, request, silo: str) -> None:
         pi, prof = np.asarray(self.pi_draws), np.asarray(self.profile_draws)
@@ -171,6 +196,13 @@ class RoundResultReply(Reply):
             self.refuse(request, silo, "the answer's draws must be (T, K) weights and (T, K, P) profiles")
         if not (np.all(np.isfinite(pi)) and np.all(np.isfinite(prof)) and np.all(pi >= 0) and np.all(prof >= 0)):
             self.refuse(request, silo, "the answer's draws must be finite probabilities")
+        if self.gaussian_draws is not None:
+            gd = np.asarray(self.gaussian_draws, dtype=np.float64)
+            g = gd.shape[-1] // 2 if gd.ndim == 3 else 0
+            if gd.ndim != 3 or gd.shape[:2] != pi.shape or gd.shape[2] != 2 * g or g < 1 \
+                    or not np.all(np.isfinite(gd)) or np.any(gd[:, :, g:] <= 0):
+                self.refuse(request, silo, "the answer's Gaussian draws must be (T, K, 2G) finite means and "
+                                           "positive variances")
 
 
 @dataclass(frozen=True)

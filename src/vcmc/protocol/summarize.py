@@ -50,6 +50,14 @@ class SiloSummary(Reply):
     counts_suppressed : int
         Contingency cells suppressed by disclosure control.
     diagnostics : dict of str to float
+    gaussian_draws : ndarray of shape (T, K, 2G), or None
+        With Gaussian items (docs/design.md §17): draws of every cluster's G means, then G variances, on the
+        standardised scale of the schema's location and scale; None without them.
+    gaussian_estimate : ndarray of shape (K, 2G), or None
+        Their posterior medians.
+    gaussian_sums : ndarray of shape (K, 3G), or None
+        Per cluster and item the observed rows, the sum and the sum of squares of the standardised values, after
+        the release rule (docs/design.md §17.4); sent when the count table may be.
     """
 
     KIND = "silo_summary"
@@ -69,9 +77,15 @@ class SiloSummary(Reply):
     n_withheld: int = 0
     counts_suppressed: int = 0
     diagnostics: dict[str, float] = field(default_factory=dict)
+    gaussian_draws: np.ndarray | None = None
+    gaussian_estimate: np.ndarray | None = None
+    gaussian_sums: np.ndarray | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "n_modalities", tuple(int(k) for k in self.n_modalities))
+        for name in ("gaussian_draws", "gaussian_estimate", "gaussian_sums"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, np.asarray(getattr(self, name), dtype=np.float64))
         for name in ("cluster_sizes", "pi_draws", "profile_draws", "pi_estimate", "profile_estimate",
                      "n_clusters_posterior"):
             object.__setattr__(self, name, np.asarray(getattr(self, name)))
@@ -121,6 +135,31 @@ class SiloSummary(Reply):
             bad("profile_draws variable blocks do not sum to 1")
         if np.any(self.cluster_sizes < 0) or int(self.cluster_sizes.sum()) > self.n_rows:
             bad("cluster sizes are negative or exceed the number of rows")
+        self._validate_gaussian(bad, t, k)
+
+    @property
+    def n_gaussian(self) -> int:
+        """G, the Gaussian items (0 without them)."""
+        return 0 if self.gaussian_draws is None else int(self.gaussian_draws.shape[2]) // 2
+
+    def _validate_gaussian(self, bad, t: int, k: int) -> None:
+        draws, est, sums = self.gaussian_draws, self.gaussian_estimate, self.gaussian_sums
+        if draws is None:
+            if est is not None or sums is not None:
+                bad("Gaussian estimates or sums without Gaussian draws")
+            return
+        g = self.n_gaussian
+        if draws.ndim != 3 or draws.shape[:2] != (t, k) or draws.shape[2] != 2 * g or g < 1:
+            bad(f"gaussian_draws has shape {draws.shape}, expected ({t}, {k}, 2G)")
+        if est is None or est.shape != (k, 2 * g):
+            bad(f"gaussian_estimate must have shape ({k}, {2 * g})")
+        if sums is not None and sums.shape != (k, 3 * g):
+            bad(f"gaussian_sums has shape {sums.shape}, expected ({k}, {3 * g})")
+        for name, arr in (("gaussian_draws", draws), ("gaussian_estimate", est), ("gaussian_sums", sums)):
+            if arr is not None and not np.all(np.isfinite(arr)):
+                bad(f"{name} contains NaN or infinite values")
+        if np.any(draws[..., g:] <= 0) or np.any(est[:, g:] <= 0):
+            bad("a Gaussian variance is not positive")
 
     def with_changes(self, **changes) -> SiloSummary:
         return dataclasses.replace(self, **changes)

@@ -8,6 +8,7 @@ from pathlib import Path
 from vcmc.atomic import atomic_path, atomic_write_bytes, atomic_write_text
 from vcmc.report import sections as S
 from vcmc.report.characterise import contrast, contrast_frame
+from vcmc.report.continuous import continuous_section
 from vcmc.report.html import Section, document
 from vcmc.report.labels import read_labels
 from vcmc.report.load import load_fit
@@ -41,8 +42,8 @@ def write_report(folder, *, out=None, labels=None) -> ReportPaths:
     con = contrast(fit)
     ctx = S.Context(fit=fit, labels=names, con=con, keep=keep)
     sections: list[Section] = [
-        S.sizes(ctx), S.items(ctx), S.heatmap(ctx), S.characterisation_section(ctx), S.three_step_section(ctx),
-        S.k_posterior(ctx), S.membership(ctx),
+        S.sizes(ctx), S.items(ctx), S.heatmap(ctx), continuous_section(ctx), S.characterisation_section(ctx),
+        S.three_step_section(ctx), S.k_posterior(ctx), S.membership(ctx),
         S.contributions(ctx), S.convergence(ctx), S.elbo(ctx), S.rounds(ctx), S.ppc(ctx), S.warnings_section(ctx),
         S.configuration(ctx)]
     sections = [x for x in sections if x is not None]

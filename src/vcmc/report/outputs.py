@@ -158,6 +158,12 @@ def write_outputs(result: GlobalResult, out_dir, *, schema=None, netcdf: bool = 
         paths["profiles"] = out / "profiles.csv"
         tmp = stack.enter_context(atomic_path(paths["profiles"]))
         frame.to_csv(tmp, index=False)
+        if result.gaussian_draws is not None and schema is not None and schema.continuous:
+            from vcmc.report.continuous import continuous_table
+
+            paths["continuous"] = out / "continuous.csv"
+            tmp = stack.enter_context(atomic_path(paths["continuous"]))
+            pd.DataFrame(continuous_table(result.gaussian_draws, schema.continuous)).to_csv(tmp, index=False)
 
         if netcdf and result.pi_draws is not None:
             paths["posterior"] = out / "posterior.nc"
@@ -206,8 +212,16 @@ def to_datatree(result: GlobalResult, schema=None):
         raise ValueError(f"{t} global draws cannot be {n_chains} chains of equal length")
     pi = result.pi_draws.reshape(n_chains, t // n_chains, -1)
     profiles = result.profile_draws.reshape(n_chains, t // n_chains, *result.profile_draws.shape[1:])
-    return az.from_dict(
-        {"posterior": {"pi": pi, "profiles": profiles}},
-        dims={"pi": ["cluster"], "profiles": ["cluster", "column"]},
-        coords={"cluster": clusters, "column": labels},
-    )
+    posterior = {"pi": pi, "profiles": profiles}
+    dims = {"pi": ["cluster"], "profiles": ["cluster", "column"]}
+    coords = {"cluster": clusters, "column": labels}
+    if result.gaussian_draws is not None:
+        # the continuous items' means and variances on the model's standardised scale (docs/design.md §17.9)
+        g = result.gaussian_draws.shape[2] // 2
+        names = [v.name for v in schema.continuous] if schema is not None and schema.continuous else \
+            [f"X{j + 1}" for j in range(g)]
+        draws = result.gaussian_draws.reshape(n_chains, t // n_chains, *result.gaussian_draws.shape[1:])
+        posterior.update(mean=draws[..., :g], variance=draws[..., g:])
+        dims.update(mean=["cluster", "continuous"], variance=["cluster", "continuous"])
+        coords["continuous"] = names
+    return az.from_dict({"posterior": posterior}, dims=dims, coords=coords)

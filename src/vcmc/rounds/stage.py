@@ -98,6 +98,13 @@ def plan_of(one_shot: GlobalResult, config, *, secure: bool, root: np.random.See
     n_rounds = int(agg.rounds)
     checkpoints = doubling(min(AUTO_FIRST_CHECK, n_rounds), n_rounds) if stop else (n_rounds,)
     first_burn = (checkpoints[0] - 1) // 2
+    gaussian = {}
+    if getattr(one_shot, "gaussian_draws", None) is not None:
+        # the pooled model's prior of the Gaussian items, unfractionated (one chain of all the rows)
+        from vcmc.family import GAUSSIAN
+
+        g = np.shape(one_shot.gaussian_draws)[2] // 2
+        gaussian = {"gaussian_prior": np.asarray(GAUSSIAN.local_prior(config.prior, g, 1), dtype=np.float64)}
     return {"start": start, "n_components": max(int(prior.n_components), used + birth_budget),
             "alpha": float(prior.alpha), "beta": beta_per_column(prior.beta, one_shot.n_modalities),
             "checkpoints": np.asarray(checkpoints, dtype=np.int64), "stop": bool(stop),
@@ -107,7 +114,7 @@ def plan_of(one_shot: GlobalResult, config, *, secure: bool, root: np.random.See
             "max_stored": MAX_STORED_DRAWS, "min_size": max(1, int(config.privacy.min_cluster_size)),
             "birth_share": float(agg.round_births), "birth_budget": birth_budget,
             "silo_weight_prior": float(prior.alpha) if agg.round_labels == "silo" else 0.0, "secure": secure,
-            "seed_entropy": int(root.entropy), "spawn_key": tuple(int(k) for k in root.spawn_key)}
+            "seed_entropy": int(root.entropy), "spawn_key": tuple(int(k) for k in root.spawn_key), **gaussian}
 
 
 def refine(one_shot: GlobalResult, transport, config, *, rng, policy: FaultPolicy | None = None,
@@ -217,6 +224,14 @@ def _result(one_shot: GlobalResult, transport, names, answer, labels, trace_byte
     for key in ("ppc", "waic", "prior_dominated", "matching_checks"):
         diagnostics.pop(key, None)
     notes = [] if stability["stable"] else [_unsettled(stability, trace_k.size)]
+    withheld = None if answer.gaussian_withheld is None else np.asarray(answer.gaussian_withheld, dtype=bool)
+    if withheld is not None:
+        diagnostics["rounds"]["gaussian_withheld"] = withheld.astype(int).tolist()
+        if withheld.any():
+            cells = [f"cluster {k + 1} item {g + 1}" for k, g in zip(*np.nonzero(withheld), strict=True)]
+            notes.append(f"the rounds' Gaussian draws of {', '.join(cells)} are the prior's: observed in fewer rows "
+                         "than the minimum cluster size on average over the kept rounds, they were withheld "
+                         "(docs/design.md §17.8)")
     diagnostics["warnings"] = [w for w in diagnostics.get("warnings", []) if "labelled rows" not in w] \
         + one_cluster_silo_warnings(partition_counts, names) + notes \
         + ["the matching checks describe the one-shot pass; they were not recomputed after the rounds (nothing to "
@@ -227,6 +242,7 @@ def _result(one_shot: GlobalResult, transport, names, answer, labels, trace_byte
     timings["total"] = timings.get("total", 0.0) + seconds
     return GlobalResult.from_draws(
         pi_draws=np.asarray(answer.pi_draws), profile_draws=np.asarray(answer.profile_draws),
+        gaussian_draws=None if answer.gaussian_draws is None else np.asarray(answer.gaussian_draws, dtype=np.float64),
         method=one_shot.method, n_modalities=one_shot.n_modalities, silos=names, partition_counts=partition_counts,
         assignments=local_rows(transport, "local_assignments", names),
         memberships=local_rows(transport, "local_memberships", names), n_chains=1, timings=timings,
@@ -239,8 +255,10 @@ def _disclosed(secure: bool, answer, trace_bytes) -> dict:
     return {"per_round": ("nothing: every vector masked and padded with the silos' group secret, uniform to the "
                           "server alone or summed") if secure
             else "each silo's plain counts (the analyst's own session)",
-            "answer": f"{t} stored draws of the weights and profiles of {k} clusters of at least the minimum cluster "
-                      "size, the trace of K and of the log joint" + (" (on its grid)" if secure else ""),
+            "answer": f"{t} stored draws of the weights and profiles" + (
+                " and the Gaussian items' means and variances" if answer.gaussian_draws is not None else "")
+                      + f" of {k} clusters of at least the minimum cluster size, the trace of K and of the log joint"
+                      + (" (on its grid)" if secure else ""),
             "per_silo": "the labels' cluster-level sums (an assign reply's rules) and the assessment's sums (an assess "
                         "reply's rules)",
             "bytes_relayed": int(sum(trace_bytes))}

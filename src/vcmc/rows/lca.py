@@ -172,20 +172,33 @@ def log_joint(indicators, pi, profiles) -> np.ndarray:
     return indicators @ log_prof.T + np.log(np.clip(pi, PROB_CLIP, 1.0))[None, :]
 
 
-def responsibilities(indicators, pi, profiles) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's class memberships (n, K) and log-likelihood (n,) (row-level: stays in the silo)."""
+def responsibilities(indicators, pi, profiles, extra=None) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's class memberships (n, K) and log-likelihood (n,) (row-level: stays in the silo); ``extra``
+    (n, K): the log-likelihood of the rows' other items (the Gaussian ones), added to the joint."""
     joint = log_joint(indicators, pi, profiles)
+    if extra is not None:
+        joint = joint + extra
     row_ll = _row_logsumexp(joint)
     return np.exp(joint - row_ll[:, None]), row_ll
 
 
-def estep_sums(codes, n_modalities, pi, profiles, indicators=None) -> dict[str, object]:
-    """Expected cluster and modality counts, log-likelihood and entropy summed over the rows."""
+def estep_sums(codes, n_modalities, pi, profiles, indicators=None, values=None, gaussian=None) -> dict[str, object]:
+    """Expected cluster and modality counts, log-likelihood and entropy summed over the rows; with Gaussian items
+    (``values`` standardised, ``gaussian`` (K, 2G) their means and variances: StepMix's ``gaussian_diag`` with
+    missing values skipped) also their expected sums, ``gaussian`` (K, 3G)."""
+    from vcmc.family import GAUSSIAN
+
     indicators = one_hot(codes, n_modalities) if indicators is None else indicators
-    resp, row_ll = responsibilities(indicators, pi, profiles)
+    extra = None if gaussian is None else GAUSSIAN.log_likelihood_rows(values, gaussian, np.shape(values)[1])
+    resp, row_ll = responsibilities(indicators, pi, profiles, extra)
     clipped = np.clip(resp, PROB_CLIP, 1 - PROB_CLIP)
-    return {"n_rows": int(codes.shape[0]), "cluster": resp.sum(axis=0), "modality": resp.T @ indicators,
-            "loglik": float(row_ll.sum()), "entropy": float(-np.sum(clipped * np.log(clipped)))}
+    out = {"n_rows": int(codes.shape[0]), "cluster": resp.sum(axis=0), "modality": resp.T @ indicators,
+           "loglik": float(row_ll.sum()), "entropy": float(-np.sum(clipped * np.log(clipped)))}
+    if gaussian is not None:
+        seen = ~np.isnan(values)
+        x = np.where(seen, values, 0.0)
+        out["gaussian"] = np.concatenate([resp.T @ seen, resp.T @ x, resp.T @ (x * x)], axis=1)
+    return out
 
 
 def classify_sums(codes, n_modalities, pi, profiles) -> np.ndarray:

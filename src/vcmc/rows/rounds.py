@@ -10,6 +10,12 @@ to the silo's most frequent codes, not its number of variables). The pooled chai
 windows, the stopping rule) is ``vcmc.pooled.chain``, which every silo runs on the pooled sums.
 
 The sweep is ``vcmc.mcmc.sampler.round_kernels`` (numba, imported when a round is answered).
+
+With Gaussian items (docs/design.md §17.8) the rows are swept one by one with every item's density (no two rows
+share a pattern once they hold a measurement), their memberships are summed per row, and the counts of an
+allocation add per component and item the observed rows, sum and sum of squares of the values on the rounds'
+fixed-point grid (``vcmc.family.gaussian.GRID_BITS``); the silo sweeps at the grid's values too, so the rounds are
+the pooled model's sampler of those values exactly.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ class RoundState:
     # (chains, stored rounds, C): the silo's allocation counts at each stored round of the window (with its own
     # weights only): its weights of that round, w = (a + n) / (C a + n_s), for the assessment (docs/design.md §16)
     stored_counts: np.ndarray | None = None
+    per_row: bool = False     # Gaussian items: the memberships are summed per row (summed: (chains, n, C))
     _pattern_of_rows: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     FIELDS = ("z", "summed", "summed_sq")
@@ -54,6 +61,8 @@ class RoundState:
         out["rounds.silo_weight_prior"] = np.asarray([self.silo_weight_prior], dtype=np.float64)
         if self.stored_counts is not None:
             out["rounds.stored_counts"] = np.asarray(self.stored_counts)
+        if self.per_row:
+            out["rounds.per_row"] = np.asarray([1], dtype=np.int64)
         return out
 
     @classmethod
@@ -68,7 +77,8 @@ class RoundState:
         prior = float(np.asarray(state["rounds.silo_weight_prior"])[0])
         stored = np.asarray(state["rounds.stored_counts"]) if "rounds.stored_counts" in state else None
         return cls(layout=layout, **{f: np.asarray(state[f"rounds.{f}"]) for f in cls.FIELDS}, n_components=c,
-                   n_kept=kept, window=window, silo_weight_prior=prior, stored_counts=stored)
+                   n_kept=kept, window=window, silo_weight_prior=prior, stored_counts=stored,
+                   per_row="rounds.per_row" in state)
 
     def kernel_layout(self) -> tuple[np.ndarray, ...]:
         """The layout's arrays in the kernels' argument order (``vcmc.mcmc.sampler.round_kernels``)."""
@@ -76,7 +86,10 @@ class RoundState:
         return lay.pat_start, lay.row_of, lay.pexc_start, lay.pexc, lay.ecol, lay.evar, lay.base_col
 
     def pattern_of_rows(self) -> np.ndarray:
-        """(n,) the pattern of every row (computed once: the layout never changes in a run)."""
+        """(n,) the pattern of every row (computed once: the layout never changes in a run); with Gaussian items
+        every row is its own (the memberships are summed per row)."""
+        if self._pattern_of_rows is None and self.per_row:
+            self._pattern_of_rows = np.arange(self.z.shape[1], dtype=np.int64)
         if self._pattern_of_rows is None:
             lay = self.layout
             out = np.empty(self.z.shape[1], dtype=np.int64)
@@ -114,13 +127,35 @@ class RoundState:
 
 def _misfits(silo, share: float) -> tuple[np.ndarray, np.ndarray]:
     """The silo's worst-explained rows and their worst columns (``vcmc.rows.births``), under its own local
-    clusters (the partition of its apply step and the mean of its own profile draws): nothing the server chose."""
+    clusters (the partition of its apply step and the mean of its own profile draws): nothing the server chose.
+    The births are categorical (a profile column each): with Gaussian items the misfits are scored on the
+    categorical items, the profile draws' first P columns."""
     from vcmc.rows.births import misfits
 
     local = silo.local
     if local is None:
         raise NotFittedError(f"silo {silo.name!r}: births need the silo's own clusters (a summarize request first)")
-    return misfits(silo.codes, silo.n_modalities, local.partition, local.profile_draws.mean(axis=0), share)
+    profiles = local.profile_draws.mean(axis=0)[:, :silo.n_columns]
+    return misfits(silo.codes, silo.n_modalities, local.partition, profiles, share)
+
+
+def grid(silo) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The silo's Gaussian items on the rounds' fixed-point grid: ``(m (n, G) int64, observed (n, G), the grid's
+    values (n, G) float64, NaN missing)``, or None without Gaussian items. Computed once per silo (its data never
+    change in a run; kept in the silo, never sent, recomputed after a restore). Refuses a value beyond the grid's
+    bound (``vcmc.family.gaussian.grid_values``)."""
+    values = getattr(silo, "values", None)
+    if values is None:
+        return None
+    cached = silo.__dict__.get("_round_grid")
+    if cached is None:
+        from vcmc.family.gaussian import GRID_BITS, grid_values
+
+        names = [v.name for v in silo.data.schema.continuous]
+        m, seen = grid_values(values, names)
+        x = np.where(seen, m.astype(np.float64) * 2.0**-GRID_BITS, np.nan)
+        cached = silo.__dict__["_round_grid"] = (m, seen, np.ascontiguousarray(x))
+    return cached
 
 
 def birth_vector(silo, share: float) -> np.ndarray:
@@ -158,19 +193,29 @@ def start(silo, start_map, n_components: int, *, n_chains: int = 1, silo_weight_
     offsets = profile_offsets(silo.n_modalities)
     # the sampler's order of the patterns (predictable loop trip counts); any order gives the same law
     layout = by_exception_count(sparse_layout(np.ascontiguousarray(silo.codes, dtype=np.int16), offsets))
-    u = layout.n_patterns
+    per_row = grid(silo) is not None
+    u = z.size if per_row else layout.n_patterns
     silo.rounds = RoundState(layout=layout, z=np.tile(z, (int(n_chains), 1)), n_components=c,
                              summed=np.zeros((n_chains, u, c)), summed_sq=np.zeros((n_chains, u, c)),
-                             silo_weight_prior=float(silo_weight_prior))
+                             silo_weight_prior=float(silo_weight_prior), per_row=per_row)
     return [allocation_counts(silo, ch) for ch in range(int(n_chains))]
 
 
-def allocation_counts(silo, chain: int) -> tuple[np.ndarray, np.ndarray]:
-    """The counts (cluster (C,), modality (C, P)) of chain ``chain``'s current allocation."""
+def allocation_counts(silo, chain: int) -> tuple:
+    """The counts (cluster (C,), modality (C, P)) of chain ``chain``'s current allocation; with Gaussian items
+    also their statistics on the grid (C, 3G) int64."""
     from vcmc.mcmc.sampler.round_kernels import counts
 
     st = require(silo)
-    return counts(*st.kernel_layout(), st.z[chain], int(profile_offsets(silo.n_modalities)[-1]), st.n_components)
+    out = counts(*st.kernel_layout(), st.z[chain], int(profile_offsets(silo.n_modalities)[-1]), st.n_components)
+    return out if not st.per_row else (*out, _gaussian_counts(silo, st, chain))
+
+
+def _gaussian_counts(silo, st: RoundState, chain: int) -> np.ndarray:
+    from vcmc.mcmc.sampler.round_kernels import gaussian_counts
+
+    m, seen, _ = grid(silo)
+    return gaussian_counts(st.z[chain], m, seen, st.n_components)
 
 
 def require(silo) -> RoundState:
@@ -180,9 +225,11 @@ def require(silo) -> RoundState:
 
 
 def sweep(silo, chain: int, log_pi, log_profiles, *, store: bool, rng: np.random.Generator,
-          inverse_temperature: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+          inverse_temperature: float = 1.0, gaussian=None) -> tuple:
     """One sweep of chain ``chain``'s allocations at the pooled chain's draw; the counts of the new allocation
-    (cluster (C,), modality (C, P)). ``store``: add the rows' allocation probabilities to their memberships."""
+    (cluster (C,), modality (C, P), with Gaussian items their statistics (C, 3G) on the grid). ``store``: add the
+    rows' allocation probabilities to their memberships. ``gaussian`` (C, 2G): the draw's means and variances,
+    required exactly when the silo has Gaussian items."""
     from vcmc.mcmc.sampler.round_kernels import accumulate_patterns, sweep_patterns
 
     st = require(silo)
@@ -191,8 +238,14 @@ def sweep(silo, chain: int, log_pi, log_profiles, *, store: bool, rng: np.random
     inv_temp = float(inverse_temperature)
     if store and inv_temp != 1.0:
         raise ConfigError("round sweep: a stored round is drawn at inverse temperature 1")
+    if st.per_row != (gaussian is not None):
+        raise ConfigError("round sweep: the draw's Gaussian parameters are needed exactly when the silo has "
+                          "continuous items")
     uniforms = rng.random(st.z.shape[1])
     own = bool(store) and st.silo_weight_prior > 0
+    if st.per_row:
+        return _sweep_mixed(silo, st, chain, log_pi, log_prof, np.ascontiguousarray(gaussian, dtype=np.float64),
+                            uniforms, bool(store), own, inv_temp)
     z = st.z[chain]
     nc, ct = sweep_patterns(*st.kernel_layout(), log_pi, log_prof, uniforms, bool(store) and not own,
                             st.summed[chain], st.summed_sq[chain], z, inv_temp)
@@ -209,6 +262,28 @@ def sweep(silo, chain: int, log_pi, log_profiles, *, store: bool, rng: np.random
                             np.log((a + n_sc) / (st.n_components * a + z.size)), log_prof, st.summed[chain],
                             st.summed_sq[chain])
     return nc, ct
+
+
+def _sweep_mixed(silo, st: RoundState, chain: int, log_pi, log_prof, gaussian, uniforms, store: bool, own: bool,
+                 inv_temp: float) -> tuple:
+    """``sweep`` with Gaussian items: row by row with every item's density (``round_kernels.sweep_rows_mixed``)."""
+    from vcmc.mcmc.sampler.round_kernels import accumulate_rows_mixed, sweep_rows_mixed
+
+    _, _, x = grid(silo)
+    codes = np.ascontiguousarray(silo.codes)
+    offsets = np.ascontiguousarray(profile_offsets(silo.n_modalities), dtype=np.int64)
+    z = st.z[chain]
+    sweep_rows_mixed(codes, offsets, x, log_pi, log_prof, gaussian, uniforms, store and not own, st.summed[chain],
+                     st.summed_sq[chain], z, inv_temp)
+    st.z[chain] = z
+    if own:
+        # the silo's own weights given the allocation just drawn (as in ``sweep``)
+        a = st.silo_weight_prior
+        n_sc = np.bincount(z, minlength=st.n_components).astype(np.float64)
+        st.store_counts(chain, n_sc.astype(np.int64))
+        accumulate_rows_mixed(codes, offsets, x, np.log((a + n_sc) / (st.n_components * a + z.size)), log_prof,
+                              gaussian, st.summed[chain], st.summed_sq[chain])
+    return allocation_counts(silo, chain)
 
 
 def finish(silo, chain: int, keep) -> dict[str, object]:

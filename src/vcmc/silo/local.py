@@ -154,16 +154,23 @@ class LocalSilo:
 
     def local_table(self) -> np.ndarray:
         """The cluster-by-modality table of the local partition (row-level sums; stays in the silo)."""
-        from vcmc.model import one_hot_counts
+        from vcmc.family import CATEGORICAL
 
         local = self.require_local("summary")
-        return one_hot_counts(self.codes, local.partition, local.n_clusters, self.n_modalities)
+        return CATEGORICAL.sufficient_statistics(self.codes, local.partition, local.n_clusters, self.n_modalities)
 
     # -- requests ----------------------------------------------------------------------------------------
 
     @property
     def codes(self) -> np.ndarray:
         return self.data.codes
+
+    @functools.cached_property
+    def values(self) -> np.ndarray | None:
+        """The Gaussian items on the model's standardised scale (docs/design.md §17.2); None when there are none."""
+        from vcmc.data.continuous import standardised
+
+        return standardised(getattr(self.data, "values", None), self.data.schema.continuous)
 
     @functools.cached_property
     def n_modalities(self) -> tuple[int, ...]:

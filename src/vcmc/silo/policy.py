@@ -24,7 +24,8 @@ _QUERY = ("a sequence of them is a query interface on the silo's rows (one well-
 EXPOSES = {
     "federated-gradient": f"count tables at weights and profiles the server chooses, step after step: {_QUERY}",
     "design": f"count tables at parameters the server chooses: {_QUERY}",
-    "lca": f"the latent class analysis' EM sums at parameters the server chooses, round after round: {_QUERY}",
+    "lca": f"the latent class analysis' EM sums (with continuous items their sums and sums of squares) at "
+           f"parameters the server chooses, round after round: {_QUERY}",
     "lca-structural": "score, Hessian and log-likelihood sums at covariate coefficients and a classification-error "
                       "matrix the server chooses, which can weight one person alone (their covariate values)",
     "min-divergence": "each local cluster's membership-weighted modality counts, read through reference profiles "

@@ -23,6 +23,9 @@ class RunState:
     summarized: bool = False
     strategy: str = ""
     beta: float = 0.5
+    gaussian_prior: list[float] = dataclasses.field(default_factory=lambda: [0.01, 2.5, 0.75])
+    """The summarize request's normal-inverse-gamma prior of Gaussian items (kappa0, a0, b0): the released
+    draws of their means and variances are drawn from it given the released sums (docs/design.md §17.4)."""
     announced: bool = False
     assignment: list[int] | None = None
     n_global: int = 0
@@ -53,6 +56,8 @@ class RunState:
     secure_index: int = -1
     secure_round: int = 0
     secure_digest: str = ""
+    gaussian_rows: list[str] = dataclasses.field(default_factory=list)
+    """Digests of the announced global Gaussian draws (docs/design.md §17.6)."""
     kept_round_profiles: list[str] = dataclasses.field(default_factory=list)
     """Digests of the profile draws of the kept rounds this silo answered (the analyst's own session only:
     a round assess request must use some of them)."""

@@ -18,9 +18,11 @@ import numpy as np
 from vcmc._rng import as_generator
 from vcmc.config import PriorConfig, SamplerConfig
 from vcmc.exceptions import ConfigError
+from vcmc.family import CATEGORICAL, GAUSSIAN
 from vcmc.interrupt import interruptible
 from vcmc.mcmc.sampler.draws import _count, _dirichlet_normaliser, _draw_parameters
 from vcmc.mcmc.sampler.kernels_dense import _gibbs_block
+from vcmc.mcmc.sampler.kernels_mixed import _draw_gaussian, _gaussian_stats, _gibbs_block_mixed, mixed_rows
 from vcmc.mcmc.sampler.kernels_sparse import _gibbs_block_sparse, initial_counts
 from vcmc.mcmc.sampler.layout import (
     _check_codes,
@@ -29,8 +31,9 @@ from vcmc.mcmc.sampler.layout import (
     _table_index,
     by_exception_count,
     choose_layout,
+    row_layout,
 )
-from vcmc.model import beta_per_column, fractionate, profile_offsets
+from vcmc.model import fractionate, profile_offsets
 
 
 # ---------------------------------------------------------------------------------------------- results
@@ -120,10 +123,21 @@ def local_prior(prior: PriorConfig, n_modalities, n_silos: int = 1) -> tuple[np.
         raise ConfigError(f"The 'beta' parameter of PriorConfig must be one float or one per variable "
                           f"({k.size} variables). Got {len(prior.beta)} values instead.")
     alpha = np.full(prior.n_components, float(prior.alpha))
-    beta = beta_per_column(prior.beta, k)
     s = int(n_silos)
     return (np.asarray(fractionate(alpha, s, prior.fractionate), dtype=np.float64).copy(),
-            np.asarray(fractionate(beta, s, prior.fractionate), dtype=np.float64).copy())
+            CATEGORICAL.local_prior(prior, k, s))
+
+
+def check_values(values, n_rows: int) -> np.ndarray:
+    """The standardised Gaussian items as C-contiguous float64 (n, G), ``NaN`` = missing; (n, 0) when none."""
+    if values is None:
+        return np.empty((n_rows, 0))
+    xg = np.ascontiguousarray(values, dtype=np.float64)
+    if xg.ndim != 2 or xg.shape[0] != n_rows:
+        raise ConfigError(f"values must have shape ({n_rows}, G) (the rows of the codes); got {xg.shape}")
+    if np.isinf(xg).any():
+        raise ConfigError("values must be finite or NaN (missing)")
+    return xg
 
 
 def _read_only(view: np.ndarray) -> np.ndarray:
@@ -143,7 +157,8 @@ def run_chain(codes: np.ndarray, n_modalities, *, prior: PriorConfig, sampler: S
               progress: Callable[[int], None] | None = None, layout: str = "auto",
               should_stop: Callable[[int], bool] | None = None,
               initial_allocation: np.ndarray | None = None,
-              draw_storage: tuple[np.ndarray, np.ndarray] | None = None) -> ChainDraws:
+              draw_storage: tuple[np.ndarray, np.ndarray] | None = None,
+              values: np.ndarray | None = None) -> ChainDraws:
     """Run one Gibbs chain of the (fractionated) over-fitted latent class model.
 
     Parameters
@@ -184,6 +199,10 @@ def run_chain(codes: np.ndarray, n_modalities, *, prior: PriorConfig, sampler: S
         weights and profiles are written to (default: new ones). An ``on_block`` consumer given the same
         arrays may change the draws of a block in place once it has it (the pivot relabeller relabels them
         there); the returned ``ChainDraws`` holds them as the consumer left them.
+    values : ndarray of shape (n, G), float, optional
+        Standardised Gaussian items (``NaN`` = missing; docs/design.md §17.3). With ``G > 0`` the chain runs the
+        mixed kernel (``kernels_mixed``) whatever ``layout`` says, and every parameter row is ``(p, mu, sigma2)``:
+        ``P + 2G`` columns in the draws and the storage.
 
     Returns
     -------
@@ -207,9 +226,14 @@ def run_chain(codes: np.ndarray, n_modalities, *, prior: PriorConfig, sampler: S
     n_col = int(offsets[-1])
     const = _dirichlet_normaliser(alpha, beta, offsets)
     gen = as_generator(rng)
+    xg = check_values(values, n)
+    n_par = n_col + 2 * xg.shape[1]          # the flat parameter row: profiles, then means and variances
+    gprior = GAUSSIAN.local_prior(prior, xg.shape[1], n_silos)
 
-
-    path, slay, _ = choose_layout(x, k, offsets, n_comp, layout)
+    if xg.shape[1]:
+        path, slay = "mixed", None
+    else:
+        path, slay, _ = choose_layout(x, k, offsets, n_comp, layout)
     if slay is not None:
         slay = by_exception_count(slay)
 
@@ -223,10 +247,10 @@ def run_chain(codes: np.ndarray, n_modalities, *, prior: PriorConfig, sampler: S
         z = start.astype(np.int16)
     pi = np.empty(n_comp)
     logpi = np.empty(n_comp)
-    prof = np.empty((n_comp, n_col))
-    logprof = np.empty((n_comp, n_col))
-    if path == "dense":
-        lay = _layout(x, k, offsets)
+    prof = np.empty((n_comp, n_par))
+    logprof = np.empty((n_comp, n_par))
+    if path in ("dense", "mixed"):
+        lay = _layout(x, k, offsets) if path == "dense" else None
         nc = np.zeros(n_comp, dtype=np.int64)
         ct = np.zeros((n_col + k.size, n_comp), dtype=np.int64)
         _count(_table_index(x, offsets), z.astype(np.int64), nc, ct)
@@ -234,17 +258,23 @@ def run_chain(codes: np.ndarray, n_modalities, *, prior: PriorConfig, sampler: S
         nc, ct = initial_counts(slay, z, n_comp, n_col + k.size)
     _draw_parameters(nc, ct, alpha, beta, offsets, np.empty(max(n_comp, n_col)), pi, logpi, prof, logprof,
                      False, gen)
+    if path == "mixed":
+        gstat = np.zeros((n_comp, 3 * xg.shape[1]))
+        _gaussian_stats(xg, z, gstat)
+        _draw_gaussian(gstat, gprior, prof, n_col, gen)
+        rlay = row_layout(x, offsets)
+        pidx, xstat, has_miss = mixed_rows(_table_index(x, offsets), xg, rlay.row_of)
 
     n_kept_total = sampler.n_kept
     if draw_storage is None:
         out_pi = np.empty((n_kept_total, n_comp))
-        out_prof = np.empty((n_kept_total, n_comp, n_col))
+        out_prof = np.empty((n_kept_total, n_comp, n_par))
     else:
         out_pi, out_prof = draw_storage
-        for arr, shape in ((out_pi, (n_kept_total, n_comp)), (out_prof, (n_kept_total, n_comp, n_col))):
+        for arr, shape in ((out_pi, (n_kept_total, n_comp)), (out_prof, (n_kept_total, n_comp, n_par))):
             if arr.shape != shape or arr.dtype != np.float64 or not arr.flags.c_contiguous:
                 raise ConfigError(f"draw_storage must be C-contiguous float64 arrays of shapes "
-                                  f"{(n_kept_total, n_comp)} and {(n_kept_total, n_comp, n_col)}; got {arr.shape} "
+                                  f"{(n_kept_total, n_comp)} and {(n_kept_total, n_comp, n_par)}; got {arr.shape} "
                                   f"{arr.dtype}")
     out_nocc = np.empty(n_kept_total, dtype=np.int64)
     out_lp = np.empty(n_kept_total)
@@ -252,6 +282,11 @@ def run_chain(codes: np.ndarray, n_modalities, *, prior: PriorConfig, sampler: S
     z_buf = np.empty((-(-block // sampler.thin), n), dtype=np.int16)  # most kept iterations in one block
 
     def call(first, n_it, keep_at):
+        if path == "mixed":
+            return _gibbs_block_mixed(rlay.base_col, rlay.ecol, rlay.evar, rlay.row_of, rlay.pexc_start, rlay.pexc,
+                                      pidx, xstat, has_miss, z, pi, logpi, prof, logprof, alpha, beta, offsets, const,
+                                      gprior, n_it, first, sampler.burn_in, sampler.thin, z_buf, out_pi, out_prof,
+                                      out_nocc, out_lp, keep_at, gen)
         if path == "sparse":
             return _gibbs_block_sparse(slay.base_col, slay.ecol, slay.evar, slay.pat_start, slay.row_of,
                                               slay.pexc_start, slay.pexc, z, pi, logpi, prof, logprof, alpha,

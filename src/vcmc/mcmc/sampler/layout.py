@@ -273,6 +273,18 @@ def sparse_layout(x16: np.ndarray, offsets: np.ndarray) -> SparseLayout:
                         pexc_start=pexc_start, pexc=pexc, n_row_exceptions=int(row_start[-1]))
 
 
+def row_layout(x16: np.ndarray, offsets: np.ndarray) -> SparseLayout:
+    """The baseline coding of ``sparse_layout`` with one pattern per row, in order of their number of exceptions
+    (the mixed kernel: a row's Gaussian values make it unique, so grouping identical categorical parts saves
+    nothing there)."""
+    base_col, ecol, evar, row_start, rexc, _ = _encode(x16, offsets.astype(np.int64))
+    n = x16.shape[0]
+    lay = SparseLayout(base_col=base_col, ecol=ecol, evar=evar, pat_start=np.arange(n + 1, dtype=np.int64),
+                       row_of=np.arange(n, dtype=np.int64), pexc_start=row_start, pexc=rexc,
+                       n_row_exceptions=int(row_start[-1]))
+    return by_exception_count(lay)
+
+
 def by_exception_count(lay: SparseLayout) -> SparseLayout:
     """The same layout with its patterns ordered by their number of exceptions (stably), for the sampler.
 

@@ -164,3 +164,110 @@ def accumulate_patterns(pat_start, pexc_start, pexc, ecol, evar, base_col, log_p
     (``aggregation.round_labels = "silo"``, ``vcmc.rows.rounds.sweep``)."""
     w = pattern_probabilities(pat_start, pexc_start, pexc, ecol, evar, base_col, log_pi, log_prof)
     _add_probabilities(w, summed, summed_sq)
+
+
+# -- Gaussian items beside the categorical ones (docs/design.md §17.8) ---------------------------------------------
+# Every row is unique once it holds a measurement, so the mixed sweep goes row by row in float64 log space (as the
+# apply step's mixed kernel, vcmc.mcmc.sampler.kernels_mixed): no pattern is shared and no table can flush.
+
+@njit(cache=True)
+def _mixed_row(i, codes, offsets, x, log_pi, log_prof, mu, half_log_var, inv_var, inv_temp, w):
+    """Row ``i``'s allocation probabilities into ``w`` (C,): ``pi_c prod_q theta_cqx prod_g N(x_g; mu, s2)``
+    (missing cells and values skipped) raised to ``inv_temp``, normalised."""
+    n_comp = log_pi.size
+    n_var = codes.shape[1]
+    n_items = x.shape[1]
+    top = -np.inf
+    for c in range(n_comp):
+        acc = log_pi[c]
+        for q in range(n_var):
+            k = codes[i, q]
+            if k >= 0:
+                acc += log_prof[c, offsets[q] + k]
+        for g in range(n_items):
+            v = x[i, g]
+            if v == v:                              # observed (NaN is missing)
+                d = v - mu[c, g]
+                acc -= half_log_var[c, g] + 0.5 * d * d * inv_var[c, g]
+        acc *= inv_temp
+        w[c] = acc
+        if acc > top:
+            top = acc
+    if not top > -np.inf:
+        raise FloatingPointError("a row is impossible under every component")
+    total = 0.0
+    for c in range(n_comp):
+        e = np.exp(w[c] - top)
+        w[c] = e
+        total += e
+    for c in range(n_comp):
+        w[c] /= total
+
+
+@njit(cache=True)
+def sweep_rows_mixed(codes, offsets, x, log_pi, log_prof, gaussian, uniforms, keep, summed, summed_sq, z,
+                     inv_temp=1.0):
+    """Every row's component drawn with the Gaussian items' densities beside the categorical ones: ``codes``
+    (n, Q) (-1 missing), ``offsets`` the profile blocks' starts, ``x`` (n, G) the values (NaN missing),
+    ``gaussian`` (C, 2G) the means then variances; row ``i`` with ``uniforms[i]`` (the first component whose
+    running probability reaches ``u * 1``). ``keep``: the rows' probabilities added to ``summed`` (n, C) and their
+    squares to ``summed_sq``. ``inv_temp``: the conditional at temperature ``1 / inv_temp`` (burn-in only)."""
+    n_row = codes.shape[0]
+    n_comp = log_pi.size
+    n_items = x.shape[1]
+    mu = gaussian[:, :n_items]
+    half_log_var = 0.5 * np.log(2.0 * np.pi * gaussian[:, n_items:])
+    inv_var = 1.0 / gaussian[:, n_items:]
+    w = np.empty(n_comp)
+    for i in range(n_row):
+        _mixed_row(i, codes, offsets, x, log_pi, log_prof, mu, half_log_var, inv_var, inv_temp, w)
+        if keep:
+            for c in range(n_comp):
+                summed[i, c] += w[c]
+                summed_sq[i, c] += w[c] * w[c]
+        r = uniforms[i]
+        run = 0.0
+        pick = -1
+        last = 0
+        for c in range(n_comp):
+            if w[c] > 0.0:
+                last = c
+                run += w[c]
+                if run >= r:
+                    pick = c
+                    break
+        z[i] = pick if pick >= 0 else last      # the running total's rounding below r: the last possible one
+
+
+@njit(cache=True)
+def accumulate_rows_mixed(codes, offsets, x, log_pi, log_prof, gaussian, summed, summed_sq):
+    """Add every row's allocation probabilities (with the Gaussian densities) under ``(log_pi, log_prof,
+    gaussian)`` to ``summed`` (n, C), squares to ``summed_sq``, without drawing (memberships under the silo's own
+    weights)."""
+    n_items = x.shape[1]
+    mu = gaussian[:, :n_items]
+    half_log_var = 0.5 * np.log(2.0 * np.pi * gaussian[:, n_items:])
+    inv_var = 1.0 / gaussian[:, n_items:]
+    w = np.empty(log_pi.size)
+    for i in range(codes.shape[0]):
+        _mixed_row(i, codes, offsets, x, log_pi, log_prof, mu, half_log_var, inv_var, 1.0, w)
+        for c in range(log_pi.size):
+            summed[i, c] += w[c]
+            summed_sq[i, c] += w[c] * w[c]
+
+
+@njit(cache=True)
+def gaussian_counts(z, m, seen, n_comp):
+    """Per component and item the observed rows, ``sum m`` and ``sum m^2`` of the grid's integers ``m`` (n, G)
+    (``seen`` marks the observed values): (C, 3G) int64, exact (``vcmc.family.gaussian.GRID_BITS``)."""
+    n_items = m.shape[1]
+    out = np.zeros((n_comp, 3 * n_items), dtype=np.int64)
+    for i in range(z.size):
+        c = z[i]
+        for g in range(n_items):
+            if seen[i, g]:
+                v = m[i, g]
+                out[c, g] += 1
+                out[c, n_items + g] += v
+                out[c, 2 * n_items + g] += v * v
+    return out

@@ -26,7 +26,8 @@ __all__ = ["fit_full_mcmc"]
 def fit_full_mcmc(silos: Sequence[np.ndarray], n_modalities, *, prior: PriorConfig | None = None,
                   sampler: SamplerConfig | None = None, postprocess: PostprocessConfig | None = None,
                   rng: RngLike = None, jobs: int = 1, silo_names: Sequence[str] | None = None,
-                  progress: Callable[[int], None] | None = None) -> GlobalResult:
+                  progress: Callable[[int], None] | None = None,
+                  values: Sequence[np.ndarray] | None = None) -> GlobalResult:
     """Gibbs sampling of the over-fitted latent class model on the pooled rows of all silos.
 
     Parameters
@@ -47,6 +48,8 @@ def fit_full_mcmc(silos: Sequence[np.ndarray], n_modalities, *, prior: PriorConf
         Default ``"silo_1".."silo_S"``.
     progress : callable, optional
         Receives numbers of Gibbs iterations completed.
+    values : sequence of ndarray of shape (n_s, G), optional
+        Each silo's standardised Gaussian items (docs/design.md §17); their draws go to ``gaussian_draws``.
 
     Returns
     -------
@@ -83,8 +86,11 @@ def fit_full_mcmc(silos: Sequence[np.ndarray], n_modalities, *, prior: PriorConf
     prior_full = dataclasses.replace(prior, fractionate=False)
 
     t_apply = time.perf_counter()
+    pooled_values = None if values is None else np.concatenate([np.asarray(v, dtype=np.float64) for v in values])
     local = run_apply_step(pooled, n_mod, prior=prior_full, sampler=sampler, postprocess=postprocess,
-                           n_silos=1, rng=rng, jobs=jobs, progress=progress)
+                           n_silos=1, rng=rng, jobs=jobs, progress=progress, values=pooled_values)
+    p = int(np.sum(n_mod))
+    gaussian_draws = local.profile_draws[:, :, p:] if local.n_gaussian else None
     t_apply = time.perf_counter() - t_apply
 
     bounds = np.concatenate([[0], np.cumsum(sizes)])
@@ -105,7 +111,8 @@ def fit_full_mcmc(silos: Sequence[np.ndarray], n_modalities, *, prior: PriorConf
     config = {"prior": dataclasses.asdict(prior_full), "sampler": dataclasses.asdict(sampler),
               "postprocess": dataclasses.asdict(postprocess)}
     return GlobalResult.from_draws(
-        pi_draws=local.pi_draws, profile_draws=local.profile_draws, method="full-mcmc", n_modalities=n_mod,
+        pi_draws=local.pi_draws, profile_draws=local.profile_draws[:, :, :p], gaussian_draws=gaussian_draws,
+        method="full-mcmc", n_modalities=n_mod,
         silos=names, partition_counts=partition_counts, assignments=assignments, memberships=memberships,
         n_chains=int(sampler.n_chains),
         timings={"apply": float(t_apply), "total": float(time.perf_counter() - t0)}, config=config,

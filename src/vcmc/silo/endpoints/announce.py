@@ -9,6 +9,7 @@ from vcmc.exceptions import ConfigError, DisclosureError
 from vcmc.protocol import AnnounceReply, AnnounceRequest
 from vcmc.silo import checks as rc
 from vcmc.silo.endpoints import endpoint
+from vcmc.silo.gaussian import check_announced
 from vcmc.silo.state import digest_rows
 
 
@@ -35,6 +36,7 @@ def admit(gate, request: AnnounceRequest) -> AnnounceRequest:
                                               gate.silo.n_modalities)
     rc.check_profiles_near_the_silos(profiles, sent, radius, local.cluster_sizes, assignment, gate.silo.n_modalities,
                                      tolerance=gate.policy.draw_tolerance, silo=gate.silo.name)
+    check_announced(gate, request, assignment, profiles.shape[0])
     st.announced, st.assignment, st.n_global = True, assignment.tolist(), n_global
     st.pi_rows, st.profile_rows = digest_rows(pi), digest_rows(profiles.reshape(profiles.shape[0], -1))
     return request

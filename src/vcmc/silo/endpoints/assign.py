@@ -13,6 +13,7 @@ from vcmc.protocol import AssignReply, AssignRequest
 from vcmc.silo import checks as rc
 from vcmc.silo.endpoints import endpoint
 from vcmc.silo.endpoints.announce import check_draws, require_announced
+from vcmc.silo.gaussian import check_requested
 from vcmc.silo.release import (
     cluster_limit,
     noised_vector,
@@ -45,7 +46,8 @@ def admit(gate, request: AssignRequest) -> AssignRequest:
     pi = rc.probabilities("assign pi", pi, ndim=2, floor=0.0, sums_to_one=True)
     prof = rc.profiles("assign profiles", profiles, (pi.shape[0], n_global, gate.silo.n_columns),
                        gate.silo.n_modalities, floor=gate.policy.profile_floor)
-    return dataclasses.replace(request, pi=pi, profiles=prof)
+    gaussian = check_requested(gate, request, "assign", pi.shape[0], announced)
+    return dataclasses.replace(request, pi=pi, profiles=prof, gaussian=gaussian)
 
 
 def answer(silo, request: AssignRequest) -> AssignReply:
@@ -68,10 +70,18 @@ def answer(silo, request: AssignRequest) -> AssignReply:
         if pi.shape[1] != n_global or profiles.shape[1:] != (n_global, p) or pi.shape[0] != profiles.shape[0]:
             raise ConfigError(f"assign: pi and profiles must be draws of {n_global} clusters over {p} "
                               f"modality columns; got shapes {pi.shape} and {profiles.shape}")
-        # where scalars are not sent as computed the labelling averages every draw it was sent: stopping at a Monte
-        # Carlo target would make the number of draws a function of the worst row (docs/federation.md)
-        target = MC_ERROR_TARGET if scalars_exact(silo.gate) else None
-        memberships, monte_carlo = memberships_to_target(silo.codes, silo.n_modalities, pi, profiles, target=target)
+        if request.gaussian is not None:       # every draw sent: the mixed rows' densities (docs/design.md §17.7)
+            from vcmc.rows.mixed import memberships as mixed_memberships
+
+            memberships = mixed_memberships(silo.codes, silo.n_modalities, silo.values, pi, profiles,
+                                            np.asarray(request.gaussian, dtype=np.float64))
+            monte_carlo = None
+        else:
+            # where scalars are not sent as computed the labelling averages every draw it was sent: stopping at a
+            # Monte Carlo target would make the number of draws a function of the worst row (docs/federation.md)
+            target = MC_ERROR_TARGET if scalars_exact(silo.gate) else None
+            memberships, monte_carlo = memberships_to_target(silo.codes, silo.n_modalities, pi, profiles,
+                                                             target=target)
         labels = np.argmax(memberships, axis=1)
     else:
         a = silo.check_assignment(request.assignment, n_global, "assign")

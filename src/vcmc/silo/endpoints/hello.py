@@ -26,7 +26,8 @@ def answer(silo, request: HelloRequest) -> HelloReply:
     key = "" if silo.rounds_key is None else fingerprint(public_of(silo.rounds_key))
     return HelloReply(silo=silo.name, schema_fingerprint=silo.data.schema.fingerprint(),
                       n_modalities=silo.n_modalities, vcmc_version=vcmc_version(), rounds_key=key,
-                      min_peers=1 if silo.own_session else int(silo.gate.policy.min_peers))
+                      min_peers=1 if silo.own_session else int(silo.gate.policy.min_peers),
+                      n_gaussian=0 if silo.values is None else int(silo.values.shape[1]))
 
 
 def release(gate, request, reply: HelloReply) -> HelloReply:

@@ -89,6 +89,12 @@ def admit_start(gate, request: RoundStartRequest) -> RoundStartRequest:
 
     if not (np.isfinite(request.birth_share) and 0 <= float(request.birth_share) <= MAX_BIRTH_SHARE):
         raise ConfigError(f"round start: birth_share must be in [0, {MAX_BIRTH_SHARE:g}]")
+    g = _n_gaussian(silo)
+    prior = None if request.gaussian_prior is None else np.asarray(request.gaussian_prior, dtype=np.float64)
+    if (prior is None) != (g == 0) or (prior is not None and (
+            prior.shape != (4,) or not np.all(np.isfinite(prior)) or np.any(prior[1:] <= 0))):
+        raise ConfigError(f"round start: this silo has {g} continuous item(s); the start must carry their prior "
+                          "(m0, kappa0 > 0, a0 > 0, b0 > 0) exactly when it has some")
     if not silo.own_session:
         if not request.secure:
             raise DisclosureError(f"silo {silo.name!r}: in a deployment the rounds' vectors are masked, padded and "
@@ -104,6 +110,11 @@ def admit_start(gate, request: RoundStartRequest) -> RoundStartRequest:
             raise DisclosureError(f"silo {silo.name!r}: its operator requires at least {policy.min_peers} "
                                   f"participants in the rounds (node config 'min-peers'); this start has {s}")
     return request
+
+
+def _n_gaussian(silo) -> int:
+    values = getattr(silo, "values", None)
+    return 0 if values is None else int(values.shape[1])
 
 
 def answer_start(silo, request: RoundStartRequest) -> RoundVectorReply:
@@ -122,14 +133,22 @@ def answer_start(silo, request: RoundStartRequest) -> RoundVectorReply:
     min_size = max(int(request.min_size), silo.gate.min_size)
     from vcmc.pooled.chain import ChainPlan
 
+    # the Gaussian items on the rounds' grid: refused here, before any secret is made, if a value lies beyond it
+    rounds.grid(silo)
+    g = _n_gaussian(silo)
+    gaussian = {} if not g else {"n_gaussian": g, "gaussian_prior": tuple(
+        float(v) for v in np.asarray(request.gaussian_prior, dtype=np.float64))}
+
     plan = ChainPlan(n_components=int(request.n_components), alpha=float(request.alpha),
                      beta_cols=tuple(float(b) for b in np.asarray(request.beta)), n_modalities=silo.n_modalities,
                      checkpoints=tuple(int(r) for r in np.asarray(request.checkpoints)), stop=bool(request.stop),
                      n_chains=int(request.n_chains), anneal=float(request.anneal),
-                     anneal_until=int(request.anneal_until), max_stored=int(request.max_stored), min_size=min_size)
+                     anneal_until=int(request.anneal_until), max_stored=int(request.max_stored), min_size=min_size,
+                     **gaussian)
     session = RoundSession(names=names, index=index, context=context.hex(), secure=bool(request.secure),
                            plan={**dataclasses.asdict(plan), "beta_cols": list(plan.beta_cols),
-                                 "n_modalities": list(plan.n_modalities), "checkpoints": list(plan.checkpoints)},
+                                 "n_modalities": list(plan.n_modalities), "checkpoints": list(plan.checkpoints),
+                                 "gaussian_prior": list(plan.gaussian_prior)},
                            start_row=start_row.tolist(), used=int(start.max()) + 1 if start.size else 0,
                            birth_share=float(request.birth_share), birth_budget=int(request.birth_budget),
                            silo_weight_prior=float(request.silo_weight_prior),
@@ -211,7 +230,15 @@ def answer_sweep(silo, request: RoundSweepRequest) -> RoundVectorReply:
     if r == 0:
         return _births_to_start(silo, session, request)
     plan = session.chain_plan()
-    counts = unpack(_pooled(silo, session, request), plan.n_chains, plan.n_components)
+    try:
+        counts = unpack(_pooled(silo, session, request), plan.n_chains, plan.n_components, plan.n_gaussian)
+        if plan.n_gaussian:
+            from vcmc.family.gaussian import from_grid
+
+            counts = [(cluster, modality, from_grid(grid)) for cluster, modality, grid in counts]
+    except ValueError as err:
+        raise DisclosureError(f"silo {silo.name!r}: round {r}'s pooled vector is not the participants' counts "
+                              f"({err})") from None
     draws = silo.chain.advance(counts)
     if draws is None:
         silo_log.info("silo %r: the pooled chain stopped at round %d (%s)", silo.name, r, silo.chain.reason)
@@ -220,7 +247,8 @@ def answer_sweep(silo, request: RoundSweepRequest) -> RoundVectorReply:
     state.new_window(silo.chain.window)
     seeds = session.seeds()
     tables = [rounds.sweep(silo, ch, d.log_pi, d.log_profiles, store=d.store,
-                           rng=seeds.sweep(r + 1, session.index, ch), inverse_temperature=d.inverse_temperature)
+                           rng=seeds.sweep(r + 1, session.index, ch), inverse_temperature=d.inverse_temperature,
+                           gaussian=d.gaussian)
               for ch, d in enumerate(draws)]
     if draws[0].store:
         state.n_kept += 1
@@ -330,7 +358,8 @@ def answer_result(silo, request: RoundResultRequest) -> RoundResultReply:
     lj = np.asarray(chain.trace_lj[ch], dtype=np.float64)
     from vcmc.pooled.chain import log_joint_grid
 
-    grid = 0.0 if silo.own_session else log_joint_grid(silo.n_modalities, chain.plan.min_size)
+    grid = 0.0 if silo.own_session else log_joint_grid(silo.n_modalities, chain.plan.min_size,
+                                                        chain.plan.n_gaussian)
     if grid > 0:
         lj = np.floor(lj / grid + 0.5) * grid
     origin = chain.origin[ch]
@@ -347,14 +376,39 @@ def answer_result(silo, request: RoundResultRequest) -> RoundResultReply:
         birth_columns=np.asarray(session.births["columns"], dtype=np.int64),
         birth_rows=np.asarray(session.births["rows"], dtype=np.int64),
         birth_components=np.asarray(session.births["components"], dtype=np.int64),
-        birth_clusters=np.asarray(born, dtype=np.int64))
+        birth_clusters=np.asarray(born, dtype=np.int64), gaussian_draws=chain.gaussian_draws())
+
+
+WITHHELD_KEY = 3   # the stream of a withheld Gaussian item's prior draws: (..., ROUNDS_KEY, 0, PARAMETERS_KEY, 3)
 
 
 def release_result(gate, request, reply: RoundResultReply) -> RoundResultReply:
     """The answer's clusters hold at least the minimum cluster size on average over the kept rounds (the chain's
     rule, with the stricter of the plan's and the silo's minimum); their stored draws are posterior draws on
-    streams the server does not know (a deployment's come from the group secret)."""
-    return reply
+    streams the server does not know (a deployment's come from the group secret).
+
+    With Gaussian items the same rule holds per item (docs/design.md §17.8, as §17.4's first rule for a silo's
+    own clusters): outside the analyst's own session, the draws of a (cluster, item) observed in fewer rows than
+    the minimum cluster size on average over the kept rounds are not the chain's but prior draws (the pooled
+    model's normal-inverse-gamma prior given no rows) on a stream of the rounds' seeds, the same in every silo,
+    and ``gaussian_withheld`` says which."""
+    chain = gate.silo.chain
+    if reply.gaussian_draws is None or gate.silo.own_session:
+        return reply
+    from vcmc.family import GAUSSIAN
+    from vcmc.pooled.chain import PARAMETERS_KEY
+
+    plan, g = chain.plan, chain.plan.n_gaussian
+    withheld = chain.observed_rows() < plan.min_size                                  # (K, G)
+    if not withheld.any():
+        return dataclasses.replace(reply, gaussian_withheld=withheld.astype(np.int64))
+    draws = np.array(reply.gaussian_draws, dtype=np.float64, copy=True)
+    rng = np.random.default_rng(_session(gate.silo).seeds().sequence(0, PARAMETERS_KEY, WITHHELD_KEY))
+    prior = GAUSSIAN.posterior_draws(np.zeros((draws.shape[1], 3 * g)), np.asarray(plan.gaussian_prior), g,
+                                     draws.shape[0], rng)
+    mask = np.concatenate([withheld, withheld], axis=1)[None]
+    draws = np.where(mask, prior, draws)
+    return dataclasses.replace(reply, gaussian_draws=draws, gaussian_withheld=withheld.astype(np.int64))
 
 
 def admit_assess(gate, request: RoundAssessRequest) -> RoundAssessRequest:
@@ -396,8 +450,10 @@ def assessed_draws(silo, request: RoundAssessRequest) -> AssessRequest:
     pairs = choose_pairs(pi[idx].mean(axis=0), prof[idx].mean(axis=0), silo.n_modalities, int(request.max_pairs))
     own = _own_weights(silo, session, pi)
     seq = session.seeds().sequence(0, session.index, ASSESS_KEY)
+    gd = chain.gaussian_draws()
     return AssessRequest(pi=pi[idx] if own is None else own[idx], profiles=prof[idx], pairs=pairs,
-                         seed_entropy=int(seq.entropy), spawn_key=tuple(int(k) for k in seq.spawn_key))
+                         seed_entropy=int(seq.entropy), spawn_key=tuple(int(k) for k in seq.spawn_key),
+                         gaussian=None if gd is None else gd[idx])
 
 
 def answer_assess(silo, request: RoundAssessRequest):
@@ -413,7 +469,7 @@ def release_assess(gate, request: RoundAssessRequest, reply):
     if np.asarray(reply.weights).size and (not gate.silo.own_session or _session(gate.silo).secure):
         raise DisclosureError(f"silo {gate.silo.name!r}: its own weights leave only in the analyst's own session "
                               "and rounds without secure sum")
-    return assess.release_at(gate, reply, asked.pi, lambda: asked.profiles)
+    return assess.release_at(gate, reply, asked.pi, lambda: asked.profiles, gaussian=getattr(asked, "gaussian", None))
 
 
 endpoint(RoundStartRequest, admit=admit_start, answer=answer_start, release=release_vector)

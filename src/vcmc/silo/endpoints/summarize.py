@@ -13,6 +13,7 @@ from vcmc.protocol import SiloSummary, SummarizeRequest
 from vcmc.silo import checks as rc
 from vcmc.silo import summary_cache
 from vcmc.silo.endpoints import endpoint
+from vcmc.silo.gaussian import release_gaussian
 
 silo_log = logging.getLogger("vcmc.silo")
 
@@ -37,6 +38,8 @@ def admit(gate, request: SummarizeRequest) -> SummarizeRequest:
     st = gate.state
     st.summarized, st.announced, st.strategy = False, False, strategy
     st.beta = float(config.prior.beta)
+    st.gaussian_prior = [float(config.prior.mean_precision), float(config.prior.variance_shape),
+                         float(config.prior.variance_rate)]
     st.assignment, st.pi_rows, st.profile_rows = None, [], []
     st.sent_profile_mean, st.sent_profile_radius = [], []
     noise = np.random.SeedSequence(int(request.seed_entropy), spawn_key=tuple(int(k) for k in request.spawn_key))
@@ -81,13 +84,13 @@ def summarize(silo, request: SummarizeRequest) -> SiloSummary:
     sampler_seed, noise_seed = seed.spawn(2)
     local = run_apply_step(silo.codes, silo.n_modalities, prior=config.prior, sampler=config.sampler,
                            postprocess=config.postprocess, n_silos=int(request.n_silos), rng=sampler_seed,
-                           jobs=silo.jobs, progress=silo.gate.cpu_guard(silo.progress))
+                           jobs=silo.jobs, progress=silo.gate.cpu_guard(silo.progress), values=silo.values)
     local, n_merged = apply_min_cluster_size(local, silo.codes, privacy,
                                              floor=config.postprocess.threshold(silo.data.n_rows))
     include_counts = privacy.share_counts and config.strategy != "federated-gradient"
     summary = build_summary(local, silo.codes, silo=silo.name, schema_fingerprint=silo.data.schema.fingerprint(),
                             n_modalities=silo.n_modalities, include_counts=include_counts,
-                            summary_draws=config.postprocess.summary_draws)
+                            summary_draws=config.postprocess.summary_draws, values=silo.values)
     n_suppressed = 0
     counts = summary.counts
     if counts is not None:
@@ -146,6 +149,8 @@ def release(gate, request, reply: SiloSummary) -> SiloSummary:
                                                               spawn_key=(*request.spawn_key, 0x9A7E)))
         changes["profile_draws"] = rc.draws_from_table(table, reply.n_modalities, gate.state.beta,
                                                        reply.profile_draws.shape[0], stream, sizes)
+    if reply.gaussian_draws is not None:
+        changes.update(release_gaussian(gate, request, reply, privacy))
     # what was sent is what a later announcement is checked against (the announce endpoint)
     mean, radius = rc.sent_profile_spread(np.asarray(changes.get("profile_draws", reply.profile_draws)),
                                           reply.n_modalities)
