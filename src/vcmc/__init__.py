@@ -1,4 +1,4 @@
-"""vcmc: federated Bayesian clustering of categorical data by Variational Consensus Monte Carlo.
+"""vcmc: federated Bayesian clustering of categorical and continuous data by Variational Consensus Monte Carlo.
 
 The public API, imported on first use (``import vcmc`` stays cheap, and a silo's process loads only the
 silo side)::
