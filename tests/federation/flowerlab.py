@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import signal
 import socket
 import ssl
@@ -26,10 +27,29 @@ from pathlib import Path
 BIN = Path(sys.executable).parent
 
 
+def _ephemeral_ports() -> range:
+    """The ports the kernel hands to outgoing connections (every gRPC client of every lab on this host takes them)."""
+    try:
+        low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999
+    return range(low, high + 1)
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port free now and outside the ephemeral range: a port the kernel chose (``bind(0)``) is an ephemeral one,
+    which an outgoing connection of another process may take before the server binds it ("address already in
+    use" on a host running other labs)."""
+    ephemeral = _ephemeral_ports()
+    rng = random.SystemRandom()
+    for _ in range(1000):
+        port = rng.randrange(10_000, 65_000)
+        if port in ephemeral:
+            continue
+        with socket.socket() as s, contextlib.suppress(OSError):
+            s.bind(("127.0.0.1", port))
+            return port
+    raise RuntimeError("no free port outside the ephemeral range")
 
 
 def processes_with(marker: str) -> list[int]:
