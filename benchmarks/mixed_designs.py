@@ -59,7 +59,7 @@ def _covered(labels, truth, draws, means) -> list[bool]:
     return out
 
 
-def run(design: str, replicates: int, iterations: int, seed: int) -> dict:
+def run(design: str, replicates: int, iterations: int, seed: int, deployment: bool = False) -> dict:
     spec = DESIGNS[design]
     means = np.asarray(spec["means"], dtype=float)
     config = FitConfig(sampler=SamplerConfig(n_iter=iterations))
@@ -70,7 +70,8 @@ def run(design: str, replicates: int, iterations: int, seed: int) -> dict:
         t0 = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            res = vcmc.fit(silos, config=config, rng=seed * 10_000 + 2 * r)
+            # a deployment: the silos built as a SuperNode's node config builds them, the operators' defaults
+            res = vcmc.fit(silos, config=config, rng=seed * 10_000 + 2 * r, silo_policy={} if deployment else None)
         t1 = time.perf_counter()
         full = fit_full_mcmc([s.codes for s in silos], silos[0].n_modalities, sampler=config.sampler,
                              rng=seed * 10_000 + 2 * r + 1, values=[s.values for s in silos])
@@ -86,7 +87,8 @@ def run(design: str, replicates: int, iterations: int, seed: int) -> dict:
     ari_f = np.array([x["ari_full"] for x in rows])
     cov_v = np.concatenate([x["covered_vcmc"] for x in rows])
     cov_f = np.concatenate([x["covered_full"] for x in rows])
-    return {"design": design, "true_k": int(means.shape[0]), "replicates": replicates, "iterations": iterations,
+    return {"design": design, "mode": "deployment" if deployment else "analyst", "true_k": int(means.shape[0]),
+            "replicates": replicates, "iterations": iterations,
             "seed": seed, "mean_ari_vcmc": float(ari_v.mean()), "mean_ari_full": float(ari_f.mean()),
             "mean_ari_difference": float((ari_v - ari_f).mean()),
             "k_correct_vcmc": float(np.mean([x["k_vcmc"] == means.shape[0] for x in rows])),
@@ -100,15 +102,18 @@ def main(argv=None) -> int:
     p.add_argument("--replicates", type=int, default=50)
     p.add_argument("--iterations", type=int, default=2000)
     p.add_argument("--seed", type=int, default=45)
+    p.add_argument("--deployment", action="store_true",
+                   help="fit as a deployment would (vcmc.fit's silo_policy: the operators' default node config)")
     p.add_argument("--out", type=Path)
     args = p.parse_args(argv)
     result = {"command": "python benchmarks/mixed_designs.py " + " ".join(sys.argv[1:] if argv is None else argv),
-              "commit": commit(), **run(args.design, args.replicates, args.iterations, args.seed)}
+              "commit": commit(), **run(args.design, args.replicates, args.iterations, args.seed, args.deployment)}
     summary = {k: v for k, v in result.items() if k != "replicate_rows"}
     print(json.dumps(summary))  # noqa: T201
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / f"{args.design}.json").write_text(json.dumps(result, indent=1) + "\n")
+        name = f"{args.design}-deployment" if args.deployment else args.design
+        (args.out / f"{name}.json").write_text(json.dumps(result, indent=1) + "\n")
     return 0
 
 
