@@ -64,6 +64,12 @@ VARIANTS: dict[str, dict] = {
                                  "plan.checkpoints": [250, 500]},
     "two-anneal-4-fixed-1000": {"plan.n_chains": 2, "aggregation.round-anneal": 4.0, "plan.stop": False,
                                  "plan.checkpoints": [250, 500, 1000]},
+    # the default's second chain annealed more gently (inverse temperature 1.5 or 1.25) or longer (to round 125)
+    "a15-fixed-1000": {"plan.stop": False, "plan.checkpoints": [250, 500, 1000], "plan.anneal": 1.5},
+    "a15-125-fixed-1000": {"plan.stop": False, "plan.checkpoints": [250, 500, 1000], "plan.anneal": 1.5,
+                           "plan.anneal_until": 125},
+    "a125-125-fixed-1000": {"plan.stop": False, "plan.checkpoints": [250, 500, 1000], "plan.anneal": 1.25,
+                            "plan.anneal_until": 125},
     "two-anneal-4-long-fixed-1000": {"plan.n_chains": 2, "aggregation.round-anneal": 4.0, "plan.stop": False,
                                       "plan.checkpoints": [250, 500, 1000], "plan.anneal_until": 100},
 }
