@@ -53,7 +53,12 @@ def main(argv=None) -> None:
     ap.add_argument("--start-from", default=None,
                     help="start both chains from these pooled labels (a .npy under the dataset's cache folder, e.g. "
                          "full-100000-0-1.npy: full MCMC's answer) instead of the one-shot pass's partition")
+    ap.add_argument("--components", type=int, default=None,
+                    help="with --start-from: the rounds' model with this many components (full MCMC's C+ = 15) instead "
+                         "of the start's and the births'")
     args = ap.parse_args(argv)
+    if args.components and not args.start_from:
+        ap.error("--components needs --start-from (the one-shot start may use more components)")
 
     entropies: dict = {}
     original = rounds.sweep
@@ -82,6 +87,18 @@ def main(argv=None) -> None:
         return [rounds.allocation_counts(silo, ch) for ch in range(st.z.shape[0])]
 
     rounds.start = start
+    if args.components:
+        from vcmc.rounds import stage
+
+        plan_of = stage.plan_of
+
+        def with_components(*a, **kw):
+            fields = plan_of(*a, **kw)
+            c = int(args.components)
+            # the start map only has to be valid: the rows' allocations are replaced by --start-from's
+            return {**fields, "n_components": c, "start": np.minimum(fields["start"], c - 1), "birth_budget": 0}
+
+        stage.plan_of = with_components
     results = json.loads(args.out.read_text()) if args.out.exists() else {"runs": {}}
     results["command"], results["commit"] = " ".join(sys.argv), commit()
     mapping = {"sampler.n-iter": 10_000, "assessment.enabled": False}

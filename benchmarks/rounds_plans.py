@@ -47,6 +47,7 @@ VARIANTS: dict[str, dict] = {
     "default-fixed-250": {"plan.stop": False, "plan.checkpoints": [250]},
     "default-fixed-500": {"plan.stop": False, "plan.checkpoints": [250, 500]},
     "default-fixed-1000": {"plan.stop": False, "plan.checkpoints": [250, 500, 1000]},
+    "default-fixed-4000": {"plan.stop": False, "plan.checkpoints": [250, 500, 1000, 2000, 4000]},
     "two-chains-fixed-250": {"plan.n_chains": 2, "plan.stop": False, "plan.checkpoints": [250]},
     "two-chains-fixed-500": {"plan.n_chains": 2, "plan.stop": False, "plan.checkpoints": [250, 500]},
     "two-chains-fixed-1000": {"plan.n_chains": 2, "plan.stop": False, "plan.checkpoints": [250, 500, 1000]},
