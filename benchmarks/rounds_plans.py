@@ -71,6 +71,11 @@ VARIANTS: dict[str, dict] = {
                            "plan.anneal_until": 125},
     "a125-125-fixed-1000": {"plan.stop": False, "plan.checkpoints": [250, 500, 1000], "plan.anneal": 1.25,
                             "plan.anneal_until": 125},
+    # the start without the silos' copies: each silo's clusters in their one-shot global clusters' components
+    # (aggregation.round_components = 1 caps the start at the one-shot K), the model's C then C+ (births aside)
+    "nocopy-fixed-1000": {"aggregation.round-components": 1, "plan.stop": False, "plan.checkpoints": [250, 500, 1000]},
+    "nocopy-plain-fixed-1000": {"aggregation.round-components": 1, "plan.stop": False,
+                                "plan.checkpoints": [250, 500, 1000], "plan.anneal": 1.0},
     "two-anneal-4-long-fixed-1000": {"plan.n_chains": 2, "aggregation.round-anneal": 4.0, "plan.stop": False,
                                       "plan.checkpoints": [250, 500, 1000], "plan.anneal_until": 100},
 }
