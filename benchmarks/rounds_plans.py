@@ -76,6 +76,10 @@ VARIANTS: dict[str, dict] = {
     "nocopy-fixed-1000": {"aggregation.round-components": 1, "plan.stop": False, "plan.checkpoints": [250, 500, 1000]},
     "nocopy-plain-fixed-1000": {"aggregation.round-components": 1, "plan.stop": False,
                                 "plan.checkpoints": [250, 500, 1000], "plan.anneal": 1.0},
+    # the start's copies capped at C+ = 15 components in all (aggregation.round_components = 15)
+    "cplus-fixed-1000": {"aggregation.round-components": 15, "plan.stop": False, "plan.checkpoints": [250, 500, 1000]},
+    "cplus-plain-fixed-1000": {"aggregation.round-components": 15, "plan.stop": False,
+                               "plan.checkpoints": [250, 500, 1000], "plan.anneal": 1.0},
     "two-anneal-4-long-fixed-1000": {"plan.n_chains": 2, "aggregation.round-anneal": 4.0, "plan.stop": False,
                                       "plan.checkpoints": [250, 500, 1000], "plan.anneal_until": 100},
 }
