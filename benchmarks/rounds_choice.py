@@ -29,7 +29,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 from _provenance import commit  # noqa: E402
 from real_data import DATASETS  # noqa: E402
-from rounds_plans import VARIANTS, one_shot, reference, run_variant  # noqa: E402
+from rounds_plans import VARIANTS, one_shot, prepared, reference, run_variant  # noqa: E402
 
 
 def main(argv=None) -> None:
@@ -104,9 +104,7 @@ def main(argv=None) -> None:
     mapping = {"sampler.n-iter": 10_000, "assessment.enabled": False}
     for name in args.datasets:
         folder = args.cache / name
-        raw = json.loads((folder / "index.json").read_text())      # prepared by rounds_plans.py
-        data = {"files": [Path(f) for f in raw["files"]], "n_rows": raw["n_rows"],
-                "index": {k: np.asarray(v, dtype=np.int64) for k, v in raw["index"].items()}}
+        data = prepared(folder)                 # rounds_plans.py prepares the dataset and its reference seeds
         refs = reference(name, folder, data, 6, 10_000, None)
         seeds = sorted(refs)
         pairs = [adjusted_rand_index(refs[a], refs[b]) for i, a in enumerate(seeds) for b in seeds[i + 1:]]

@@ -111,6 +111,13 @@ def reference(name: str, folder: Path, data: dict, seeds: int, iterations: int, 
     return out
 
 
+def prepared(folder: Path) -> dict:
+    """A prepared dataset's silo files, row count and each silo's rows in the pooled order (``index.json``)."""
+    raw = json.loads((folder / "index.json").read_text())
+    return {"files": [Path(f) for f in raw["files"]], "n_rows": raw["n_rows"],
+            "index": {k: np.asarray(v, dtype=np.int64) for k, v in raw["index"].items()}}
+
+
 def one_shot(folder: Path, data: dict, mapping: dict, seed: int):
     """The silos (in process, the analyst's own) after their summaries, and the summaries."""
     from vcmc.config import config_from_mapping
@@ -237,9 +244,7 @@ def main(argv=None) -> None:
             (folder / "index.json").write_text(json.dumps({"files": [str(f) for f in data["files"]],
                                                            "index": {k: v.tolist() for k, v in data["index"].items()},
                                                            "n_rows": data["n_rows"]}))
-        raw = json.loads((folder / "index.json").read_text())
-        data = {"files": [Path(f) for f in raw["files"]], "n_rows": raw["n_rows"],
-                "index": {k: np.asarray(v, dtype=np.int64) for k, v in raw["index"].items()}}
+        data = prepared(folder)
         refs = reference(name, folder, data, args.reference_seeds, args.iterations, None)
         seeds = sorted(refs)
         pairs = [adjusted_rand_index(refs[a], refs[b]) for i, a in enumerate(seeds) for b in seeds[i + 1:]]
