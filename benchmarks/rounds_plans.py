@@ -80,6 +80,11 @@ VARIANTS: dict[str, dict] = {
     "cplus-fixed-1000": {"aggregation.round-components": 15, "plan.stop": False, "plan.checkpoints": [250, 500, 1000]},
     "cplus-plain-fixed-1000": {"aggregation.round-components": 15, "plan.stop": False,
                                "plan.checkpoints": [250, 500, 1000], "plan.anneal": 1.0},
+    # ... and without births: the rounds' model has full MCMC's C = C+ = 15
+    "cplus-nobirths-fixed-1000": {"aggregation.round-components": 15, "aggregation.round-births": 0.0,
+                                  "plan.stop": False, "plan.checkpoints": [250, 500, 1000]},
+    "cplus-nobirths-plain-fixed-1000": {"aggregation.round-components": 15, "aggregation.round-births": 0.0,
+                                        "plan.stop": False, "plan.checkpoints": [250, 500, 1000], "plan.anneal": 1.0},
     "two-anneal-4-long-fixed-1000": {"plan.n_chains": 2, "aggregation.round-anneal": 4.0, "plan.stop": False,
                                       "plan.checkpoints": [250, 500, 1000], "plan.anneal_until": 100},
 }
