@@ -13,7 +13,9 @@ of the chain's mode (the entropy of the allocation given the parameters is at mo
     ... --start-from full-100000-0-1.npy --long-reference 100000 --seeds 1 --out start.json
 
 ``--start-from``: both chains start from full-data MCMC's answer instead of the one-shot pass's partition (do the
-rounds keep the reference's mode?).
+rounds keep the reference's mode?); with ``--components 15`` the rounds' model has full MCMC's C (no births).
+``--variant default-fixed-4000``: the same at 4,000 rounds. Each chain's ``merged`` fields: its answer with the
+components the calibrated matching's closeness test cannot tell apart merged (are the extra components copies?).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from rounds_plans import VARIANTS, one_shot, prepared, reference, run_variant  #
 def main(argv=None) -> None:
     import arviz as az
 
+    from vcmc.atomic import atomic_write_text
     from vcmc.closeness import DEFAULT_LEVEL, closeness_statistic, closeness_threshold, constrained_groups
     from vcmc.family import CATEGORICAL
     from vcmc.mcmc.sampler.round_kernels import pattern_probabilities
@@ -181,7 +184,7 @@ def main(argv=None) -> None:
                           f"lj+H+lab {pc['mean_lj'] + pc['mean_entropy'] + pc['log_labellings']:.1f} "
                           f"rhat {pc['rhat_own']:.3f} merged K {pc['k_merged']} ARI {pc['ari_merged']:.3f} "
                           f"minT/thr {pc['min_t_over_threshold']:.2f}", flush=True)
-                args.out.write_text(json.dumps(results, indent=1))
+                atomic_write_text(args.out, json.dumps(results, indent=1))
 
 
 if __name__ == "__main__":

@@ -216,6 +216,7 @@ def summarise(paths, plans=("fixed-", "two-chains-fixed-", "two-anneal-2-fixed-"
 
 
 def main(argv=None) -> None:
+    from vcmc.atomic import atomic_write_text
     from vcmc.config import PriorConfig
     from vcmc.metrics import adjusted_rand_index
 
@@ -234,7 +235,7 @@ def main(argv=None) -> None:
                     help="write the table of these output files to --out (markdown) and stop")
     args = ap.parse_args(argv)
     if args.summarise:
-        args.out.write_text(summarise(args.summarise))
+        atomic_write_text(args.out, summarise(args.summarise))
         return
 
     results = json.loads(args.out.read_text()) if args.out.exists() else {}
@@ -281,7 +282,7 @@ def main(argv=None) -> None:
                     print(f"  {name:16s} {vname:14s} seed {seed}: K {entry['k']:2d} ARI {entry['ari_median']:.3f} "
                           f"rounds {entry['rounds']} settled {entry['settled']} rhat {entry['rhat']} "
                           f"agree {entry['chains_agree']} {secs:.0f}s (one-shot {secs_one:.0f}s)", flush=True)
-                    args.out.write_text(json.dumps(results, indent=1))
+                    atomic_write_text(args.out, json.dumps(results, indent=1))
 
 
 if __name__ == "__main__":
