@@ -27,6 +27,7 @@ from scipy.optimize import linear_sum_assignment
 from sklearn.metrics import adjusted_rand_score
 
 import vcmc
+from vcmc.atomic import atomic_write_text
 from vcmc.config import FitConfig, SamplerConfig
 from vcmc.research.baselines.full_mcmc import fit_full_mcmc
 from vcmc.research.simulate_mixed import simulate_mixed
@@ -113,7 +114,7 @@ def main(argv=None) -> int:
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         name = f"{args.design}-deployment" if args.deployment else args.design
-        (args.out / f"{name}.json").write_text(json.dumps(result, indent=1) + "\n")
+        atomic_write_text(args.out / f"{name}.json", json.dumps(result, indent=1) + "\n")
     return 0
 
 

@@ -41,6 +41,7 @@ from real_data import _NHEFS_ITEMS
 from sklearn.metrics import adjusted_rand_score
 
 import vcmc
+from vcmc.atomic import atomic_write_text
 from vcmc.config import FitConfig, SamplerConfig
 from vcmc.data import infer_schema
 from vcmc.data.readers import from_dataframe
@@ -118,7 +119,7 @@ def main(argv=None) -> int:
     print(text)  # noqa: T201
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text + "\n")
+        atomic_write_text(args.out, text + "\n")
     return 0
 
 
