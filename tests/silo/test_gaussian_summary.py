@@ -70,3 +70,39 @@ def test_server_cannot_loosen_the_operator_s_precision(silo_data, summarize_requ
     _, summary = _summary(silo_data, summarize_request, privacy=PrivacyConfig(sum_precision=2.0), config=server,
                           policy=SiloPolicy.own_data())
     assert np.allclose(summary.gaussian_sums[:, 2:] / 2.0, np.round(summary.gaussian_sums[:, 2:] / 2.0))
+
+
+def test_a_deployment_refuses_a_prior_that_would_pin_the_draws_to_the_rows_sums(silo_data, summarize_request):
+    """A server-chosen prior of the Gaussian items is capped in a deployment: a huge variance shape makes every
+    draw of a mean the mean of its rows (differenced across the rounds' stored draws, rows' values); at the caps
+    the draws keep the spread the rows give them."""
+    from vcmc.exceptions import DisclosureError
+    from vcmc.family.gaussian import MAX_MEAN_PRECISION, MAX_VARIANCE_SHAPE
+    from vcmc.protocol.rounds import RoundStartRequest
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(0.3, 0.8, size=10)                               # one cluster of the minimum size, one item
+    stats = np.array([[10.0, x.sum(), (x * x).sum()]])
+
+    def spread(kappa, shape, rate):
+        return GAUSSIAN.posterior_draws(stats, np.array([0.0, kappa, shape, rate]), 1, 4000, rng)[:, 0, 0].std()
+
+    default = spread(0.01, 2.5, 0.75)
+    assert spread(1e-6, 1e9, 1e-3) < 1e-3 * default                  # the crafted prior: the draws are the mean
+    assert spread(MAX_MEAN_PRECISION, MAX_VARIANCE_SHAPE, 1e-12) > 0.5 * default
+
+    strong = dataclasses.replace(CONFIG, prior=dataclasses.replace(CONFIG.prior, variance_shape=1e9))
+    deployed = LocalSilo(silo_data, policy=SiloPolicy())
+    with pytest.raises(DisclosureError, match=r"variance_shape \(a0\) 1e\+09 \(at most 10\)"):
+        deployed.handle(summarize_request(strong, 0, n_silos=2))
+    assert _summary(silo_data, summarize_request, config=strong)[1].n_gaussian == 2     # the analyst's own: runs
+    silo, _ = _summary(silo_data, summarize_request, policy=SiloPolicy(budget={"round_start": 2}))
+    k = silo.local.n_clusters
+    start = dict(names=(silo.name,), start=np.arange(k)[None], n_components=k, alpha=0.01,
+                 beta=np.full(silo.n_columns, 0.5), checkpoints=np.array([6]), stop=False, n_chains=1, anneal=1.0,
+                 anneal_until=1, max_stored=50, min_size=10, birth_share=0.0, birth_budget=0, silo_weight_prior=0.0,
+                 secure=True, seed_entropy=7, spawn_key=(3,))
+    with pytest.raises(DisclosureError, match=r"mean_precision \(kappa0\) 50 \(at most 1\)"):
+        silo.handle(RoundStartRequest(**start, gaussian_prior=np.array([0.0, 50.0, 2.5, 0.75])))
+    with pytest.raises(DisclosureError, match="rounds-key"):        # within the caps: on to the next rule
+        silo.handle(RoundStartRequest(**start, gaussian_prior=np.array([0.0, 0.01, 2.5, 0.75])))

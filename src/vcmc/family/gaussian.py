@@ -25,6 +25,29 @@ from vcmc.family.base import Family
 #: Index of each prior parameter in ``GaussianFamily.local_prior``'s array.
 M0, KAPPA, SHAPE, RATE = range(4)
 
+#: The strongest normal-inverse-gamma prior a silo in a deployment samples under, unfractionated: ``kappa0`` (the
+#: rows' worth of the mean's prior) and ``a0`` (half the rows' worth of the variance's). The server chooses the
+#: prior, and a strong one pins the draws: with ``a0`` in the millions and a small ``b0`` every variance draw is
+#: ``b_n / a_n`` to within a millionth, so each released draw of a mean is the mean of the rows it was drawn from,
+#: whose differences across the rounds' stored draws give rows' values back. Under these caps the variance draw
+#: keeps the spread the rows themselves give it (docs/design.md §17.4). Ten to a hundred times the defaults
+#: (0.01, 2.5), so an informative prior an analyst would choose still runs.
+MAX_MEAN_PRECISION = 1.0
+MAX_VARIANCE_SHAPE = 10.0
+
+
+def prior_too_strong(mean_precision: float, variance_shape: float) -> str:
+    """Why a server-chosen prior ``(kappa0, a0)`` (unfractionated) is refused in a deployment, or "" if it is
+    within ``MAX_MEAN_PRECISION`` and ``MAX_VARIANCE_SHAPE``."""
+    too = [f"{name} {float(value):g} (at most {cap:g})" for name, value, cap in (
+        ("mean_precision (kappa0)", mean_precision, MAX_MEAN_PRECISION),
+        ("variance_shape (a0)", variance_shape, MAX_VARIANCE_SHAPE)) if not float(value) <= cap]
+    if not too:
+        return ""
+    return ("the Gaussian items' prior is stronger than a silo samples under in a deployment: " + ", ".join(too)
+            + "; a strong prior pins the draws of the means and variances to the rows' own sums (docs/design.md "
+            "§17.4)")
+
 
 def posterior_parameters(stats: np.ndarray, local_prior: np.ndarray, n_items: int) -> tuple[np.ndarray, ...]:
     """Normal-inverse-gamma posterior ``(m_n, kappa_n, a_n, b_n)`` of every (cluster, item) given the statistics

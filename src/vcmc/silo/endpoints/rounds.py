@@ -96,6 +96,12 @@ def admit_start(gate, request: RoundStartRequest) -> RoundStartRequest:
         raise ConfigError(f"round start: this silo has {g} continuous item(s); the start must carry their prior "
                           "(m0, kappa0 > 0, a0 > 0, b0 > 0) exactly when it has some")
     if not silo.own_session:
+        if prior is not None:
+            from vcmc.family.gaussian import prior_too_strong
+
+            why = prior_too_strong(prior[1], prior[2])
+            if why:
+                raise DisclosureError(f"silo {silo.name!r}: round start: {why}")
         if not request.secure:
             raise DisclosureError(f"silo {silo.name!r}: in a deployment the rounds' vectors are masked, padded and "
                                   "tagged (secure); this round start asks for plain ones")

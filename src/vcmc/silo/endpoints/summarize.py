@@ -35,6 +35,12 @@ def admit(gate, request: SummarizeRequest) -> SummarizeRequest:
         raise ConfigError("summarize: n_silos must be in [1, 10000] and the spawn key at most 16 numbers")
     if int(config.postprocess.summary_draws) > gate.policy.max_draws:
         raise ConfigError(f"summarize: at most {gate.policy.max_draws} summary draws may be asked for")
+    if getattr(gate.silo, "values", None) is not None and not gate.silo.own_session:
+        from vcmc.family.gaussian import prior_too_strong
+
+        why = prior_too_strong(config.prior.mean_precision, config.prior.variance_shape)
+        if why:
+            raise DisclosureError(f"silo {gate.silo.name!r}: summarize: {why}")
     st = gate.state
     st.summarized, st.announced, st.strategy = False, False, strategy
     st.beta = float(config.prior.beta)
