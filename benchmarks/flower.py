@@ -10,7 +10,8 @@ rounds, for which every site gets its rounds' key from ``vcmc keygen`` and pins 
 ``rounds-key`` and ``rounds-peers``, with ``reproducible-rounds = true``); then ``vcmc fit`` on the same files
 with the same seed and the same *effective* options, ``--rounds R --silo-policy FILE`` (R = 1: the one-shot
 pass) whose FILE holds the sites' node-config keys other than their paths (``site_limits``), in one process.
-``--busy K`` runs K CPU-bound processes beside the whole invocation (a host doing other work). Reported:
+``--busy K`` runs K CPU-bound processes beside the whole invocation (a host doing other work). ``--continuous G``
+adds G measurements (Gaussian items, in the data's units) to every site's file. Reported:
 
 - wall time of the Flower run (submission to result.json) and of ``vcmc fit``, and per stage: the
   ServerApp's ``server.log`` (each round: hello, summarize, assign, assess ...: "N of N silos replied in
@@ -182,10 +183,12 @@ def _available_mb() -> float:
     return float("inf")
 
 
-def make_files(folder: Path, n_sites: int, rows: int, seed: int) -> tuple[list[Path], Path]:
+def make_files(folder: Path, n_sites: int, rows: int, seed: int, continuous: int = 0) -> tuple[list[Path], Path]:
     from vcmc.research.simulate import design_weights, simulate
 
     w = design_weights("nested")
+    if continuous:
+        return make_mixed_files(folder, w[np.arange(n_sites) % w.shape[0]], rows, seed, continuous)
     sim = simulate(n_per_silo=rows, weights=w[np.arange(n_sites) % w.shape[0]], n_modalities=[2] * 4 + [3] * 6,
                    concentration=0.3, rng=seed)
     schema = folder / "schema.json"
@@ -195,6 +198,30 @@ def make_files(folder: Path, n_sites: int, rows: int, seed: int) -> tuple[list[P
         files.append(folder / f"{d.name}.csv")
         d.to_frame().to_csv(files[-1], index=False)
     return files, schema
+
+
+def make_mixed_files(folder: Path, weights: np.ndarray, rows: int, seed: int, g: int) -> tuple[list[Path], Path]:
+    """Silo files with ``g`` measurements (mmHg-like: location 120, scale 15) beside ten categorical items, the
+    clusters' means spread over +-1.5 standardised units, 3% of values missing."""
+    import dataclasses
+
+    from vcmc.data.schema import ContinuousVariable, Schema
+    from vcmc.research.simulate_mixed import simulate_mixed
+
+    k = weights.shape[1]
+    rng = np.random.default_rng(seed)
+    means, sds = rng.uniform(-1.5, 1.5, size=(k, g)), rng.uniform(0.4, 0.8, size=(k, g))
+    silos, _ = simulate_mixed([rows] * weights.shape[0], weights, means, sds, n_modalities=[2] * 4 + [3] * 6,
+                              concentration=0.3, missing=0.03, rng=rng)
+    schema = Schema(silos[0].schema.variables, continuous=tuple(
+        ContinuousVariable(f"X{j + 1}", 120.0, 15.0, "mmHg") for j in range(g)))
+    path = folder / "schema.json"
+    schema.to_json(path)
+    files = []
+    for d in silos:
+        files.append(folder / f"{d.name}.csv")
+        dataclasses.replace(d, schema=schema, values=120.0 + 15.0 * d.values).to_frame().to_csv(files[-1], index=False)
+    return files, path
 
 
 _ROUND = re.compile(r"vcmc INFO: (?P<stage>[a-z_ ]+?(?: round \d+)?): (?P<ok>\d+) of (?P<n>\d+) silos replied in "
@@ -621,7 +648,8 @@ def identical(c: dict) -> bool:
 
 
 def _label(r: dict) -> str:
-    return f"{r['sites']} sites" + (f", {r['rounds']} rounds" if r.get("rounds", 1) > 1 else ", one-shot")
+    return f"{r['sites']} sites" + (f", {r['rounds']} rounds" if r.get("rounds", 1) > 1 else ", one-shot") + (
+        f", {r['continuous']} continuous items" if r.get("continuous") else "")
 
 
 def markdown(reports: list[dict], cost: dict | None = None, rounds: dict | None = None) -> str:
@@ -713,6 +741,8 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=300, help="rows per site")
     ap.add_argument("--rounds", type=int, default=1, help="aggregation.rounds of the runs (1: the one-shot pass)")
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--continuous", type=int, default=0, metavar="G",
+                    help="G continuous items (Gaussian) beside the ten categorical ones in every site's file")
     ap.add_argument("--sample", type=float, default=0.5, help="seconds between memory samples")
     ap.add_argument("--timeout", type=float, default=7200, help="seconds a Flower run may take")
     ap.add_argument("--min-available-mb", type=float, default=2000,
@@ -781,7 +811,7 @@ def main() -> None:
                     tmp = Path(tmp_name)
                     data = tmp / "data"
                     data.mkdir()
-                    files, schema = make_files(data, n, args.rows, args.seed)
+                    files, schema = make_files(data, n, args.rows, args.seed, args.continuous)
                     flower = run_flower(tmp, files, schema, options, args.seed, args.sample, args.timeout,
                                         args.min_available_mb, args.superexec_poll_interval,
                                         run_options={"aggregation.rounds": args.rounds}, max_clientapps=cap,
@@ -790,14 +820,16 @@ def main() -> None:
                     comparison = compare(flower["result"], fit["result"], flower["silo_out"], fit["out"])
                     per_message = data_read_cost(files[0], schema)
                 report = {"benchmark": "flower", "command": command, "commit": commit(), "cores": os.cpu_count(),
-                          "sites": n, "rows": args.rows, "iterations": args.iterations, "rounds": args.rounds,
+                          "sites": n, "rows": args.rows, "continuous": args.continuous, "iterations": args.iterations,
+                          "rounds": args.rounds,
                           "seed": args.seed, "busy": args.busy, "busy_cpu_s": busy.cpu_s(),
                           "flower": {k: v for k, v in flower.items() if k not in ("result", "silo_out")},
                           "fit": {"wall_s": fit["wall_s"], "peak_rss_mb": fit["peak_rss_mb"],
                                   "timings_s": fit["result"]["timings_s"],
                                   "effective_options": fit["effective_options"]},
                           "silo_data_per_message": per_message, "comparison": comparison}
-                name = f"flower-{n}" + (f"-rounds{args.rounds}" if args.rounds > 1 else "")
+                name = f"flower-{n}" + (f"-rounds{args.rounds}" if args.rounds > 1 else "") + (
+                    f"-continuous{args.continuous}" if args.continuous else "")
                 atomic_write_text(args.out / f"{name}.json", json.dumps(report, indent=2) + "\n")
                 print(json.dumps({"sites": n, "flower_s": flower["run_wall_s"], "fit_s": fit["wall_s"],  # noqa: T201
                                   "identical": identical(comparison), **comparison}))
@@ -806,7 +838,7 @@ def main() -> None:
     saved = [json.loads(p.read_text()) for p in sorted(args.out.glob("flower-*.json"))]
     cost_file, rounds_file = args.out / "clientapp-cost.json", args.out / "round-cost.json"
     atomic_write_text(args.out / "README.md", markdown(
-        sorted(saved, key=lambda r: (r["sites"], r.get("rounds", 1))),
+        sorted(saved, key=lambda r: (r["sites"], r.get("rounds", 1), r.get("continuous", 0))),
         json.loads(cost_file.read_text()) if cost_file.is_file() else None,
         json.loads(rounds_file.read_text()) if rounds_file.is_file() else None))
 
