@@ -33,7 +33,8 @@ adds G measurements (Gaussian items, in the data's units) to every site's file. 
   ``OUT/clientapp-cost.json``.
 
 ``--round-cost N`` instead measures the rounds in a deployment of N sites: ``--repeats`` runs of ``--rounds
-R`` for each ClientApp launcher (Flower's ``flwr-clientapp``, vcmc's), alternating, and the median seconds
+R`` for each ClientApp launcher (Flower's ``flwr-clientapp``, vcmc's, vcmc's forked from a warm process), in
+turn, and the median seconds
 per round, ClientApp CPU seconds per message and launches (``OUT/round-cost.json``).
 ``--superexec-poll-interval S`` sets the SuperExecs' poll interval; ``--idle SECONDS`` instead measures
 the CPU that 8 idle SuperNodes and SuperExecs use with Flower's default interval and with ``S``
@@ -70,11 +71,11 @@ from vcmc.atomic import atomic_write_text
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "federation"))
-from flowerlab import Lab, is_clientapp, processes_with  # noqa: E402 - the test suite's loopback deployment
+from flowerlab import Lab, is_clientapp, is_warm_clientapp, processes_with  # noqa: E402 - the test suite's lab
 
 KINDS = (("flower-superlink", "SuperLink"), ("flower-supernode", "SuperNode"), ("flower-superexec", "SuperExec"),
          ("vcmc superexec", "SuperExec"), ("flwr-clientapp", "ClientApp"), ("vcmc.flower.clientapp_main", "ClientApp"),
-         ("flwr-serverapp", "ServerApp"))
+         ("flwr-serverapp", "ServerApp"), ("multiprocessing.forkserver", "Warm process"))
 KIND_NAMES = tuple(dict.fromkeys(k for _, k in KINDS))
 
 
@@ -132,7 +133,7 @@ class MemorySampler(threading.Thread):
                     cmd = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
                 except OSError:
                     continue
-                kind = _kind(cmd)
+                kind = "ClientApp" if is_warm_clientapp(int(p.name)) else _kind(cmd)
                 if kind is None or (kind == "ClientApp" and not is_clientapp(int(p.name))):
                     continue      # (a fork of a ClientApp before it runs its own program is not another one)
                 hwm, _, pss = _proc_memory(int(p.name))
@@ -271,10 +272,11 @@ def rounds_keys(folder: Path, names: list[str]) -> dict[str, dict[str, str]]:
 def run_flower(tmp: Path, files: list[Path], schema: Path, options: dict, seed: int, sample: float,
                timeout: float, min_available_mb: float = 0.0, superexec_poll_interval: float | None = None,
                run_options: dict | None = None, max_clientapps: int | None = None, light_clientapp: bool = True,
-               rounds: int = 1) -> dict:
+               rounds: int = 1, warm_clientapps: bool = True) -> dict:
     """A deployment of one site per file on loopback and one run of it; ``max_clientapps`` None: the sites
-    started with ``flower-supernode`` (Flower's SuperExec, no cap), else with ``vcmc supernode``."""
-    lab = Lab(tmp, max_clientapps=max_clientapps, light_clientapp=light_clientapp)
+    started with ``flower-supernode`` (Flower's SuperExec, no cap), else with ``vcmc supernode`` (its ClientApps
+    forked from a warm process unless ``warm_clientapps`` is False)."""
+    lab = Lab(tmp, max_clientapps=max_clientapps, light_clientapp=light_clientapp, warm_clientapps=warm_clientapps)
     if superexec_poll_interval is not None:
         # Flower's own setting (flwr 1.42, flwr.supercore.superexec.run_superexec): how often each SuperExec
         # asks its SuperNode for a task to launch (default 1 s); inherited by the SuperExec that each
@@ -341,7 +343,8 @@ def run_flower(tmp: Path, files: list[Path], schema: Path, options: dict, seed: 
             "clientapp_relaunches": max(launches - received, 0),
             "max_clientapps": max_clientapps, "peak_clientapps_alive": memory["per_kind"]["ClientApp"]["peak_alive"],
             "clientapp_launcher": "flwr-clientapp" if max_clientapps is None or not light_clientapp
-            else "vcmc.flower.clientapp_main", "launches_over_the_cap": over_cap,
+            else "vcmc.flower.clientapp_main" + (", forked warm" if warm_clientapps else ""),
+            "launches_over_the_cap": over_cap,
             "superexec_poll_interval_s": superexec_poll_interval or 1.0,
             "supernode_logs_with_401_unauthorized": unauthorised, "lines_401_unauthorized": unauthorised_lines,
             "result": result, "silo_out": silo_out}
@@ -543,7 +546,7 @@ def round_cost(tmp_root: Path, n_sites: int, rows: int, rounds: int, repeats: in
     launcher, ``repeats`` runs each, alternating; and the ClientApp CPU seconds per message."""
     runs = []
     for k in range(repeats):
-        for light in (False, True):
+        for light, warm in ((False, False), (True, False), (True, True)):
             with tempfile.TemporaryDirectory(prefix="vcmc-round-cost-", dir=tmp_root) as name:
                 tmp = Path(name)
                 data = tmp / "data"
@@ -551,13 +554,16 @@ def round_cost(tmp_root: Path, n_sites: int, rows: int, rounds: int, repeats: in
                 files, schema = make_files(data, n_sites, rows, seed)
                 r = run_flower(tmp, files, schema, options, seed, sample, timeout,
                                run_options={"aggregation.rounds": rounds, "assessment.enabled": "false"},
-                               max_clientapps=max_clientapps, light_clientapp=light, rounds=rounds)
+                               max_clientapps=max_clientapps, light_clientapp=light, rounds=rounds,
+                               warm_clientapps=warm)
             clientapp = r["memory"]["per_kind"]["ClientApp"]
             runs.append({"repeat": k, "launcher": r["clientapp_launcher"], "seconds_per_round": r["seconds_per_round"],
                          "rounds_s": r["server_timings_s"].get("rounds"), "run_wall_s": r["run_wall_s"],
                          "messages": r["messages_to_silos"], "clientapp_launches": r["clientapp_launches"],
                          "clientapp_cpu_s_per_message": round(clientapp["cpu_s"] / max(r["messages_to_silos"], 1), 3),
-                         "clientapp_peak_rss_mb": clientapp["peak_rss_mb"]})
+                         "clientapp_peak_rss_mb": clientapp["peak_rss_mb"],
+                         "warm_process_cpu_s": r["memory"]["per_kind"]["Warm process"]["cpu_s"],
+                         "warm_process_peak_rss_mb": r["memory"]["per_kind"]["Warm process"]["peak_rss_mb"]})
             print(json.dumps(runs[-1]))  # noqa: T201
     summary = {}
     for launcher in dict.fromkeys(r["launcher"] for r in runs):

@@ -75,12 +75,29 @@ def _cmdline(pid: int) -> bytes:
 CLIENTAPP_MARKERS = (b"flwr-clientapp", b"vcmc.flower.clientapp_main")
 """Command-line words of a ClientApp process: Flower's program, or vcmc's launcher (vcmc.flower.superexec)."""
 
+WARM_CLIENTAPP_NAME = b"vcmc-clientapp"
+"""The process name (``/proc/PID/comm``) of a ClientApp forked from a SuperExec's warm process
+(``vcmc.flower.warm.PROCESS_NAME``), whose command line is the warm process's."""
+
+
+def _comm(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/comm").read_bytes().strip()
+    except OSError:
+        return b""
+
+
+def is_warm_clientapp(pid: int) -> bool:
+    """A ClientApp forked from a SuperExec's warm process (by its process name)."""
+    return _comm(pid) == WARM_CLIENTAPP_NAME
+
 
 def is_clientapp(pid: int) -> bool:
     """A live ClientApp process started by a SuperExec: not a fork of a ClientApp that has not yet run its own
     program (it shows its parent's command line for that instant), and not exiting (a process gives its memory
     back before it closes its files, a launch slot's among them: no VmRSS then)."""
-    if not any(m in _cmdline(pid) for m in CLIENTAPP_MARKERS):
+    warm = is_warm_clientapp(pid)
+    if not warm and not any(m in _cmdline(pid) for m in CLIENTAPP_MARKERS):
         return False
     try:
         parent = int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
@@ -88,6 +105,8 @@ def is_clientapp(pid: int) -> bool:
             return False
     except (OSError, ValueError, IndexError):
         return False
+    if warm:
+        return not is_warm_clientapp(parent)
     return not any(m in _cmdline(parent) for m in CLIENTAPP_MARKERS)
 
 
@@ -144,11 +163,12 @@ class Lab:
 
     def __init__(self, tmp_path: Path, *, secure: bool = False, max_clientapps: int | None = None,
                  light_clientapp: bool = True, poll_interval: float | None = None,
-                 trusted_bundles: tuple[str, ...] = ()):
+                 trusted_bundles: tuple[str, ...] = (), warm_clientapps: bool = True):
         self.tmp = tmp_path
         self.secure = secure
         self.max_clientapps = max_clientapps
         self.light_clientapp = light_clientapp
+        self.warm_clientapps = warm_clientapps
         self.poll_interval = poll_interval
         self.trusted_bundles = tuple(trusted_bundles)     # the app bundles' hashes every site pinned
         self.slots_dir = tmp_path / "launch-slots"
@@ -218,6 +238,8 @@ class Lab:
             extra = ["--max-clientapps", str(self.max_clientapps), "--slots-dir", str(self.slots_dir)]
             if not self.light_clientapp:
                 extra.append("--flower-clientapp")
+            if not self.warm_clientapps:
+                extra.append("--cold-clientapps")
             if self.poll_interval is not None:
                 extra += ["--poll-interval", f"{self.poll_interval:g}"]
             for bundle in self.trusted_bundles:

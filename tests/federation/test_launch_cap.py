@@ -29,6 +29,9 @@ def _spec(task_id: int = 1, fab_hash: str | None = "ab" * 32):
 class HoldingExecutor(CappedExecutor):
     """The capped executor, its task processes replaced by processes that live until told to end."""
 
+    def __init__(self, **kwargs):
+        super().__init__(warm=False, **kwargs)
+
     def command(self, spec):
         return HOLD
 
@@ -124,6 +127,43 @@ def test_a_bundle_the_site_does_not_trust_is_never_started(tmp_path):
     executor._children[0].stdin.close()
     executor._children[0].wait(30)
     executor.close()
+
+
+def test_a_warm_clientapp_runs_flowers_clientapp_process_and_holds_its_slot_until_it_exits(tmp_path):
+    """A ClientApp forked from the warm process (vcmc.flower.warm) runs Flower's ClientApp process with the
+    command line it was given (it reaches the Runtime API named there) and holds the launch slot it was given
+    until it ends, however it ends."""
+    import os
+    import signal
+    import socket
+    import time
+
+    from vcmc.flower.warm import WarmLauncher
+
+    with socket.socket() as api:                  # a Runtime API that accepts and never answers
+        api.bind(("127.0.0.1", 0))
+        api.listen(8)
+        api.settimeout(120)
+        slots = LaunchSlots(tmp_path / "slots", 1)
+        slot = slots.try_acquire()
+        child = WarmLauncher().launch(["--runtime-api-address", f"127.0.0.1:{api.getsockname()[1]}", "--token",
+                                       "t" * 8, "--insecure"], os.environ, quiet=True, slot_fd=slot.fd)
+        slot.release()
+        assert slots.try_acquire() is None and slots.in_use() == 1          # the ClientApp holds the only slot
+        conn, _ = api.accept()
+        conn.settimeout(120)
+        with conn:
+            assert conn.recv(4096).startswith(b"POST ")                     # Flower's first request to the API
+            assert child.poll() is None
+            os.kill(child.process.pid, signal.SIGKILL)
+            deadline = time.monotonic() + 60
+            while child.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+        assert child.poll() == -signal.SIGKILL
+        again = slots.try_acquire()
+        assert again is not None
+        again.release()
+        slots.close()
 
 
 def test_the_clientapp_command_is_flowers_with_vcmcs_launcher():

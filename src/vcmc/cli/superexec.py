@@ -34,6 +34,10 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--flower-clientapp", action="store_true",
                    help="start ClientApps with Flower's own flwr-clientapp instead of vcmc's lighter launcher "
                         "(vcmc.flower.clientapp_main)")
+    p.add_argument("--cold-clientapps", action="store_true",
+                   help="start each ClientApp as a new interpreter instead of forking it from a warm process that "
+                        "has Flower and vcmc imported (about 150 MB per site, held while the SuperExec runs; "
+                        "docs/federation.md §3.6)")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -88,5 +92,5 @@ def run(args) -> int:
                   auth_secret_file=args.superexec_auth_secret_file, parent_pid=args.parent_pid,
                   max_clientapps=args.max_clientapps, slots_dir=args.slots_dir, poll_interval=args.poll_interval,
                   trusted_bundles=args.trusted_bundle, light_clientapp=not args.flower_clientapp,
-                  remove_after_start=args.remove_after_start)
+                  warm=not args.cold_clientapps, remove_after_start=args.remove_after_start)
     return 0

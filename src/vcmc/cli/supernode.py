@@ -77,6 +77,8 @@ def commands(args, secret_file: str) -> tuple[list[str], list[str]]:
         execs += ["--trusted-bundle", h]
     if args.flower_clientapp:
         execs.append("--flower-clientapp")
+    if args.cold_clientapps:
+        execs.append("--cold-clientapps")
     return node, execs
 
 

@@ -312,13 +312,20 @@ class CappedExecutor:
         sha256 hashes of the app bundles (FABs) this site runs; empty: any.
     child_env : dict, optional
         Environment of the launched processes (default: this process's).
+    warm : bool
+        Fork the lighter launcher's ClientApps from a warm process that has Flower and vcmc imported
+        (``vcmc.flower.warm``; default) instead of starting a new interpreter for each message. Only with
+        ``light_clientapp`` and where the platform has the forkserver start method.
     """
 
     def __init__(self, *, slots: LaunchSlots | None, poll_interval: float = 1.0, light_clientapp: bool = True,
-                 trusted_bundles: Iterable[str] = (), child_env: dict | None = None, log=None):
+                 trusted_bundles: Iterable[str] = (), child_env: dict | None = None, log=None, warm: bool = True):
+        from vcmc.flower.warm import WarmLauncher, warm_available
+
         self.slots = slots
         self.poll_interval = float(poll_interval)
         self.light_clientapp = bool(light_clientapp)
+        self.warm = WarmLauncher() if warm and light_clientapp and warm_available() else None
         self.trusted_bundles = frozenset(h.strip().lower() for h in trusted_bundles if h.strip())
         self.child_env = child_env
         self._log = log or _flower_log
@@ -387,8 +394,14 @@ class CappedExecutor:
         args = self.command(spec)
         quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL} if spec.suppress_output else {}
         try:
-            self._children.append(subprocess.Popen(args, pass_fds=() if slot is None else (slot.fd,),  # noqa: S603
-                                                   env=self.child_env, **quiet))
+            if self.warm is not None and self._is_clientapp(spec):
+                head = len(clientapp_command(True))
+                self._children.append(self.warm.launch(args[head:], os.environ if self.child_env is None
+                                                       else self.child_env, quiet=spec.suppress_output,
+                                                       slot_fd=None if slot is None else slot.fd))
+            else:
+                self._children.append(subprocess.Popen(args, pass_fds=() if slot is None else (slot.fd,),  # noqa: S603
+                                                       env=self.child_env, **quiet))
         except OSError as err:
             return LaunchResult.failed(f"could not start {args[0]!r}: {err.strerror or err}")
         finally:
@@ -422,6 +435,12 @@ class CappedExecutor:
         if spec.runtime_dependency_install:
             args.append("--allow-runtime-dependency-installation")
         return args
+
+    @staticmethod
+    def _is_clientapp(spec) -> bool:
+        from flwr.supercore.constant import TaskType
+
+        return spec.task_type == TaskType.CLIENT_APP
 
     def _refusal(self, spec) -> str | None:
         """Why a task must not run on this site: the pinned-bundle check (docs/federation.md §3.7)."""
@@ -464,7 +483,7 @@ def _flower_log(level: str, message: str, *args) -> None:
 def run_superexec(runtime_api_address: str, *, insecure: bool = False, root_certificates: str | None = None,
                   auth_secret_file: str | None = None, parent_pid: int | None = None, max_clientapps: int = 0,
                   slots_dir=None, poll_interval: float | None = None, trusted_bundles: Iterable[str] = (),
-                  light_clientapp: bool = True, remove_after_start=None) -> None:
+                  light_clientapp: bool = True, warm: bool = True, remove_after_start=None) -> None:
     """Run Flower's SuperExec loop for the SuperNode at ``runtime_api_address`` with ``CappedExecutor``
     (``max_clientapps`` 0: no cap). Blocks until the SuperExec ends (a signal, or its ``parent_pid`` ends).
 
@@ -505,7 +524,9 @@ def run_superexec(runtime_api_address: str, *, insecure: bool = False, root_cert
     # the pause between polls is the executor's: Flower's own pause is set to its least value
     os.environ[env_name] = f"{loop._MIN_TASK_POLL_INTERVAL_SECONDS:g}"
     executor = CappedExecutor(slots=slots, poll_interval=float(poll_interval), light_clientapp=light_clientapp,
-                              trusted_bundles=trusted_bundles, child_env=child_env)
+                              trusted_bundles=trusted_bundles, child_env=child_env, warm=warm)
+    if executor.warm is not None:
+        executor.warm.start()       # its imports now, not in the first message's time
     if remove_after_start is not None:
         import atexit
         import shutil
@@ -516,9 +537,10 @@ def run_superexec(runtime_api_address: str, *, insecure: bool = False, root_cert
         executor.after_first_poll = remove
         atexit.register(remove)
     loop.get_executor = lambda *args, **kwargs: executor      # Flower's loop, this executor (checked above)
-    _flower_log("INFO", "vcmc SuperExec: %s; a poll every %g s; ClientApps started with %s%s",
+    _flower_log("INFO", "vcmc SuperExec: %s; a poll every %g s; ClientApps started with %s%s%s",
                 f"at most {max_clientapps} ClientApps at once on this host (slots in {slots.directory})" if slots
                 else "no launch cap", float(poll_interval), " ".join(clientapp_command(light_clientapp)),
+                ", forked from a warm process" if executor.warm is not None else "",
                 f"; trusted bundles {', '.join(sorted(executor.trusted_bundles))}" if executor.trusted_bundles else "")
     loop.run_superexec(runtime_api_address=runtime_api_address, insecure=insecure,
                        root_certificates_path=root_certificates, superexec_auth_secret=secret, parent_pid=parent_pid,
