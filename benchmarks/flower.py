@@ -33,8 +33,8 @@ adds G measurements (Gaussian items, in the data's units) to every site's file. 
   ``OUT/clientapp-cost.json``.
 
 ``--round-cost N`` instead measures the rounds in a deployment of N sites: ``--repeats`` runs of ``--rounds
-R`` for each ClientApp launcher (Flower's ``flwr-clientapp``, vcmc's, vcmc's forked from a warm process), in
-turn, and the median seconds
+R`` for each ClientApp launcher (Flower's ``flwr-clientapp``, vcmc's, vcmc's forked from a warm process; then
+the last under vcmc's SuperNode launcher: ``LAUNCHERS``), in turn, and the median seconds
 per round, ClientApp CPU seconds per message and launches (``OUT/round-cost.json``).
 ``--superexec-poll-interval S`` sets the SuperExecs' poll interval; ``--idle SECONDS`` instead measures
 the CPU that 8 idle SuperNodes and SuperExecs use with Flower's default interval and with ``S``
@@ -75,7 +75,8 @@ from flowerlab import Lab, is_clientapp, is_warm_clientapp, processes_with  # no
 
 KINDS = (("flower-superlink", "SuperLink"), ("flower-supernode", "SuperNode"), ("flower-superexec", "SuperExec"),
          ("vcmc superexec", "SuperExec"), ("flwr-clientapp", "ClientApp"), ("vcmc.flower.clientapp_main", "ClientApp"),
-         ("flwr-serverapp", "ServerApp"), ("multiprocessing.forkserver", "Warm process"))
+         ("flwr-serverapp", "ServerApp"), ("multiprocessing.forkserver", "Warm process"),
+         ("vcmc.flower.supernode_main", "SuperNode"))
 KIND_NAMES = tuple(dict.fromkeys(k for _, k in KINDS))
 
 
@@ -272,11 +273,13 @@ def rounds_keys(folder: Path, names: list[str]) -> dict[str, dict[str, str]]:
 def run_flower(tmp: Path, files: list[Path], schema: Path, options: dict, seed: int, sample: float,
                timeout: float, min_available_mb: float = 0.0, superexec_poll_interval: float | None = None,
                run_options: dict | None = None, max_clientapps: int | None = None, light_clientapp: bool = True,
-               rounds: int = 1, warm_clientapps: bool = True) -> dict:
+               rounds: int = 1, warm_clientapps: bool = True, flower_supernode: bool = False) -> dict:
     """A deployment of one site per file on loopback and one run of it; ``max_clientapps`` None: the sites
     started with ``flower-supernode`` (Flower's SuperExec, no cap), else with ``vcmc supernode`` (its ClientApps
-    forked from a warm process unless ``warm_clientapps`` is False)."""
-    lab = Lab(tmp, max_clientapps=max_clientapps, light_clientapp=light_clientapp, warm_clientapps=warm_clientapps)
+    forked from a warm process unless ``warm_clientapps`` is False, through vcmc's SuperNode launcher unless
+    ``flower_supernode``)."""
+    lab = Lab(tmp, max_clientapps=max_clientapps, light_clientapp=light_clientapp, warm_clientapps=warm_clientapps,
+              flower_supernode=flower_supernode)
     if superexec_poll_interval is not None:
         # Flower's own setting (flwr 1.42, flwr.supercore.superexec.run_superexec): how often each SuperExec
         # asks its SuperNode for a task to launch (default 1 s); inherited by the SuperExec that each
@@ -343,7 +346,8 @@ def run_flower(tmp: Path, files: list[Path], schema: Path, options: dict, seed: 
             "clientapp_relaunches": max(launches - received, 0),
             "max_clientapps": max_clientapps, "peak_clientapps_alive": memory["per_kind"]["ClientApp"]["peak_alive"],
             "clientapp_launcher": "flwr-clientapp" if max_clientapps is None or not light_clientapp
-            else "vcmc.flower.clientapp_main" + (", forked warm" if warm_clientapps else ""),
+            else "vcmc.flower.clientapp_main" + (", forked warm" if warm_clientapps else "")
+            + (", Flower's SuperNode" if flower_supernode and max_clientapps is not None else ""),
             "launches_over_the_cap": over_cap,
             "superexec_poll_interval_s": superexec_poll_interval or 1.0,
             "supernode_logs_with_401_unauthorized": unauthorised, "lines_401_unauthorized": unauthorised_lines,
@@ -540,13 +544,19 @@ def launcher_cost(repeats: int = 7) -> dict:
                    "process_wall_s": round(float(np.median([w for _, w in v])), 3)} for name, v in times.items()}
 
 
+LAUNCHERS = ((False, False, True), (True, False, True), (True, True, True), (True, True, False))
+"""``--round-cost``'s deployments: (vcmc's ClientApp launcher, warm, Flower's own SuperNode): Flower's
+``flwr-clientapp``, vcmc's launcher, vcmc's forked warm, each under Flower's SuperNode, then warm under vcmc's
+SuperNode launcher (``vcmc.flower.supernode_main``)."""
+
+
 def round_cost(tmp_root: Path, n_sites: int, rows: int, rounds: int, repeats: int, options: dict, seed: int,
                sample: float, timeout: float, max_clientapps: int) -> dict:
     """Seconds per round of a deployment of ``n_sites`` (ClientApp start-up included), for each ClientApp
     launcher, ``repeats`` runs each, alternating; and the ClientApp CPU seconds per message."""
     runs = []
     for k in range(repeats):
-        for light, warm in ((False, False), (True, False), (True, True)):
+        for light, warm, flower_node in LAUNCHERS:
             with tempfile.TemporaryDirectory(prefix="vcmc-round-cost-", dir=tmp_root) as name:
                 tmp = Path(name)
                 data = tmp / "data"
@@ -555,7 +565,7 @@ def round_cost(tmp_root: Path, n_sites: int, rows: int, rounds: int, repeats: in
                 r = run_flower(tmp, files, schema, options, seed, sample, timeout,
                                run_options={"aggregation.rounds": rounds, "assessment.enabled": "false"},
                                max_clientapps=max_clientapps, light_clientapp=light, rounds=rounds,
-                               warm_clientapps=warm)
+                               warm_clientapps=warm, flower_supernode=flower_node)
             clientapp = r["memory"]["per_kind"]["ClientApp"]
             runs.append({"repeat": k, "launcher": r["clientapp_launcher"], "seconds_per_round": r["seconds_per_round"],
                          "rounds_s": r["server_timings_s"].get("rounds"), "run_wall_s": r["run_wall_s"],

@@ -163,12 +163,13 @@ class Lab:
 
     def __init__(self, tmp_path: Path, *, secure: bool = False, max_clientapps: int | None = None,
                  light_clientapp: bool = True, poll_interval: float | None = None,
-                 trusted_bundles: tuple[str, ...] = (), warm_clientapps: bool = True):
+                 trusted_bundles: tuple[str, ...] = (), warm_clientapps: bool = True, flower_supernode: bool = False):
         self.tmp = tmp_path
         self.secure = secure
         self.max_clientapps = max_clientapps
         self.light_clientapp = light_clientapp
         self.warm_clientapps = warm_clientapps
+        self.flower_supernode = flower_supernode
         self.poll_interval = poll_interval
         self.trusted_bundles = tuple(trusted_bundles)     # the app bundles' hashes every site pinned
         self.slots_dir = tmp_path / "launch-slots"
@@ -240,6 +241,8 @@ class Lab:
                 extra.append("--flower-clientapp")
             if not self.warm_clientapps:
                 extra.append("--cold-clientapps")
+            if self.flower_supernode:
+                extra.append("--flower-supernode")
             if self.poll_interval is not None:
                 extra += ["--poll-interval", f"{self.poll_interval:g}"]
             for bundle in self.trusted_bundles:

@@ -230,6 +230,13 @@ def test_vcmc_supernode_help_and_its_commands(tmp_path):
     for part in ("-m vcmc superexec", "--runtime-api-address 127.0.0.1:9101", "--max-clientapps 2",
                  f"--slots-dir {tmp_path / 'slots'}", f"--trusted-bundle {'ab' * 32}", "--parent-pid SUPERNODE_PID"):
         assert part in superexec
+    # vcmc's SuperNode launcher and warm ClientApps unless the operator asks for Flower's own and a new interpreter
+    assert " -m vcmc.flower.supernode_main " in supernode and "--cold" not in superexec
+    done = _vcmc("supernode", "--superlink", "h:1", "--insecure", "--node-config", node, "--flower-supernode",
+                 "--cold-clientapps", "--dry-run")
+    supernode, superexec = done.stdout.strip().splitlines()
+    assert supernode.split()[0].endswith("flower-supernode") and superexec.endswith("--cold-clientapps "
+                                                                                    "--parent-pid SUPERNODE_PID")
     # mistakes are named before anything starts
     for bad, said in ((node + " min-clustre-size=5", "unknown key(s) ['min-clustre-size']"),
                       ('data-path="a.csv"', "'data-path' must be an absolute path"),
@@ -255,3 +262,33 @@ def test_the_node_config_check_knows_the_rounds_keys(tmp_path):
                       (f'data-path="{data}" rounds-key="{tmp_path / "none.key"}"', "'rounds-key'")):
         with pytest.raises(ConfigError, match=re.escape(said)):
             check_node_config(parse_node_config(bad))
+
+
+def test_the_supernode_launcher_asks_sooner_only_while_messages_come(monkeypatch):
+    """vcmc.flower.supernode_main: Flower's SuperNode loop with its two pauses changed through the loop's ``time``:
+    0.2 s between empty asks for 30 s after a message (then back to Flower's 3 s over 30 s), 0.1 s between looks
+    for the reply; every other pause and name is the real module's. A changed loop is refused by name."""
+    from types import SimpleNamespace
+
+    import vcmc.flower.supernode_main as sm
+
+    now = [1000.0]
+    clock = sm.PollClock(SimpleNamespace(monotonic=lambda: now[0], sleep=lambda s: None, time=lambda: 5.0))
+    assert clock.pause(3.0) == 3.0                              # no message yet: Flower's pause
+    clock.received()
+    assert clock.pause(3.0) == sm.ACTIVE_PAUSE_SECONDS and clock.pause(0.5) == sm.REPLY_PAUSE_SECONDS
+    now[0] += sm.ACTIVE_SECONDS + sm.RAMP_SECONDS / 2
+    assert clock.pause(3.0) == pytest.approx((sm.ACTIVE_PAUSE_SECONDS + 3.0) / 2)
+    now[0] += sm.RAMP_SECONDS
+    assert clock.pause(3.0) == 3.0 and clock.pause(7.0) == 7.0 and clock.time() == 5.0
+    loop = SimpleNamespace(time=None, _pull_and_store_message=lambda run: run)
+    installed = sm.install(loop)
+    assert loop.time is installed and loop._pull_and_store_message(None) is None
+    assert installed.pause(3.0) == 3.0
+    assert loop._pull_and_store_message(7) == 7 and installed.pause(3.0) == sm.ACTIVE_PAUSE_SECONDS
+
+    sm.check_supernode_internals()
+    monkeypatch.setitem(sm._READ, "_push_messages", "0" * 16)
+    with pytest.raises(FlowerInternalsChanged, match=r"flwr 1\.42\.\d+ .*_push_messages: its code changed.*"
+                                                     "--flower-supernode"):
+        sm.check_supernode_internals()

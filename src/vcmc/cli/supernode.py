@@ -15,7 +15,8 @@ from vcmc.exceptions import ConfigError
 NAME = "supernode"
 HELP = "start this site's Flower SuperNode (TLS, authentication, launch cap) and its SuperExec"
 DESCRIPTION = (
-    "Starts flower-supernode (flwr 1.42) for this site with --isolation process and, beside it, vcmc's "
+    "Starts flower-supernode (flwr 1.42; through vcmc.flower.supernode_main, which asks the SuperLink for "
+    "messages sooner while a run is under way) for this site with --isolation process and, beside it, vcmc's "
     "SuperExec (vcmc superexec), which starts one ClientApp process per message, at most --max-clientapps at "
     "once over every site of this host that shares --slots-dir. The SuperNode reaches the SuperLink over TLS "
     "(--root-certificates, the federation's CA) and authenticates with the site's private key (--auth-key, "
@@ -49,16 +50,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="flower-supernode --max-retries (default: retry forever)")
     p.add_argument("--max-wait-time", type=float, default=None, metavar="S",
                    help="flower-supernode --max-wait-time (default: no limit)")
+    p.add_argument("--flower-supernode", action="store_true",
+                   help="start Flower's own flower-supernode, which asks the SuperLink for a message every 3 s when "
+                        "it has none, instead of vcmc's launcher of it (every 0.2 s for 30 s after a message, then "
+                        "back to 3 s: vcmc.flower.supernode_main; docs/federation.md §3.6)")
     p.add_argument("--dry-run", action="store_true", help="print the two commands and exit")
 
 
 def commands(args, secret_file: str) -> tuple[list[str], list[str]]:
     """The SuperNode's and the SuperExec's command lines (the SuperExec's ``--parent-pid`` is added when the
     SuperNode's process id is known)."""
-    bin_dir = Path(sys.executable).parent
-    supernode = shutil.which("flower-supernode", path=str(bin_dir)) or shutil.which("flower-supernode") \
-        or "flower-supernode"
-    node = [supernode, *(["--insecure"] if args.insecure else ["--root-certificates", args.root_certificates])]
+    if args.flower_supernode:
+        bin_dir = Path(sys.executable).parent
+        head = [shutil.which("flower-supernode", path=str(bin_dir)) or shutil.which("flower-supernode")
+                or "flower-supernode"]
+    else:
+        head = [sys.executable, "-m", "vcmc.flower.supernode_main"]
+    node = [*head, *(["--insecure"] if args.insecure else ["--root-certificates", args.root_certificates])]
     if args.auth_key:
         node += ["--auth-supernode-private-key", args.auth_key]
     node += ["--superlink", args.superlink, "--isolation", "process", "--host", args.host, "--port", str(args.port),
@@ -103,6 +111,10 @@ def run(args) -> int:
 
     _check(args)
     check_flower_internals()          # before anything starts: a SuperNode whose SuperExec cannot run is no use
+    if not args.flower_supernode:
+        from vcmc.flower.supernode_main import check_supernode_internals
+
+        check_supernode_internals()
     if args.dry_run:
         import shlex
 
