@@ -203,3 +203,78 @@ def test_the_contingency_summary_gives_back_no_suppressed_cell(attacked):
         recovered = np.rint((estimate.mean(axis=0) if field == "profile_draws" else estimate) * sizes)
         assert np.mean(recovered[suppressed] == truth[suppressed]) < 0.5, field
         assert not np.all(np.abs(recovered[suppressed] - truth[suppressed]) <= 1), field
+
+
+GAUSSIAN_NODE = {"min-cluster-size": 10, "sum-precision": 0.5, "share-counts": True}
+"""The operator's limits of the silo with continuous items: the sums of its clusters' measurements rounded to half a
+standardised unit, and the count table shared (so that the summary carries those sums)."""
+
+
+@pytest.fixture(scope="module")
+def attacked_gaussian(tmp_path_factory):
+    """The Gaussian items' attacks (vcmc_curious.attacks.run_gaussian_attacks) on a silo of 300 rows with two
+    measurements (mmHg) beside four categorical items, through the deployed handler behind Flower's protobuf
+    wire encoding (the real-SuperNode run of the same fields: docs/results/flower/, 3 continuous items)."""
+    import dataclasses
+
+    from flwr.supercore.task_identity import TaskIdentity
+    from test_flower_boundary import WireGrid
+    from vcmc_curious.attacks import run_gaussian_attacks
+
+    from vcmc.config import FitConfig, PostprocessConfig, SamplerConfig
+    from vcmc.data.schema import ContinuousVariable, Schema
+    from vcmc.research.simulate_mixed import simulate_mixed
+
+    folder = tmp_path_factory.mktemp("curious-gaussian")
+    silos, _ = simulate_mixed([300], [0.5, 0.3, 0.2], np.array([[-1.5, 0.0], [0.0, 1.5], [1.5, -1.0]]),
+                              np.array([[0.5, 0.7], [0.6, 0.5], [0.4, 0.6]]), missing=0.03, rng=8)
+    schema = Schema(silos[0].schema.variables, continuous=(ContinuousVariable("X1", 120.0, 15.0, "mmHg"),
+                                                          ContinuousVariable("X2", 120.0, 15.0, "mmHg")))
+    schema.to_json(folder / "schema.json")
+    data = dataclasses.replace(silos[0], schema=schema, values=120.0 + 15.0 * silos[0].values)
+    data.to_frame().to_csv(folder / "silo.csv", index=False)
+    config = FitConfig(sampler=SamplerConfig(n_iter=400, burn_in=200, thin=5),
+                       postprocess=PostprocessConfig(min_cluster_fraction=0.05)).to_dict()
+    node = {"data-path": str(folder / "silo.csv"), "schema-path": str(folder / "schema.json"),
+            "silo-name": "hospital", "out-dir": str(folder / "out"), **GAUSSIAN_NODE}
+    saved = {k: getattr(TaskIdentity, k, None) for k in ("_run_id", "_node_id", "_task_id")}
+    TaskIdentity._run_id, TaskIdentity._node_id, TaskIdentity._task_id = 1, 0, 1
+    try:
+        yield run_gaussian_attacks(WireGrid({7: node}), {"config": config})
+    finally:
+        for k, v in saved.items():
+            setattr(TaskIdentity, k, v)
+
+
+GAUSSIAN_REFUSED = {
+    "gaussian-strong-prior-summary": "variance_shape (a0) 1e+09 (at most 10)",
+    "round-start-strong-prior": "variance_shape (a0) 1e+09 (at most 10)",
+    "announce-without-gaussian": "Gaussian draws come exactly when the silo has continuous items",
+    "announce-far-gaussian-mean": "is far from the silo's own posterior",
+    "assign-unannounced-gaussian": "uses Gaussian draws that were not",
+}
+
+
+@pytest.mark.flower
+@pytest.mark.parametrize("attack", sorted(GAUSSIAN_REFUSED))
+def test_an_attack_on_the_gaussian_fields_is_refused(attacked_gaussian, attack):
+    got = attacked_gaussian[attack]
+    assert not got["ok"], f"the silo answered {attack}: {got}"
+    assert GAUSSIAN_REFUSED[attack] in got["reason"], got["reason"]
+
+
+@pytest.mark.flower
+def test_the_honest_gaussian_fields_respect_the_operators_limits(attacked_gaussian):
+    results = attacked_gaussian
+    summary = results["gaussian-summary"]
+    assert summary["ok"] and min(summary["cluster_sizes"]) >= 10
+    sums = np.asarray(summary["gaussian_sums"], dtype=float)               # (K, 3G): rows, sums, sums of squares
+    g = sums.shape[1] // 3
+    observed = sums[:, :g]
+    assert not np.any((observed > 0) & (observed < 10))                   # no (cluster, item) of fewer rows
+    rounded = sums[:, g:] / 0.5
+    np.testing.assert_allclose(rounded, np.round(rounded), atol=1e-9)     # on the operator's precision
+    assert results["announce-honest-gaussian"]["ok"] and results["assign-honest-gaussian"]["ok"]
+    for field in ("counts", "expected", "probability"):
+        v = np.asarray(results["assign-honest-gaussian"][field], dtype=float)
+        assert not np.any((v > 0) & (v < 10)), (field, v)

@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 __all__ = ["PRELOAD", "PROCESS_NAME", "WarmLauncher", "warm_available"]
 
 PRELOAD = (
+    "vcmc.federation._forkserver",              # first: a Ctrl-C while the warm process imports prints no traceback
     "vcmc.cli",                                 # the SuperExec's __main__ (``python -m vcmc``), re-run in the child
     "flwr.supernode.runtime.run_clientapp",     # Flower's ClientApp process (vcmc's launcher is left out: its
                                                 # name in the warm process's command line would mark it a ClientApp)

@@ -150,3 +150,60 @@ def run_attacks(grid, plan: dict) -> dict:
                                                  spawn_key=(2, 0)))
     ask("hello", HelloRequest())
     return results
+
+
+def run_gaussian_attacks(grid, plan: dict) -> dict:
+    """The attacks on the Gaussian items' fields of a silo with continuous items (docs/design.md §17.4): a prior
+    that pins the draws (at summarize and at the rounds' start), announcements without the Gaussian draws or with
+    a mean of the server's choosing, an assign at unannounced means; and the honest summary, announcement and
+    assign, whose fields the test checks against the operator's limits."""
+    nodes = wait_for_nodes(grid, 1, timeout=120)
+    names, _ = discover_silos(grid, nodes, timeout=120)
+    silo = sorted(names)[0]
+    tr = FlowerTransport(grid, names, default_timeout=240)
+    results = {}
+
+    def ask(name, request):
+        results[name] = _plain(tr.call({silo: request})[silo])
+        return results[name]
+
+    honest = config_from_mapping(plan["config"])
+
+    def summarize(config):
+        return SummarizeRequest(config=SiloConfig.from_fit_config(config), n_silos=1, seed_entropy=5,
+                                spawn_key=(0, 0))
+
+    pinning = dataclasses.replace(honest, prior=dataclasses.replace(honest.prior, variance_shape=1e9,
+                                                                    variance_rate=1e-3))
+    ask("gaussian-strong-prior-summary", summarize(pinning))
+    summary = ask("gaussian-summary", summarize(honest))
+    if not summary["ok"]:
+        results["abort"] = True
+        return results
+    from vcmc.protocol.rounds import RoundStartRequest
+
+    k = int(len(summary["cluster_sizes"]))
+    pi_draws = np.asarray(summary["pi_draws"], dtype=np.float64)
+    prof_draws = np.asarray(summary["profile_draws"], dtype=np.float64)
+    gauss = np.asarray(summary["gaussian_draws"], dtype=np.float64)
+    g = gauss.shape[2] // 2
+    ask("round-start-strong-prior", RoundStartRequest(
+        names=(silo,), start=np.arange(k)[None], n_components=k, alpha=0.01, beta=np.full(prof_draws.shape[2], 0.5),
+        checkpoints=np.array([6]), stop=False, n_chains=1, anneal=1.0, anneal_until=1, max_stored=50, min_size=10,
+        birth_share=0.0, birth_budget=0, silo_weight_prior=0.0, secure=True, seed_entropy=7, spawn_key=(3,),
+        gaussian_prior=np.array([0.0, 0.01, 1e9, 1e-3])))
+    ask("announce-without-gaussian", AnnounceRequest(assignment=np.arange(k), n_global=k, pi=pi_draws,
+                                                     profiles=prof_draws))
+    far = np.array(gauss, copy=True)
+    far[:, 0, 0] += 10.0 * np.sqrt(far[:, 0, g])           # cluster 1's first mean ten of its sds away
+    ask("announce-far-gaussian-mean", AnnounceRequest(assignment=np.arange(k), n_global=k, pi=pi_draws,
+                                                      profiles=prof_draws, gaussian=far))
+    ask("announce-honest-gaussian", AnnounceRequest(assignment=np.arange(k), n_global=k, pi=pi_draws,
+                                                    profiles=prof_draws, gaussian=gauss))
+    moved = np.array(gauss[:1], copy=True)
+    moved[:, :, :g] += 0.5
+    ask("assign-unannounced-gaussian", AssignRequest(assignment=np.arange(k), n_global=k, pi=pi_draws[:1],
+                                                     profiles=prof_draws[:1], gaussian=moved))
+    ask("assign-honest-gaussian", AssignRequest(assignment=np.arange(k), n_global=k, pi=pi_draws[:20],
+                                                profiles=prof_draws[:20], gaussian=gauss[:20]))
+    return results
