@@ -113,6 +113,21 @@ def test_settled_windows_are_stable_and_drifting_ones_are_not():
     assert not settled(flat[None, :12], np.full((1, 12), 5))["stable"]              # too few kept rounds
 
 
+def test_a_checkpoint_imports_no_plotting_library():
+    """The rule runs in the ClientApp that answers a checkpoint's round: its R-hat is arviz_stats's, without
+    ArviZ's plotting half and matplotlib (seconds of a ClientApp's start-up)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, numpy as np\nfrom vcmc.pooled.chain import settled, PooledChain\n"
+            "x = np.random.default_rng(0).normal(size=(2, 200))\n"
+            "settled(x, np.full((2, 200), 3)); PooledChain._chains_agree(x, np.full((2, 200), 3))\n"
+            "print(sorted(m for m in ('arviz', 'matplotlib', 'arviz_plots') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"
+
+
 def test_births_are_the_columns_held_by_the_minimum_of_misfits_most_first():
     assert choose_births(np.array([3, 12, 0, 30, 10]), budget=2, min_size=10) == [3, 1]
     assert choose_births(np.array([3, 12, 0, 30, 10]), budget=5, min_size=10) == [3, 1, 4]

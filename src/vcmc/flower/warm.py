@@ -36,6 +36,7 @@ PRELOAD = (
     "vcmc.pooled.chain",
     "vcmc.rows.rounds",
     "vcmc.mcmc.sampler",
+    "arviz_stats",                              # the summary's diagnostics and the rounds' checkpoints
 )
 """The modules the warm process imports once, so that no ClientApp imports them again: every module a round's
 message needs (the heavy libraries come with them)."""

@@ -180,7 +180,9 @@ def settled(log_joints: np.ndarray, ks: np.ndarray, max_rhat: float = MAX_RHAT) 
     of the collapsed log joint (each chain's two halves as chains), and the most frequent K (the chain's
     components holding the minimum cluster size) of every half equal. Returns ``stable``, ``rhat``, the halves'
     K and, when unstable, what to do (``said``)."""
-    import arviz as az
+    # arviz_stats's R-hat (which ArviZ re-exports): ArviZ itself would import its plotting half and matplotlib
+    # into the ClientApp that answers a checkpoint's round (vcmc.mcmc.diagnostics does the same)
+    import arviz_stats as az
 
     lj = np.atleast_2d(np.asarray(log_joints, dtype=np.float64))
     k = np.atleast_2d(np.asarray(ks, dtype=np.int64))
@@ -378,7 +380,7 @@ class PooledChain:
     def _chains_agree(lj: np.ndarray, ks: np.ndarray, max_rhat: float = MAX_RHAT) -> bool:
         """Two chains agree when their log joints over the window mix (R-hat below the target) and their most
         frequent K is the same."""
-        import arviz as az
+        import arviz_stats as az
 
         rhat = float(az.rhat(lj)) if np.ptp(lj) > 0 else 1.0
         return bool(rhat < max_rhat and len({int(np.bincount(k).argmax()) for k in ks}) == 1)
