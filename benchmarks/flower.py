@@ -544,19 +544,20 @@ def launcher_cost(repeats: int = 7) -> dict:
                    "process_wall_s": round(float(np.median([w for _, w in v])), 3)} for name, v in times.items()}
 
 
-LAUNCHERS = ((False, False, True), (True, False, True), (True, True, True), (True, True, False))
+LAUNCHERS = {"flwr-clientapp": (False, False, True), "vcmc-cold": (True, False, True),
+             "vcmc-warm-flower-supernode": (True, True, True), "vcmc-warm": (True, True, False)}
 """``--round-cost``'s deployments: (vcmc's ClientApp launcher, warm, Flower's own SuperNode): Flower's
 ``flwr-clientapp``, vcmc's launcher, vcmc's forked warm, each under Flower's SuperNode, then warm under vcmc's
-SuperNode launcher (``vcmc.flower.supernode_main``)."""
+SuperNode launcher (``vcmc.flower.supernode_main``), the default of ``vcmc supernode``."""
 
 
 def round_cost(tmp_root: Path, n_sites: int, rows: int, rounds: int, repeats: int, options: dict, seed: int,
-               sample: float, timeout: float, max_clientapps: int) -> dict:
+               sample: float, timeout: float, max_clientapps: int, launchers=tuple(LAUNCHERS)) -> dict:
     """Seconds per round of a deployment of ``n_sites`` (ClientApp start-up included), for each ClientApp
     launcher, ``repeats`` runs each, alternating; and the ClientApp CPU seconds per message."""
     runs = []
     for k in range(repeats):
-        for light, warm, flower_node in LAUNCHERS:
+        for light, warm, flower_node in (LAUNCHERS[name] for name in launchers):
             with tempfile.TemporaryDirectory(prefix="vcmc-round-cost-", dir=tmp_root) as name:
                 tmp = Path(name)
                 data = tmp / "data"
@@ -779,6 +780,8 @@ def main() -> None:
     ap.add_argument("--round-cost", type=int, default=0, metavar="N",
                     help="instead: seconds per round of N sites for each ClientApp launcher (round-cost.json)")
     ap.add_argument("--repeats", type=int, default=3, help="with --round-cost: runs per launcher")
+    ap.add_argument("--launchers", nargs="+", default=list(LAUNCHERS), choices=list(LAUNCHERS),
+                    help="with --round-cost: the deployments measured (default: all, in this order)")
     ap.add_argument("--idle", type=float, default=0, metavar="SECONDS",
                     help="instead of runs: measure the idle CPU of 8 SuperNodes for SECONDS with Flower's default "
                          "SuperExec poll interval and with --superexec-poll-interval (idle-cpu.json)")
@@ -809,7 +812,7 @@ def main() -> None:
         if args.round_cost:
             with tempfile.TemporaryDirectory(prefix="vcmc-round-cost-") as tmp_name:
                 rc = round_cost(Path(tmp_name), args.round_cost, args.rows, args.rounds, args.repeats, options,
-                                args.seed, args.sample, args.timeout, args.max_clientapps)
+                                args.seed, args.sample, args.timeout, args.max_clientapps, args.launchers)
             atomic_write_text(args.out / "round-cost.json", json.dumps(
                 {"benchmark": "flower-round-cost", "command": command, "commit": commit(), "cores": os.cpu_count(),
                  "sites": args.round_cost, "rows": args.rows, "rounds": args.rounds, "iterations": args.iterations,

@@ -292,3 +292,32 @@ def test_the_supernode_launcher_asks_sooner_only_while_messages_come(monkeypatch
     with pytest.raises(FlowerInternalsChanged, match=r"flwr 1\.42\.\d+ .*_push_messages: its code changed.*"
                                                      "--flower-supernode"):
         sm.check_supernode_internals()
+
+
+def test_the_superexec_claims_sooner_while_a_run_is_under_way(tmp_path, monkeypatch):
+    """The SuperExec's pause between claims is the operator's poll interval when idle, ACTIVE_POLL_SECONDS for
+    ACTIVE_SECONDS after its last launch, then back to the interval over RAMP_SECONDS (ramped_pause)."""
+    import vcmc.flower.superexec as se
+
+    assert se.ramped_pause(0.0, 5.0) == se.ACTIVE_POLL_SECONDS == se.ramped_pause(se.ACTIVE_SECONDS, 5.0)
+    assert se.ramped_pause(se.ACTIVE_SECONDS + se.RAMP_SECONDS / 2, 5.0) == pytest.approx((5.0 + 0.2) / 2)
+    assert se.ramped_pause(float("inf"), 5.0) == 5.0 and se.ramped_pause(0.0, 0.05) == 0.05
+    from types import SimpleNamespace
+
+    clock, slept = [100.0], []
+    monkeypatch.setattr(se, "time", SimpleNamespace(monotonic=lambda: clock[0], sleep=slept.append))
+    executor = HoldingExecutor(slots=None, poll_interval=5.0, log=lambda *a: None)
+    types = {"clientapp"}
+    executor.get_eligible_capacity(types)                  # the first poll: no pause
+    clock[0] += 1.0
+    executor.get_eligible_capacity(types)                  # idle: the rest of the interval
+    assert slept == [pytest.approx(4.0)]
+    assert executor.launch(_spec(1)).status == "accepted"
+    executor.get_eligible_capacity(types)                  # a ClientApp just started: the active pace
+    assert slept[-1] == pytest.approx(se.ACTIVE_POLL_SECONDS)
+    clock[0] += se.ACTIVE_SECONDS + se.RAMP_SECONDS + 1.0
+    executor.get_eligible_capacity(types)                  # long after it: the interval again (already waited)
+    assert len(slept) == 2
+    executor._children[0].stdin.close()
+    executor._children[0].wait(30)
+    executor.close()

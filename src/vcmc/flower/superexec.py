@@ -65,6 +65,25 @@ later, which costs more than one process over the cap."""
 
 WAITING_LOG_EVERY_SECONDS = 60.0
 
+ACTIVE_POLL_SECONDS = 0.2
+"""The pause between two polls (the SuperExec's claims, the SuperNode's asks for a message) while a run is under
+way: ``ACTIVE_SECONDS`` after this site's last message, growing back to the idle pause over ``RAMP_SECONDS``
+(``ramped_pause``). A round of the global-informed rounds is one message per site a few seconds apart, so the
+next one comes while the pause is short; an idle site polls as often as it would otherwise."""
+
+ACTIVE_SECONDS = 30.0
+RAMP_SECONDS = 30.0
+
+
+def ramped_pause(quiet: float, idle: float, active: float = ACTIVE_POLL_SECONDS) -> float:
+    """The pause before the next poll, ``quiet`` seconds after the site's last message: ``active`` for
+    ``ACTIVE_SECONDS``, then growing linearly to ``idle`` over ``RAMP_SECONDS`` (``idle`` if that is shorter)."""
+    if active >= idle:
+        return idle
+    if quiet <= ACTIVE_SECONDS:
+        return active
+    return active + min((quiet - ACTIVE_SECONDS) / RAMP_SECONDS, 1.0) * (idle - active)
+
 # AST digests of the Flower functions whose behaviour vcmc repeats (flwr 1.42.0), without their docstrings:
 # the subprocess executor's launch (the command line of a task process, which CappedExecutor builds) and the
 # flwr-clientapp command (which vcmc.flower.clientapp_main repeats without importing its package).
@@ -304,8 +323,9 @@ class CappedExecutor:
     slots : LaunchSlots or None
         The host's slots; None: no cap (the lighter launcher and the bundle check only).
     poll_interval : float
-        Seconds between two claims of this SuperExec (Flower's ``FLWR_SUPEREXEC_TASK_POLL_INTERVAL``, whose
-        own pause ``run_superexec`` sets to its minimum).
+        Seconds between two claims of this SuperExec when idle (Flower's ``FLWR_SUPEREXEC_TASK_POLL_INTERVAL``,
+        whose own pause ``run_superexec`` sets to its minimum); ``ACTIVE_POLL_SECONDS`` while a run is under way
+        (``ramped_pause``).
     light_clientapp : bool
         Start ClientApps with ``vcmc.flower.clientapp_main`` (default) or Flower's ``flwr-clientapp``.
     trusted_bundles : iterable of str
@@ -331,6 +351,7 @@ class CappedExecutor:
         self._log = log or _flower_log
         self._reserved: Slot | None = None
         self._last_poll = float("-inf")
+        self._last_launch = float("-inf")
         self._children: list[subprocess.Popen] = []
         self.launched = 0
         self.over_cap = 0
@@ -355,7 +376,8 @@ class CappedExecutor:
         self._polls += 1
         if self._polls == 2 and self.after_first_poll is not None:
             self.after_first_poll()
-        pause = self._last_poll + self.poll_interval - time.monotonic()
+        now = time.monotonic()
+        pause = self._last_poll + ramped_pause(now - self._last_launch, self.poll_interval) - now
         if pause > 0:
             time.sleep(pause)
         if self.slots is not None:
@@ -408,6 +430,7 @@ class CappedExecutor:
             if slot is not None:
                 slot.release()
         self.launched += 1
+        self._last_launch = time.monotonic()
         return LaunchResult.accepted()
 
     def close(self) -> None:

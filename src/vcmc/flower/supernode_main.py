@@ -11,8 +11,9 @@ so the 3 s pause is most of a round: the next round's message waits for it at ev
 This launcher changes only those pauses, through the one name the loop reads them by (its module's ``time``):
 
 - the pause between two empty asks is ``ACTIVE_PAUSE_SECONDS`` for ``ACTIVE_SECONDS`` after the last message
-  this SuperNode received, then grows back to Flower's 3 s over ``RAMP_SECONDS`` (an idle SuperNode asks as
-  often as Flower's does, so a host of many idle sites pays nothing more);
+  this SuperNode received, then grows back to Flower's 3 s over ``RAMP_SECONDS`` (``vcmc.flower.superexec.
+  ramped_pause``, the SuperExec's claims' pacing too; an idle SuperNode asks as often as Flower's does, so a host
+  of many idle sites pays nothing more);
 - the reply is looked for every ``REPLY_PAUSE_SECONDS`` (a read of the SuperNode's own state, no network).
 
 ``check_supernode_internals`` verifies first that the installed Flower's loop is the one read for this (an AST
@@ -27,13 +28,12 @@ import threading
 import time
 
 from vcmc.exceptions import FlowerInternalsChanged
+from vcmc.flower.superexec import ACTIVE_POLL_SECONDS as ACTIVE_PAUSE_SECONDS
+from vcmc.flower.superexec import ACTIVE_SECONDS, RAMP_SECONDS, ramped_pause
 
 __all__ = ["ACTIVE_PAUSE_SECONDS", "ACTIVE_SECONDS", "RAMP_SECONDS", "REPLY_PAUSE_SECONDS", "PollClock",
            "check_supernode_internals", "main"]
 
-ACTIVE_PAUSE_SECONDS = 0.2
-ACTIVE_SECONDS = 30.0
-RAMP_SECONDS = 30.0
 REPLY_PAUSE_SECONDS = 0.1
 
 FLOWER_IDLE_PAUSE = 3.0       # flwr 1.42: the loop's pause after an empty ask
@@ -71,10 +71,7 @@ class PollClock:
             return seconds
         with self._lock:
             quiet = self._real.monotonic() - self._last
-        if quiet <= ACTIVE_SECONDS:
-            return ACTIVE_PAUSE_SECONDS
-        share = min((quiet - ACTIVE_SECONDS) / RAMP_SECONDS, 1.0)
-        return ACTIVE_PAUSE_SECONDS + share * (FLOWER_IDLE_PAUSE - ACTIVE_PAUSE_SECONDS)
+        return ramped_pause(quiet, FLOWER_IDLE_PAUSE)
 
     def sleep(self, seconds: float) -> None:
         self._real.sleep(self.pause(seconds))
