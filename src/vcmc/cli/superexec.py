@@ -26,8 +26,8 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
                    help="folder of the host's launch slots, the same for every site of the host (default: "
                         "$XDG_RUNTIME_DIR or /tmp, vcmc-launch-slots-<uid>)")
     p.add_argument("--poll-interval", type=float, default=None, metavar="S",
-                   help="seconds between two claims of a task (Flower's FLWR_SUPEREXEC_TASK_POLL_INTERVAL if set, "
-                        "else 1)")
+                   help="seconds between two claims of a task when idle (Flower's FLWR_SUPEREXEC_TASK_POLL_INTERVAL "
+                        "if set, else 1); 0.2 s for 30 s after a ClientApp started, then back to it over 30 s")
     p.add_argument("--trusted-bundle", action="append", default=[], metavar="SHA256",
                    help="run only the app bundle (FAB) with this sha256 (repeatable): the pinned-bundle check of "
                         "docs/federation.md §3.7; a task of any other bundle is never started")
