@@ -36,7 +36,7 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
                         "(vcmc.flower.clientapp_main)")
     p.add_argument("--cold-clientapps", action="store_true",
                    help="start each ClientApp as a new interpreter instead of forking it from a warm process that "
-                        "has Flower and vcmc imported (about 180 MB per site, held while the SuperExec runs; "
+                        "has Flower and vcmc imported (about 280 MB per site, held while the SuperExec runs; "
                         "docs/federation.md §3.6)")
 
 
