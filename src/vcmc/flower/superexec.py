@@ -109,12 +109,13 @@ def _flower_version() -> str:
         return "not installed"
 
 
-def _changed(internal: str, what: str) -> FlowerInternalsChanged:
+def _changed(internal: str, what: str, *, part: str = "vcmc's launch cap",
+             instead: str = "start the SuperNode without vcmc's SuperExec (flower-supernode --isolation subprocess, "
+                            "docs/federation.md §3.3), which has no launch cap") -> FlowerInternalsChanged:
+    """The error of a Flower internal that ``part`` of vcmc relies on and the installed Flower lacks."""
     return FlowerInternalsChanged(
-        f"vcmc's launch cap relies on Flower {FLOWER_SERIES}x internals that the installed flwr "
-        f"{_flower_version()} does not have as expected: {internal}: {what}. Install flwr>=1.42,<1.43 (vcmc's "
-        "pin), or start the SuperNode without vcmc's SuperExec (flower-supernode --isolation subprocess, "
-        "docs/federation.md §3.3), which has no launch cap")
+        f"{part} relies on Flower {FLOWER_SERIES}x internals that the installed flwr {_flower_version()} does not "
+        f"have as expected: {internal}: {what}. Install flwr>=1.42,<1.43 (vcmc's pin), or {instead}")
 
 
 def _function_digest(source: str, name: str) -> str | None:

@@ -80,16 +80,15 @@ class PollClock:
 def check_supernode_internals() -> None:
     """Raise ``FlowerInternalsChanged`` unless the installed Flower's SuperNode loop is the one read for
     ``PollClock`` (each function's AST digest as recorded in ``_READ``)."""
+    import functools
     import inspect
 
-    from vcmc.flower.superexec import FLOWER_SERIES, _flower_version, _function_digest
+    from vcmc.flower.superexec import _changed as changed
+    from vcmc.flower.superexec import _function_digest
 
-    def _changed(internal: str, what: str) -> FlowerInternalsChanged:
-        return FlowerInternalsChanged(
-            f"vcmc's SuperNode launcher relies on Flower {FLOWER_SERIES}x internals that the installed flwr "
-            f"{_flower_version()} does not have as expected: {internal}: {what}. Install flwr>=1.42,<1.43 (vcmc's "
-            "pin), or start Flower's own SuperNode (vcmc supernode --flower-supernode), which asks the SuperLink "
-            "for a message every 3 s")
+    _changed = functools.partial(changed, part="vcmc's SuperNode launcher",
+                                 instead="start Flower's own SuperNode (vcmc supernode --flower-supernode), which asks "
+                                         "the SuperLink for a message every 3 s")
 
     try:
         import flwr.supernode.start_client_internal as loop
