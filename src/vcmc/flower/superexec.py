@@ -49,8 +49,9 @@ from pathlib import Path
 
 from vcmc.exceptions import ConfigError, FlowerInternalsChanged
 
-__all__ = ["FLOWER_SERIES", "CappedExecutor", "LaunchSlots", "Slot", "check_flower_internals",
-           "clientapp_command", "default_slots_dir", "run_superexec"]
+__all__ = ["ACTIVE_POLL_SECONDS", "FLOWER_SERIES", "CappedExecutor", "LaunchSlots", "Slot", "check_flower_internals",
+           "clientapp_command", "default_slots_dir", "function_digest", "internals_changed", "ramped_pause",
+           "run_superexec"]
 
 FLOWER_SERIES = "1.42."
 """The Flower versions whose SuperExec internals were read for this module (``flwr>=1.42,<1.43``)."""
@@ -109,7 +110,7 @@ def _flower_version() -> str:
         return "not installed"
 
 
-def _changed(internal: str, what: str, *, part: str = "vcmc's launch cap",
+def internals_changed(internal: str, what: str, *, part: str = "vcmc's launch cap",
              instead: str = "start the SuperNode without vcmc's SuperExec (flower-supernode --isolation subprocess, "
                             "docs/federation.md §3.3), which has no launch cap") -> FlowerInternalsChanged:
     """The error of a Flower internal that ``part`` of vcmc relies on and the installed Flower lacks."""
@@ -118,7 +119,7 @@ def _changed(internal: str, what: str, *, part: str = "vcmc's launch cap",
         f"have as expected: {internal}: {what}. Install flwr>=1.42,<1.43 (vcmc's pin), or {instead}")
 
 
-def _function_digest(source: str, name: str) -> str | None:
+def function_digest(source: str, name: str) -> str | None:
     """sha256 (16 hex digits) of the AST of the function ``name`` in ``source``, without its docstring; None
     when there is no such function. Layout and comments do not change it; any change of code does."""
     for node in ast.walk(ast.parse(source)):
@@ -136,7 +137,7 @@ def check_flower_internals() -> None:
     Flower has every internal the capped SuperExec and the lighter ClientApp launcher rely on."""
     version = _flower_version()
     if not version.startswith(FLOWER_SERIES):
-        raise _changed("the version", f"expected {FLOWER_SERIES}x, whose SuperExec was read for vcmc")
+        raise internals_changed("the version", f"expected {FLOWER_SERIES}x, whose SuperExec was read for vcmc")
     try:
         import flwr
         import flwr.supercore.superexec.run_superexec as loop
@@ -151,55 +152,56 @@ def check_flower_internals() -> None:
         from flwr.supercore.superexec.plugin.base_exec_plugin import BaseExecPlugin
         from flwr.supernode import start_client_internal
     except ImportError as err:
-        raise _changed("a module", f"{err}") from None
+        raise internals_changed("a module", f"{err}") from None
     name = "flwr.supercore.superexec.run_superexec"
     for attr in ("get_executor", "run_superexec", "_get_task_poll_interval"):
         if not callable(getattr(loop, attr, None)):
-            raise _changed(name, f"no function {attr!r}")
+            raise internals_changed(name, f"no function {attr!r}")
     if getattr(loop, "_TASK_POLL_INTERVAL_ENV", None) != "FLWR_SUPEREXEC_TASK_POLL_INTERVAL":
-        raise _changed(name, "the poll interval is no longer read from FLWR_SUPEREXEC_TASK_POLL_INTERVAL")
+        raise internals_changed(name, "the poll interval is no longer read from FLWR_SUPEREXEC_TASK_POLL_INTERVAL")
     if not float(getattr(loop, "_MIN_TASK_POLL_INTERVAL_SECONDS", 1.0)) <= 0.05:
-        raise _changed(name, "the least poll interval is no longer at most 0.05 s")
+        raise internals_changed(name, "the least poll interval is no longer at most 0.05 s")
     params = set(inspect.signature(loop.run_superexec).parameters)
     wanted = {"runtime_api_address", "insecure", "root_certificates_path", "superexec_auth_secret", "parent_pid",
               "runtime_dependency_install", "executor_type"}
     if not wanted <= params:
-        raise _changed(f"{name}.run_superexec", f"no parameters {sorted(wanted - params)}")
+        raise internals_changed(f"{name}.run_superexec", f"no parameters {sorted(wanted - params)}")
     source = inspect.getsource(loop.run_superexec)
     at = [source.find(step) for step in _LOOP_ORDER]
     if min(at) < 0 or at != sorted(at):
-        raise _changed(f"{name}.run_superexec", "the loop no longer reads its pause, builds its executor with "
-                       "get_executor, then checks capacity, claims a task, launches it and pauses, in that order")
+        raise internals_changed(f"{name}.run_superexec", "the loop no longer reads its pause, builds its executor "
+                                "with get_executor, then checks capacity, claims a task, launches it and pauses, in "
+                                "that order")
     handler = inspect.getsource(runtime_handlers.acquire_task)
     if "if not supported_types and not agentapp_fab_hashes:" not in handler:
-        raise _changed("flwr.supercore.servicer.runtime.runtime_handlers.acquire_task",
-                       "a claim with no capacity (no task types) no longer returns without a task")
+        raise internals_changed("flwr.supercore.servicer.runtime.runtime_handlers.acquire_task",
+                                "a claim with no capacity (no task types) no longer returns without a task")
     if "self.executor.launch(" not in inspect.getsource(BaseExecPlugin.launch_task):
-        raise _changed("BaseExecPlugin.launch_task", "the task is no longer launched by its executor")
+        raise internals_changed("BaseExecPlugin.launch_task", "the task is no longer launched by its executor")
     spec_fields = {f.name for f in dataclasses.fields(ExecutionSpec)}
     wanted = {"task_type", "runtime_api_address", "token", "insecure", "root_certificates_path",
               "runtime_dependency_install", "parent_pid", "suppress_output", "task_id", "fab_hash"}
     if not wanted <= spec_fields:
-        raise _changed("ExecutionSpec", f"no fields {sorted(wanted - spec_fields)}")
+        raise internals_changed("ExecutionSpec", f"no fields {sorted(wanted - spec_fields)}")
     if not (callable(getattr(LaunchResult, "accepted", None)) and callable(getattr(LaunchResult, "failed", None))):
-        raise _changed("LaunchResult", "no accepted() or failed()")
+        raise internals_changed("LaunchResult", "no accepted() or failed()")
     if getattr(ExecutorType, "SUBPROCESS", None) is None or TaskType.CLIENT_APP not in TASK_TYPE_TO_COMMAND \
             or TaskType.CLIENT_APP not in TASK_TYPE_TO_APPIO_API_ADDRESS_ARG:
-        raise _changed("flwr.supercore.constant", "no command for the ClientApp task type")
+        raise internals_changed("flwr.supercore.constant", "no command for the ClientApp task type")
     supernode = inspect.getsource(start_client_internal.start_client_internal)
     guard = supernode.find("if isolation == ISOLATION_MODE_SUBPROCESS:\n        runtime_address")
     if guard < 0 or supernode.find('command = ["flower-superexec"]') < guard:
-        raise _changed("flwr.supernode.start_client_internal", "a SuperNode started with --isolation process no "
-                       "longer leaves the SuperExec to its operator")
+        raise internals_changed("flwr.supernode.start_client_internal", "a SuperNode started with --isolation "
+                                "process no longer leaves the SuperExec to its operator")
     root = Path(flwr.__file__).parent
     for (path, function), digest in _REPEATED.items():
         try:
             text = (root / path).read_text(encoding="utf-8")
         except OSError:
-            raise _changed(f"flwr/{path}", "the file is gone") from None
-        if _function_digest(text, function) != digest:
-            raise _changed(f"flwr/{path}: {function}", "its code changed, and vcmc repeats what it does "
-                           "(vcmc.flower.superexec, vcmc.flower.clientapp_main)")
+            raise internals_changed(f"flwr/{path}", "the file is gone") from None
+        if function_digest(text, function) != digest:
+            raise internals_changed(f"flwr/{path}: {function}", "its code changed, and vcmc repeats what it does "
+                                    "(vcmc.flower.superexec, vcmc.flower.clientapp_main)")
 
 
 def default_slots_dir() -> Path:

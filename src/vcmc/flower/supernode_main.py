@@ -39,7 +39,7 @@ REPLY_PAUSE_SECONDS = 0.1
 FLOWER_IDLE_PAUSE = 3.0       # flwr 1.42: the loop's pause after an empty ask
 FLOWER_REPLY_PAUSE = 0.5      # flwr 1.42: the pause between two looks for the ClientApp's reply
 
-# AST digests (vcmc.flower.superexec._function_digest) of the functions whose pauses this changes, flwr 1.42.0
+# AST digests (vcmc.flower.superexec.function_digest) of the functions whose pauses this changes, flwr 1.42.0
 _READ = {
     "start_client_internal": "818c188d51a52935",
     "_push_messages": "827bc83c6e43fc8e",
@@ -83,25 +83,24 @@ def check_supernode_internals() -> None:
     import functools
     import inspect
 
-    from vcmc.flower.superexec import _changed as changed
-    from vcmc.flower.superexec import _function_digest
+    from vcmc.flower.superexec import function_digest, internals_changed
 
-    _changed = functools.partial(changed, part="vcmc's SuperNode launcher",
+    changed = functools.partial(internals_changed, part="vcmc's SuperNode launcher",
                                  instead="start Flower's own SuperNode (vcmc supernode --flower-supernode), which asks "
                                          "the SuperLink for a message every 3 s")
 
     try:
         import flwr.supernode.start_client_internal as loop
     except ImportError as err:
-        raise _changed("a module", f"{err}") from None
+        raise changed("a module", f"{err}") from None
     source = inspect.getsource(loop)
     for name, digest in _READ.items():
-        got = _function_digest(source, name)
+        got = function_digest(source, name)
         if got != digest:
-            raise _changed(f"supernode/start_client_internal.py: {name}",
+            raise changed(f"supernode/start_client_internal.py: {name}",
                            "its code changed since vcmc read its pauses" if got else "it is gone")
     if not hasattr(loop, "_pull_and_store_message") or getattr(loop, "time", None) is not time:
-        raise _changed("supernode/start_client_internal.py", "the loop no longer reads its pauses from `time`")
+        raise changed("supernode/start_client_internal.py", "the loop no longer reads its pauses from `time`")
 
 
 def install(loop=None) -> PollClock:
