@@ -48,6 +48,10 @@ VARIANTS: dict[str, dict] = {
     "default-fixed-500": {"plan.stop": False, "plan.checkpoints": [250, 500]},
     "default-fixed-1000": {"plan.stop": False, "plan.checkpoints": [250, 500, 1000]},
     "default-fixed-4000": {"plan.stop": False, "plan.checkpoints": [250, 500, 1000, 2000, 4000]},
+    # the start copies a (silo, cluster) pair only where the matching's closeness statistic of that silo's version
+    # against the cluster's first holder's exceeds chi2_D's quantile ``start.unsure`` (unsure_start below)
+    "unsure-99": {"start.unsure": 0.99},
+    "unsure-99-fixed-1000": {"start.unsure": 0.99, "plan.stop": False, "plan.checkpoints": [250, 500, 1000]},
     "two-chains-fixed-250": {"plan.n_chains": 2, "plan.stop": False, "plan.checkpoints": [250]},
     "two-chains-fixed-500": {"plan.n_chains": 2, "plan.stop": False, "plan.checkpoints": [250, 500]},
     "two-chains-fixed-1000": {"plan.n_chains": 2, "plan.stop": False, "plan.checkpoints": [250, 500, 1000]},
@@ -139,12 +143,56 @@ def one_shot(folder: Path, data: dict, mapping: dict, seed: int):
     return transport, summaries, time.perf_counter() - t0
 
 
+def unsure_start(summaries, quantile: float):
+    """``vcmc.rounds.stage.local_start`` where a silo's version of a global cluster gets its own component only if
+    the calibrated matching's closeness statistic between it and the first holder's version exceeds chi2_D's
+    ``quantile`` (the pair differs by more than chance at that level); the others start in the cluster's component."""
+    from scipy.stats import chi2
+
+    from vcmc.matching.calibrated import cluster_closeness
+
+    close = cluster_closeness(summaries)
+    stat, silo_of, local_of = close["statistic"], close["silo_index"], close["local_index"]
+    limit = float(chi2.ppf(quantile, close["n_coordinates"]))
+    row = {(summaries[int(si)].silo, int(li)): j for j, (si, li) in enumerate(zip(silo_of, local_of, strict=True))}
+
+    def local_start(one_shot, max_components):
+        names, assignment = one_shot.matching.silos, one_shot.matching.assignment
+        width = max(len(a) for a in assignment)
+        out = np.full((len(assignment), width), -1, dtype=np.int64)
+        first: dict[int, list[int]] = {}
+        nxt = int(one_shot.n_clusters)
+        for s, a in enumerate(assignment):
+            mine: dict[int, int] = {}
+            for local, k in enumerate(np.asarray(a, dtype=np.int64)):
+                k = int(k)
+                j = row[(names[s], local)]
+                if k not in first:
+                    first[k] = [j]
+                    out[s, local] = k
+                    continue
+                if k in first and s == silo_of[first[k][0]]:
+                    first[k].append(j)             # a second local cluster of the first holder's silo
+                    out[s, local] = k
+                    continue
+                if min(stat[j, i] for i in first[k]) > limit:
+                    if k not in mine:
+                        mine[k] = nxt
+                        nxt += 1
+                    out[s, local] = mine[k]
+                else:
+                    out[s, local] = k
+        return out, nxt
+
+    return local_start
+
+
 def run_variant(transport, summaries, mapping: dict, variant: dict, seed: int, cplus: int):
     from vcmc.config import config_from_mapping
     from vcmc.pipeline import server_steps
     from vcmc.rounds import stage
 
-    opts = {k: v for k, v in variant.items() if not k.startswith("plan.")}
+    opts = {k: v for k, v in variant.items() if not k.startswith(("plan.", "start."))}
     if opts.get("aggregation.round-components", 0) < 0:
         opts["aggregation.round-components"] = -opts["aggregation.round-components"] * cplus
     overrides = {k[5:]: v for k, v in variant.items() if k.startswith("plan.")}
@@ -165,11 +213,15 @@ def run_variant(transport, summaries, mapping: dict, variant: dict, seed: int, c
 
     config = config_from_mapping({**mapping, **opts})
     stage.plan_of = plan_of
+    original_start = stage.local_start
+    if "start.unsure" in variant:
+        stage.local_start = unsure_start(summaries, float(variant["start.unsure"]))
     t0 = time.perf_counter()
     try:
         result = server_steps(summaries, transport, config, rng=seed, show_progress=False)
     finally:
         stage.plan_of = original
+        stage.local_start = original_start
     return result, time.perf_counter() - t0
 
 
