@@ -52,6 +52,9 @@ VARIANTS: dict[str, dict] = {
     # against the cluster's first holder's exceeds chi2_D's quantile ``start.unsure`` (unsure_start below)
     "unsure-99": {"start.unsure": 0.99},
     "unsure-99-fixed-1000": {"start.unsure": 0.99, "plan.stop": False, "plan.checkpoints": [250, 500, 1000]},
+    # the start copies a (silo, cluster) pair only where that silo holds fewer than ``start.copy_below`` of the
+    # cluster's rows (a copy's merge by the sweep takes longer the more rows it holds; copy_below_start below)
+    "copy-below-2000-fixed-1000": {"start.copy_below": 2000, "plan.stop": False, "plan.checkpoints": [250, 500, 1000]},
     "two-chains-fixed-250": {"plan.n_chains": 2, "plan.stop": False, "plan.checkpoints": [250]},
     "two-chains-fixed-500": {"plan.n_chains": 2, "plan.stop": False, "plan.checkpoints": [250, 500]},
     "two-chains-fixed-1000": {"plan.n_chains": 2, "plan.stop": False, "plan.checkpoints": [250, 500, 1000]},
@@ -187,6 +190,24 @@ def unsure_start(summaries, quantile: float):
     return local_start
 
 
+def copy_below_start(rows: int):
+    """``vcmc.rounds.stage.start_components`` where a (silo, cluster) pair with ``rows`` or more of the cluster's
+    rows starts in the cluster's component instead of a copy of its own."""
+    from vcmc.rounds import stage
+
+    default = stage.start_components
+
+    def start_components(partition_counts, max_components=None):
+        counts = np.asarray(partition_counts)
+        start, used = default(np.where(counts >= rows, 0, counts), max_components)
+        # the pairs zeroed above hold rows: they start in the cluster's own component (a pair with none does too)
+        big = counts >= rows
+        start[big] = np.tile(np.arange(counts.shape[1]), (counts.shape[0], 1))[big]
+        return start, used
+
+    return start_components
+
+
 def run_variant(transport, summaries, mapping: dict, variant: dict, seed: int, cplus: int):
     from vcmc.config import config_from_mapping
     from vcmc.pipeline import server_steps
@@ -213,15 +234,17 @@ def run_variant(transport, summaries, mapping: dict, variant: dict, seed: int, c
 
     config = config_from_mapping({**mapping, **opts})
     stage.plan_of = plan_of
-    original_start = stage.local_start
+    original_start, original_components = stage.local_start, stage.start_components
     if "start.unsure" in variant:
         stage.local_start = unsure_start(summaries, float(variant["start.unsure"]))
+    if "start.copy_below" in variant:
+        stage.start_components = copy_below_start(int(variant["start.copy_below"]))
     t0 = time.perf_counter()
     try:
         result = server_steps(summaries, transport, config, rng=seed, show_progress=False)
     finally:
         stage.plan_of = original
-        stage.local_start = original_start
+        stage.local_start, stage.start_components = original_start, original_components
     return result, time.perf_counter() - t0
 
 

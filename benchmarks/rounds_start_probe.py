@@ -42,6 +42,9 @@ def main(argv=None) -> int:
     ap.add_argument("--design", default="big-silos/poor", choices=list(GENERALISATION_DESIGNS))
     ap.add_argument("--replicates", type=int, default=2)
     ap.add_argument("--iterations", type=int, default=10_000)
+    ap.add_argument("--copy-below", type=int, default=None, metavar="N",
+                    help="also a start that copies a (silo, cluster) pair only where the silo holds fewer than N of "
+                         "the cluster's rows (benchmarks/rounds_plans.py's copy-below variants)")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
     design = GENERALISATION_DESIGNS[args.design]
@@ -53,7 +56,12 @@ def main(argv=None) -> int:
         cfg = FitConfig(prior=PriorConfig(n_components=design.n_components),
                         sampler=SamplerConfig(n_iter=args.iterations, burn_in=args.iterations // 2, thin=5),
                         aggregation=AggregationConfig(rounds=0, round_labels="silo"))
-        for start, fn in (("copies (default)", DEFAULT_START), ("no copies", without_copies)):
+        starts = [("copies (default)", DEFAULT_START), ("no copies", without_copies)]
+        if args.copy_below is not None:
+            from rounds_plans import copy_below_start
+
+            starts.append((f"copies below {args.copy_below} rows", copy_below_start(args.copy_below)))
+        for start, fn in starts:
             stage.start_components = fn
             res = vcmc.fit(data, config=cfg, method="vcmc", rng=rep + 1, jobs=2, show_progress=False)
             rounds = res.diagnostics["rounds"]
