@@ -54,12 +54,21 @@ def main(argv=None) -> None:
     ap.add_argument("--round-components", default="0",
                     help="aggregation.round_components: a number (0: the library's default, 4 C+) or 'cplus' (the "
                          "design's C+, the model full-data MCMC samples)")
+    ap.add_argument("--copy-below", type=int, default=None, metavar="N",
+                    help="a probe of the rounds' start: copy a (silo, cluster) pair only where the silo holds fewer "
+                         "than N of the cluster's rows (benchmarks/rounds_plans.py copy_below_start), in this process")
     ap.add_argument("--replicates", type=int, default=3)
     ap.add_argument("--iterations", type=int, default=10_000)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--out", type=Path, default=Path("docs/results/real/rounds"))
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.copy_below is not None:
+        from rounds_plans import copy_below_start
+
+        from vcmc.rounds import stage
+
+        stage.start_components = copy_below_start(args.copy_below)
     out = {"command": " ".join(["rounds_designs.py", *(argv or sys.argv[1:])]), "commit": commit(),
            "iterations": args.iterations, "designs": {}}
     path = args.out / f"{args.name}.json"
