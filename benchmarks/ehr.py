@@ -476,6 +476,9 @@ def main() -> None:
     ap.add_argument("--methods", default="vcmc,full-mcmc,fedmerdel")
     ap.add_argument("--out", default="docs/results/ehr")
     ap.add_argument("--data", default=None, help="folder for the silo files (default: a temporary folder)")
+    ap.add_argument("--copy-below", type=int, default=None, metavar="N",
+                    help="a probe of the rounds' start: copy a (silo, cluster) pair only where the silo holds fewer "
+                         "than N of the cluster's rows (benchmarks/rounds_plans.py copy_below_start)")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--report-dir", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--profile", action="store_true",
@@ -496,6 +499,12 @@ def main() -> None:
         args.burn_in = min(AUTO_BURN_IN, args.iterations // 2) if args.stop == "converged" else args.iterations // 2
     tag = args.tag or args.allocation + ("-auto" if args.stop == "converged" else "")
 
+    if args.worker and args.copy_below is not None:
+        from rounds_plans import copy_below_start
+
+        from vcmc.rounds import stage
+
+        stage.start_components = copy_below_start(args.copy_below)
     if args.worker:                       # one method in this process: its peak memory is its own
         out = WORKERS[args.worker](args, Path(args.data))
         Path(args.data, f"run-{args.worker}.json").write_text(json.dumps(out))
@@ -552,7 +561,7 @@ def main() -> None:
                *[f"--{k.replace('_', '-')}={v}" for k, v in vars(args).items()
                  if k in ("iterations", "burn_in", "thin", "stop", "components", "summary_draws", "jobs", "seed",
                           "fit_seed", "rounds", "round_components", "round_anneal", "round_split_merge",
-                          "round_births")],
+                          "round_births", "copy_below") and v is not None],
                *(["--report-dir", str(out_dir / f"report-{tag}")] if method == "vcmc" else [])]
         t0 = time.perf_counter()
         proc = subprocess.run(cmd, text=True)
