@@ -8,6 +8,7 @@ came back. Each test asserts that the server learnt nothing below the operator's
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -54,23 +55,37 @@ def _node_config(folder) -> dict:
             "request-budget": "assign=3"}
 
 
+@contextlib.contextmanager
+def _task_identity():
+    """The run's identity a SuperNode sets for its ClientApp (the silo's run key is bound to it), for the deployed
+    handler called in this process; restored after."""
+    from flwr.supercore.task_identity import TaskIdentity
+
+    saved = {k: getattr(TaskIdentity, k, None) for k in ("_run_id", "_node_id", "_task_id")}
+    TaskIdentity._run_id, TaskIdentity._node_id, TaskIdentity._task_id = 1, 0, 1
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            setattr(TaskIdentity, k, v)
+
+
+def _refused(got: dict, attack: str, reason: str) -> None:
+    assert not got["ok"], f"the silo answered {attack}: {got}"
+    assert reason in got["reason"], got["reason"]
+
+
 @pytest.fixture(scope="module", params=["flower-wire", pytest.param("tls-auth", marks=pytest.mark.slow)])
 def attacked(request, tmp_path_factory):
     folder = tmp_path_factory.mktemp(f"curious-{request.param}")
     plan, data, schema = _setup(folder)
     if request.param == "flower-wire":
         # the deployed handler behind Flower's protobuf wire encoding, in this process
-        from flwr.supercore.task_identity import TaskIdentity
         from test_flower_boundary import WireGrid
         from vcmc_curious.attacks import run_attacks
 
-        saved = {k: getattr(TaskIdentity, k, None) for k in ("_run_id", "_node_id", "_task_id")}
-        TaskIdentity._run_id, TaskIdentity._node_id, TaskIdentity._task_id = 1, 0, 1
-        try:
+        with _task_identity():
             yield run_attacks(WireGrid({7: _node_config(folder)}), plan), data, folder, schema
-        finally:
-            for k, v in saved.items():
-                setattr(TaskIdentity, k, v)
         return
     lab = Lab(folder, secure=True)
     try:
@@ -118,9 +133,7 @@ REFUSED = {
 @pytest.mark.parametrize("attack", sorted(REFUSED))
 def test_attack_is_refused(attacked, attack):
     results, *_ = attacked
-    got = results[attack]
-    assert not got["ok"], f"the silo answered {attack}: {got}"
-    assert REFUSED[attack] in got["reason"], got["reason"]
+    _refused(results[attack], attack, REFUSED[attack])
 
 
 @pytest.mark.flower
@@ -217,7 +230,6 @@ def attacked_gaussian(tmp_path_factory):
     wire encoding (the real-SuperNode run of the same fields: docs/results/flower/, 3 continuous items)."""
     import dataclasses
 
-    from flwr.supercore.task_identity import TaskIdentity
     from test_flower_boundary import WireGrid
     from vcmc_curious.attacks import run_gaussian_attacks
 
@@ -237,13 +249,8 @@ def attacked_gaussian(tmp_path_factory):
                        postprocess=PostprocessConfig(min_cluster_fraction=0.05)).to_dict()
     node = {"data-path": str(folder / "silo.csv"), "schema-path": str(folder / "schema.json"),
             "silo-name": "hospital", "out-dir": str(folder / "out"), **GAUSSIAN_NODE}
-    saved = {k: getattr(TaskIdentity, k, None) for k in ("_run_id", "_node_id", "_task_id")}
-    TaskIdentity._run_id, TaskIdentity._node_id, TaskIdentity._task_id = 1, 0, 1
-    try:
+    with _task_identity():
         yield run_gaussian_attacks(WireGrid({7: node}), {"config": config})
-    finally:
-        for k, v in saved.items():
-            setattr(TaskIdentity, k, v)
 
 
 GAUSSIAN_REFUSED = {
@@ -258,9 +265,7 @@ GAUSSIAN_REFUSED = {
 @pytest.mark.flower
 @pytest.mark.parametrize("attack", sorted(GAUSSIAN_REFUSED))
 def test_an_attack_on_the_gaussian_fields_is_refused(attacked_gaussian, attack):
-    got = attacked_gaussian[attack]
-    assert not got["ok"], f"the silo answered {attack}: {got}"
-    assert GAUSSIAN_REFUSED[attack] in got["reason"], got["reason"]
+    _refused(attacked_gaussian[attack], attack, GAUSSIAN_REFUSED[attack])
 
 
 @pytest.mark.flower

@@ -48,12 +48,29 @@ def _plain(reply) -> dict:
     return out
 
 
-def run_attacks(grid, plan: dict) -> dict:
-    """Every attack, in the order a run allows them; returns what the server received for each."""
+def _session(grid):
+    """The silo the attacks go to, the server's transport, what came back of each attack, and ``ask(name,
+    request)`` that sends one and records its reply (or refusal) under ``name``."""
     nodes = wait_for_nodes(grid, 1, timeout=120)
     names, _ = discover_silos(grid, nodes, timeout=120)
     silo = sorted(names)[0]
     tr = FlowerTransport(grid, names, default_timeout=240)
+    results = {}
+
+    def ask(name, request):
+        results[name] = _plain(tr.call({silo: request})[silo])
+        return results[name]
+
+    return silo, tr, results, ask
+
+
+def _summarize(config):
+    return SummarizeRequest(config=SiloConfig.from_fit_config(config), n_silos=1, seed_entropy=5, spawn_key=(0, 0))
+
+
+def run_attacks(grid, plan: dict) -> dict:
+    """Every attack, in the order a run allows them; returns what the server received for each."""
+    silo, tr, results, ask = _session(grid)
     n_mod = tuple(plan["n_modalities"])
     offsets = profile_offsets(n_mod)
     target = plan["target_row"]                      # the record the attacker wants (side knowledge)
@@ -62,17 +79,8 @@ def run_attacks(grid, plan: dict) -> dict:
         block = slice(int(offsets[q]), int(offsets[q + 1]))
         person[block] = 0.0
         person[int(offsets[q]) + int(code)] = 1.0
-    results = {}
-
-    def ask(name, request):
-        results[name] = _plain(tr.call({silo: request})[silo])
-        return results[name]
-
     honest = config_from_mapping(plan["config"])
-
-    def summarize(config):
-        return SummarizeRequest(config=SiloConfig.from_fit_config(config), n_silos=1, seed_entropy=5,
-                                spawn_key=(0, 0))
+    summarize = _summarize
 
     def send_raw(name, arrays: dict):
         raw = FlowerMessage(_raw_record(arrays), dst_node_id=tr.node_ids[silo], message_type="query.summarize",
@@ -157,22 +165,9 @@ def run_gaussian_attacks(grid, plan: dict) -> dict:
     that pins the draws (at summarize and at the rounds' start), announcements without the Gaussian draws or with
     a mean of the server's choosing, an assign at unannounced means; and the honest summary, announcement and
     assign, whose fields the test checks against the operator's limits."""
-    nodes = wait_for_nodes(grid, 1, timeout=120)
-    names, _ = discover_silos(grid, nodes, timeout=120)
-    silo = sorted(names)[0]
-    tr = FlowerTransport(grid, names, default_timeout=240)
-    results = {}
-
-    def ask(name, request):
-        results[name] = _plain(tr.call({silo: request})[silo])
-        return results[name]
-
+    silo, _, results, ask = _session(grid)
     honest = config_from_mapping(plan["config"])
-
-    def summarize(config):
-        return SummarizeRequest(config=SiloConfig.from_fit_config(config), n_silos=1, seed_entropy=5,
-                                spawn_key=(0, 0))
-
+    summarize = _summarize
     pinning = dataclasses.replace(honest, prior=dataclasses.replace(honest.prior, variance_shape=1e9,
                                                                     variance_rate=1e-3))
     ask("gaussian-strong-prior-summary", summarize(pinning))
