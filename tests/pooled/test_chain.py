@@ -179,6 +179,36 @@ def test_silos_sharing_a_process_get_the_same_draw_whether_or_not_it_was_remembe
     np.testing.assert_array_equal(c.advance([nxt])[0].log_profiles, first[0].log_profiles)
 
 
+def test_silos_sharing_a_process_share_one_chain_advanced_once_per_round_to_the_same_answer():
+    """The analyst's own session: the silos of one process hold one chain (shared_chain); each advances it with
+    the round's counts, the first call draws and the others get the same draws, to the stop; a silo handed other
+    counts is refused; a later run under the same key starts its own chain."""
+    from vcmc.pooled.chain import shared_chain
+
+    plan = _plan(checkpoints=(12,))
+    rng = np.random.default_rng(8)
+    counts, start = _toy_counts(rng)
+    run = ("context", "a", "b")
+    a, b = shared_chain(plan, Seeds(3), run), shared_chain(plan, Seeds(3), run)
+    assert a is b
+    alone = PooledChain(plan, Seeds(3))                # what one silo alone computes
+    state, r = [start], 1
+    while True:
+        first, second, own = a.advance(state, r), b.advance(state, r), alone.advance(state)
+        if first is None:
+            assert second is None and own is None
+            break
+        np.testing.assert_array_equal(first[0].log_profiles, second[0].log_profiles)
+        np.testing.assert_array_equal(first[0].log_profiles, own[0].log_profiles)
+        second[0].log_profiles[:] = 0.0                # a silo's copy: changing it changes nobody else's
+        state, r = [counts(first[0])], r + 1
+    assert a.stopped and a.round == alone.round == 12 and a.trace_lj == alone.trace_lj
+    assert len(a.trace_k[0]) == 12                     # advanced once per round, not once per silo
+    with pytest.raises(ValueError, match="different pooled counts"):
+        a.advance([(state[0][0] + 1, state[0][1])], 12)
+    assert shared_chain(plan, Seeds(3), run) is not a and shared_chain(plan, Seeds(3), run).fresh
+
+
 def test_of_two_chains_only_the_second_is_annealed_and_only_in_its_burn_in():
     plan = _plan(checkpoints=(40,), n_chains=2, anneal=2.0, anneal_until=10)
     rng = np.random.default_rng(2)

@@ -26,6 +26,7 @@ import functools
 import hashlib
 import json
 import math
+import weakref
 
 import numpy as np
 
@@ -39,6 +40,7 @@ MIN_WINDOW = 20           # a window of fewer kept rounds cannot be judged settl
 _MEMO_SIZE = 16           # rounds' draws remembered per process (silos sharing a process ask for the same one)
 _DRAWS: dict = {}
 _LOG_JOINTS: dict = {}
+_SHARED: weakref.WeakValueDictionary = weakref.WeakValueDictionary()   # shared_chain's chains of this process
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,6 +177,34 @@ class Draw:
     gaussian: np.ndarray | None = None     # (C, 2G) the Gaussian items' means then variances (standardised)
 
 
+def _copied(draw: Draw) -> Draw:
+    return dataclasses.replace(draw, log_pi=draw.log_pi.copy(), log_profiles=draw.log_profiles.copy(),
+                               gaussian=None if draw.gaussian is None else draw.gaussian.copy())
+
+
+def _digest(*arrays) -> bytes:
+    h = hashlib.blake2b(digest_size=20)
+    for a in arrays:
+        if a is not None:
+            h.update(np.ascontiguousarray(a, dtype=np.float64).tobytes())
+    return h.digest()
+
+
+def shared_chain(plan: ChainPlan, seeds: Seeds, run: tuple) -> PooledChain:
+    """A fresh pooled chain for a silo that starts the rounds of ``run`` (the run's context digest and its
+    participants), the same object for every silo of this process that starts them: the silos compute one chain
+    from the same pooled counts (docs/design.md §16), so silos sharing a process (the analyst's own session, a
+    process pool's worker) advance it once per round instead of once each (``PooledChain.advance``). A
+    deployment's silo has a process of its own. Only a chain not yet advanced is shared, so a later run with the
+    same key starts a chain of its own."""
+    key = (plan, seeds, tuple(run))
+    chain = _SHARED.get(key)
+    if chain is None or not chain.fresh:
+        chain = PooledChain(plan, seeds)
+        _SHARED[key] = chain
+    return chain
+
+
 def settled(log_joints: np.ndarray, ks: np.ndarray, max_rhat: float = MAX_RHAT) -> dict:
     """Did a window settle? ``log_joints`` and ``ks`` are (chains, rounds): ArviZ's rank-normalised split R-hat
     of the collapsed log joint (each chain's two halves as chains), and the most frequent K (the chain's
@@ -236,14 +266,41 @@ class PooledChain:
         # window (the answer's release rule, vcmc.silo.endpoints.rounds)
         self.stored_gauss: list[list[np.ndarray]] = [[] for _ in range(m)]
         self.observed_sum = np.zeros((m, c, plan.n_gaussian))
+        self._last: tuple | None = None     # (round, digest of its counts, the draws returned): advance's replay
 
     # -- the rounds -------------------------------------------------------------------------------------------
 
-    def advance(self, counts: list[tuple[np.ndarray, np.ndarray]]) -> list[Draw] | None:
+    def advance(self, counts: list[tuple[np.ndarray, np.ndarray]],
+                round_number: int | None = None) -> list[Draw] | None:
         """Take the pooled counts (one ``(cluster (C,), modality (C, P))`` per chain, with Gaussian items
         ``(cluster, modality, gaussian (C, 3G))``) of round ``self.round`` (the start's on the first call); return
         each chain's draw of the next round, or None when the chain stops here (a settled window at a checkpoint,
-        or the last checkpoint)."""
+        or the last checkpoint).
+
+        ``round_number``, the round of the counts, lets silos that share the chain (``shared_chain``) each
+        advance it: the first call of a round advances it, the others of the same round get the same draws
+        (copies) once their counts are checked to be the same."""
+        if round_number is None:
+            return self._advance(counts)
+        digest = _digest(*(part for table in counts for part in table))
+        last = self._last
+        if last is not None and int(round_number) == last[0]:
+            if digest != last[1]:
+                raise ValueError(f"round {int(round_number)}: the silos sharing this pooled chain received different "
+                                 "pooled counts")
+            return None if last[2] is None else [_copied(d) for d in last[2]]
+        if int(round_number) != self.round:
+            raise ValueError(f"the pooled chain expects the counts of round {self.round}, not {int(round_number)}")
+        draws = self._advance(counts)
+        self._last = (int(round_number), digest, None if draws is None else [_copied(d) for d in draws])
+        return draws
+
+    @property
+    def fresh(self) -> bool:
+        """Not advanced yet (``shared_chain`` shares only a fresh chain with a silo that starts)."""
+        return self.round == 1 and self._last is None and not self.stopped
+
+    def _advance(self, counts) -> list[Draw] | None:
         if self.stopped:
             raise ValueError("the pooled chain has stopped")
         plan, r = self.plan, self.round

@@ -63,20 +63,25 @@ def pack(tables) -> np.ndarray:
     ``(cluster, modality, gaussian (C, 3G) int64 on the grid)``, or a plain vector), concatenated. Counts of rows
     are whole numbers; anything else is refused. Integer arrays (the grid's sums, beyond float64's exact
     integers) are taken as they are."""
-    parts = []
+    parts, kinds = [], []
     for x in (x for t in tables for x in (t if isinstance(t, tuple) else (t,))):
         a = np.asarray(x)
-        if a.dtype.kind in "iu":
-            if a.size and np.any(np.abs(a.astype(np.int64)) >= 2**62):
-                raise ValueError("the rounds sum whole counts below 2^62 only; a table held larger ones")
-            parts.append(a.astype(np.int64).ravel())
-            continue
-        flat = np.asarray(a, dtype=np.float64).ravel()
-        whole = np.rint(flat)
-        if not np.all(np.isfinite(flat)) or np.any(whole != flat) or np.any(np.abs(whole) >= 2.0**62):
+        kinds.append(a.dtype.kind in "iu")
+        parts.append(a.ravel() if kinds[-1] else np.asarray(a, dtype=np.float64).ravel())
+    if not parts:
+        return np.zeros(0, dtype=np.int64)
+    with np.errstate(invalid="ignore"):         # a NaN or an infinity cast: refused below
+        out = np.concatenate([p.astype(np.int64) for p in parts])
+    # one check of everything: whole numbers (a NaN, an infinity or a fraction does not survive the cast and
+    # back) of magnitude below 2^62, so that the silos' sum of them cannot wrap
+    floats = [p for p, is_int in zip(parts, kinds, strict=True) if not is_int]
+    if floats:
+        flat = np.concatenate(floats)
+        if flat.size and (not np.all(np.abs(flat) < 2.0**62) or not np.array_equal(np.rint(flat), flat)):
             raise ValueError("the rounds sum whole counts only; a table held other values")
-        parts.append(whole.astype(np.int64))
-    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    if any(kinds) and out.size and np.abs(out).max() >= 2**62:
+        raise ValueError("the rounds sum whole counts below 2^62 only; a table held larger ones")
+    return out
 
 
 def unpack(vector: np.ndarray, n_chains: int, n_components: int, n_gaussian: int = 0) -> list[tuple]:

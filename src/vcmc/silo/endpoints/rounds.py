@@ -189,8 +189,10 @@ def admit_sweep(gate, request: RoundSweepRequest) -> RoundSweepRequest:
     """The next round in order (each answered once), every participant's vector of it, tags when secure."""
     session = _session(gate.silo)
     chain = gate.silo.chain
-    if chain is not None and chain.stopped:
-        raise DisclosureError(f"silo {gate.silo.name!r}: the pooled chain stopped at round {session.next_round - 1}; "
+    # a stopped chain stopped at its round's counts (chain.round): that round is still answered by the silos
+    # sharing the chain that did not answer it yet (vcmc.pooled.chain.shared_chain), nothing after it
+    if chain is not None and chain.stopped and int(request.round) > chain.round:
+        raise DisclosureError(f"silo {gate.silo.name!r}: the pooled chain stopped at round {chain.round}; "
                               "no further sweep is answered")
     if int(request.round) != session.next_round:
         raise DisclosureError(f"silo {gate.silo.name!r}: the rounds are answered once each, in order: round "
@@ -235,7 +237,9 @@ def answer_sweep(silo, request: RoundSweepRequest) -> RoundVectorReply:
         return _shares_to_births(silo, session, request)
     if r == 0:
         return _births_to_start(silo, session, request)
-    plan = session.chain_plan()
+    if silo.chain is None:
+        raise NotFittedError(f"silo {silo.name!r}: round {r} comes before the rounds' start (round 0)")
+    plan = silo.chain.plan      # the session's plan, built once (at round 0, or when the state was restored)
     try:
         counts = unpack(_pooled(silo, session, request), plan.n_chains, plan.n_components, plan.n_gaussian)
         if plan.n_gaussian:
@@ -245,7 +249,7 @@ def answer_sweep(silo, request: RoundSweepRequest) -> RoundVectorReply:
     except ValueError as err:
         raise DisclosureError(f"silo {silo.name!r}: round {r}'s pooled vector is not the participants' counts "
                               f"({err})") from None
-    draws = silo.chain.advance(counts)
+    draws = silo.chain.advance(counts, r)
     if draws is None:
         silo_log.info("silo %r: the pooled chain stopped at round %d (%s)", silo.name, r, silo.chain.reason)
         return RoundVectorReply(round=r + 1, vector=np.zeros(0, dtype=np.uint64), tag=NO_TAG, stop=True)
@@ -285,7 +289,7 @@ def _shares_to_births(silo, session: RoundSession, request: RoundSweepRequest) -
 def _births_to_start(silo, session: RoundSession, request: RoundSweepRequest) -> RoundVectorReply:
     """Round 0: the births from every participant's births vector; the start of the rows' allocations, whose
     counts are round 1's vector."""
-    from vcmc.pooled.chain import MINIMA, PooledChain, choose_births, common_minimum
+    from vcmc.pooled.chain import MINIMA, choose_births, common_minimum, shared_chain
 
     vector = _pooled(silo, session, request).astype(np.float64)
     # the chain's minimum cluster size: the largest of the participants' (the same in every silo)
@@ -302,7 +306,8 @@ def _births_to_start(silo, session: RoundSession, request: RoundSweepRequest) ->
     tables = rounds.start(silo, session.start_row, plan.n_components, n_chains=plan.n_chains,
                           silo_weight_prior=session.silo_weight_prior, birth_share=session.birth_share,
                           birth_columns=columns, birth_components=session.births["components"])
-    silo.chain = PooledChain(plan, session.seeds())
+    # one object for the silos of this process that run this chain (vcmc.pooled.chain.shared_chain)
+    silo.chain = shared_chain(plan, session.seeds(), (session.context, *session.names))
     return _reply(silo, session, 1, pack(tables))
 
 
