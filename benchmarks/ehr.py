@@ -477,8 +477,8 @@ def main() -> None:
     ap.add_argument("--out", default="docs/results/ehr")
     ap.add_argument("--data", default=None, help="folder for the silo files (default: a temporary folder)")
     ap.add_argument("--copy-below", type=int, default=None, metavar="N",
-                    help="a probe of the rounds' start: copy a (silo, cluster) pair only where the silo holds fewer "
-                         "than N of the cluster's rows (benchmarks/rounds_plans.py copy_below_start)")
+                    help="the rounds' start: copy a (silo, cluster) pair only where the silo holds fewer than N of the "
+                         "cluster's rows (default: the library's, vcmc.rounds.stage.START_COPY_BELOW; 0: every pair)")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--report-dir", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--profile", action="store_true",

@@ -55,8 +55,9 @@ def main(argv=None) -> None:
                     help="aggregation.round_components: a number (0: the library's default, 4 C+) or 'cplus' (the "
                          "design's C+, the model full-data MCMC samples)")
     ap.add_argument("--copy-below", type=int, default=None, metavar="N",
-                    help="a probe of the rounds' start: copy a (silo, cluster) pair only where the silo holds fewer "
-                         "than N of the cluster's rows (benchmarks/rounds_plans.py copy_below_start), in this process")
+                    help="the rounds' start: copy a (silo, cluster) pair only where the silo holds fewer than N of the "
+                         "cluster's rows (default: the library's, vcmc.rounds.stage.START_COPY_BELOW; 0: every "
+                         "pair), in this process")
     ap.add_argument("--replicates", type=int, default=3)
     ap.add_argument("--iterations", type=int, default=10_000)
     ap.add_argument("--jobs", type=int, default=2)

@@ -55,6 +55,10 @@ VARIANTS: dict[str, dict] = {
     # the start copies a (silo, cluster) pair only where that silo holds fewer than ``start.copy_below`` of the
     # cluster's rows (a copy's merge by the sweep takes longer the more rows it holds; copy_below_start below)
     "copy-below-2000-fixed-1000": {"start.copy_below": 2000, "plan.stop": False, "plan.checkpoints": [250, 500, 1000]},
+    # every copy component (which the cap makes several silos' pairs share) holds fewer than ``start.copy_total_below``
+    # rows, the smallest pairs copied first (copy_total_below_start below)
+    "copy-total-below-2000-fixed-1000": {"start.copy_total_below": 2000, "plan.stop": False,
+                                         "plan.checkpoints": [250, 500, 1000]},
     "two-chains-fixed-250": {"plan.n_chains": 2, "plan.stop": False, "plan.checkpoints": [250]},
     "two-chains-fixed-500": {"plan.n_chains": 2, "plan.stop": False, "plan.checkpoints": [250, 500]},
     "two-chains-fixed-1000": {"plan.n_chains": 2, "plan.stop": False, "plan.checkpoints": [250, 500, 1000]},
@@ -191,19 +195,57 @@ def unsure_start(summaries, quantile: float):
 
 
 def copy_below_start(rows: int):
-    """``vcmc.rounds.stage.start_components`` where a (silo, cluster) pair with ``rows`` or more of the cluster's
-    rows starts in the cluster's component instead of a copy of its own."""
+    """``vcmc.rounds.stage.start_components`` with ``copy_below=rows``: a (silo, cluster) pair with ``rows`` or more
+    of the cluster's rows starts in the cluster's own component instead of a copy (0: every pair copied, the start
+    before ``stage.START_COPY_BELOW``)."""
+    import functools
+
     from vcmc.rounds import stage
 
-    default = stage.start_components
+    return functools.partial(stage.start_components, copy_below=int(rows) or None)
 
-    def start_components(partition_counts, max_components=None):
+
+def copy_total_below_start(rows: int):
+    """``vcmc.rounds.stage.start_components`` where every copy component holds fewer than ``rows`` rows in all.
+
+    Under the cap the library's start deals a cluster's other holders in turn to its ``1 + e_k`` components, so a
+    copy component holds several silos' rows (at the application scale, 30 silos' 750 rows of one cluster in a
+    handful of components of thousands of rows each, which the sweep does not merge within the rounds). Here the
+    extra components are shared out in proportion to each cluster's other holders with fewer than ``rows`` rows,
+    and those are dealt smallest first to the copy component holding least, while it stays below ``rows``; the
+    rest start in the cluster's own component. Copy components left empty are not used."""
+    def start_components(partition_counts, max_components=None, copy_below=None):
         counts = np.asarray(partition_counts)
-        start, used = default(np.where(counts >= rows, 0, counts), max_components)
-        # the pairs zeroed above hold rows: they start in the cluster's own component (a pair with none does too)
-        big = counts >= rows
-        start[big] = np.tile(np.arange(counts.shape[1]), (counts.shape[0], 1))[big]
-        return start, used
+        n_silos, k = counts.shape
+        start = np.tile(np.arange(k, dtype=np.int64), (n_silos, 1))
+        others = []
+        for c in range(k):
+            held = np.flatnonzero(counts[:, c] > 0)
+            small = [int(s) for s in held[1:] if counts[s, c] < rows]
+            others.append(sorted(small, key=lambda s, c=c: (counts[s, c], s)))
+        n_others = np.asarray([len(o) for o in others], dtype=np.int64)
+        extra = n_others.copy()
+        if max_components is not None and k + n_others.sum() > max_components:
+            budget = max(int(max_components) - k, 0)
+            share = budget * n_others / max(n_others.sum(), 1)
+            extra = np.floor(share).astype(np.int64)
+            for c in np.argsort(-(share - extra), kind="stable")[:budget - int(extra.sum())]:
+                extra[c] += 1
+        nxt = k
+        for c in range(k):
+            load = np.zeros(int(extra[c]))
+            chosen = np.full(int(extra[c]), -1, dtype=np.int64)
+            for s in others[c]:
+                if not load.size:
+                    break
+                j = int(np.argmin(load))
+                if load[j] + counts[s, c] >= rows:
+                    continue
+                if chosen[j] < 0:
+                    chosen[j], nxt = nxt, nxt + 1
+                start[s, c] = chosen[j]
+                load[j] += counts[s, c]
+        return start, nxt
 
     return start_components
 
@@ -239,6 +281,8 @@ def run_variant(transport, summaries, mapping: dict, variant: dict, seed: int, c
         stage.local_start = unsure_start(summaries, float(variant["start.unsure"]))
     if "start.copy_below" in variant:
         stage.start_components = copy_below_start(int(variant["start.copy_below"]))
+    if "start.copy_total_below" in variant:
+        stage.start_components = copy_total_below_start(int(variant["start.copy_total_below"]))
     t0 = time.perf_counter()
     try:
         result = server_steps(summaries, transport, config, rng=seed, show_progress=False)

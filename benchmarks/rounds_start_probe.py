@@ -44,7 +44,7 @@ def main(argv=None) -> int:
     ap.add_argument("--iterations", type=int, default=10_000)
     ap.add_argument("--copy-below", type=int, default=None, metavar="N",
                     help="also a start that copies a (silo, cluster) pair only where the silo holds fewer than N of "
-                         "the cluster's rows (benchmarks/rounds_plans.py's copy-below variants)")
+                         "the cluster's rows (0: every pair; benchmarks/rounds_plans.py's copy-below variants)")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
     design = GENERALISATION_DESIGNS[args.design]

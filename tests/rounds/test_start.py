@@ -35,3 +35,17 @@ def test_the_cap_bounds_the_components_and_never_mixes_two_clusters():
 
 def test_a_cap_above_the_pairs_changes_nothing():
     np.testing.assert_array_equal(start_components(_counts(), max_components=10_000)[0], start_components(_counts())[0])
+
+
+def test_a_silos_large_share_of_a_cluster_is_not_copied():
+    """big-silos/poor: a copy of thousands of rows with the cluster's own profile is merged by the sweep only by
+    drift, too slowly for the rounds; such a pair starts in the cluster's own component."""
+    counts = np.array([[5000, 300, 0], [4000, 2500, 10], [100, 50, 20]])
+    start, used = start_components(counts, copy_below=2000)
+    assert start[0, 0] == start[1, 0] == 0                  # the large pairs share cluster 0's component
+    assert start[2, 0] == 0                                 # and then the first of the small ones
+    assert start[1, 1] == 1 and start[0, 1] == 1            # cluster 1: the large pair, the first small holder
+    assert start[2, 1] >= 3                                 # the other small holder gets a copy
+    assert start[1, 2] == 2 and start[2, 2] >= 3 and used == 5
+    everything, _ = start_components(counts, copy_below=None)
+    assert np.unique(everything[counts > 0]).size == 3 + 2 + 2 + 1   # every pair after the first copied

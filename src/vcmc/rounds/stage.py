@@ -42,12 +42,19 @@ AUTO_CHAINS = 2            # chains of the auto plan, side by side in the same r
 MAX_STORED_DRAWS = 500     # kept draws stored per window (the answer's draws and the memberships' rounds)
 START_CAP_PER_PRIOR = 4    # aggregation.round_components = 0: at most 4 x prior.n_components start components
 POOLED_K_DEFINITION = "occupied components of the pooled chain"   # as vcmc.research.baselines.full_mcmc's
+START_COPY_BELOW = 2000    # a (silo, cluster) pair gets a component of its own in the start only below this many
+                           # rows: the sweep merges two copies of one profile by their weights alone, in a time that
+                           # grows with their rows, so a larger copy stays apart for the 1,000 rounds where the
+                           # silos' versions agree (docs/design.md §16, "Start"; docs/results/real/rounds)
 
 
-def start_components(partition_counts: np.ndarray, max_components: int | None = None) -> tuple[np.ndarray, int]:
+def start_components(partition_counts: np.ndarray, max_components: int | None = None,
+                     copy_below: int | None = START_COPY_BELOW) -> tuple[np.ndarray, int]:
     """The over-complete start: ``start[s, k]``, the component of silo s's rows of global cluster k. The first
     silo holding cluster k keeps component k; every other (silo, cluster) pair with rows gets its own component;
-    a pair with none starts in component k. Returns the map and the number of components it uses.
+    a pair with none starts in component k. A pair with ``copy_below`` rows or more (None: no such limit) is not
+    copied: it starts in component k, as does then the first of the others. Returns the map and the number of
+    components it uses.
 
     With ``max_components`` (at least K) and more pairs than that, cluster k's holders share ``1 + e_k``
     components, dealt in turn in silo order, where the ``max_components - K`` extra components are shared out
@@ -57,7 +64,8 @@ def start_components(partition_counts: np.ndarray, max_components: int | None = 
     counts = np.asarray(partition_counts)
     n_silos, k = counts.shape
     start = np.tile(np.arange(k, dtype=np.int64), (n_silos, 1))
-    holders = [np.flatnonzero(counts[:, c] > 0) for c in range(k)]
+    copied = (counts > 0) if copy_below is None else (counts > 0) & (counts < copy_below)
+    holders = [np.flatnonzero(copied[:, c]) for c in range(k)]
     others = np.asarray([max(h.size - 1, 0) for h in holders], dtype=np.int64)
     extra = others.copy()
     if max_components is not None and k + others.sum() > max_components:
