@@ -85,6 +85,8 @@ def main(argv=None) -> int:
     p.add_argument("--k-max", type=int, default=6)
     p.add_argument("--starts", type=int, default=10)
     p.add_argument("--skip-lca", action="store_true")
+    p.add_argument("--seeds", type=int, default=1, help="VCMC's seeds 1..N (default 1)")
+    p.add_argument("--reference-seeds", type=int, default=2, help="full MCMC's seeds 11, 12, ... (default 2)")
     p.add_argument("--out", type=Path)
     args = p.parse_args(argv)
     silos = load(args.data_python, args.dataset)
@@ -92,19 +94,28 @@ def main(argv=None) -> int:
            "commit": commit(), "dataset": args.dataset, "silos": {s.name: s.n_rows for s in silos},
            "continuous": {v.name: [v.location, v.scale] for v in silos[0].schema.continuous}}
     config = FitConfig(sampler=SamplerConfig(n_iter=args.iterations))
+    fits = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        ours = vcmc.fit(silos, config=config, rng=1)
-    labels = np.concatenate(ours.assignments)
+        for seed in range(1, args.seeds + 1):
+            fits.append(vcmc.fit(silos, config=config, rng=seed))
+    ours, labels = fits[0], np.concatenate(fits[0].assignments)
     reference = SamplerConfig(n_iter=args.reference_iterations or args.iterations)
     fulls = [fit_full_mcmc([s.codes for s in silos], silos[0].n_modalities, sampler=reference, rng=seed,
-                           values=[LocalSilo(s).values for s in silos]) for seed in (11, 12)]
+                           values=[LocalSilo(s).values for s in silos])
+             for seed in range(11, 11 + args.reference_seeds)]
     full_labels = [np.concatenate(f.assignments) for f in fulls]
+    pairs = [adjusted_rand_score(a, b) for i, a in enumerate(full_labels) for b in full_labels[i + 1:]]
     out["bayesian"] = {"iterations": args.iterations, "reference_iterations": reference.n_iter,
                        "k_vcmc": ours.n_clusters,
                        "k_full": [f.n_clusters for f in fulls],
                        "ari_vcmc_to_full": [adjusted_rand_score(labels, f) for f in full_labels],
-                       "ari_full_seeds": adjusted_rand_score(*full_labels)}
+                       "ari_full_seeds": pairs[0] if len(pairs) == 1 else pairs,
+                       "vcmc_seeds": [{"seed": i + 1, "k": f.n_clusters,
+                                       "settled": bool(f.diagnostics.get("rounds", {}).get("stability", {})
+                                                       .get("stable", False)),
+                                       "ari_to_full": [adjusted_rand_score(np.concatenate(f.assignments), g)
+                                                       for g in full_labels]} for i, f in enumerate(fits)]}
     if not args.skip_lca:
         ks = list(range(1, args.k_max + 1))
         table, _ = compare([LocalSilo(s) for s in silos], ks, n_starts=args.starts, rng=2026, waic_draws=0)
