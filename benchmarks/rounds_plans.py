@@ -57,6 +57,8 @@ VARIANTS: dict[str, dict] = {
     "copy-below-2000-fixed-1000": {"start.copy_below": 2000, "plan.stop": False, "plan.checkpoints": [250, 500, 1000]},
     # every copy component (which the cap makes several silos' pairs share) holds fewer than ``start.copy_total_below``
     # rows, the smallest pairs copied first (copy_total_below_start below)
+    # the rounds' model with exactly full MCMC's C+ components: the start's cap lowered by the births' budget
+    "same-c-fixed-1000": {"start.same_c": True, "plan.stop": False, "plan.checkpoints": [250, 500, 1000]},
     "copy-total-below-2000-fixed-1000": {"start.copy_total_below": 2000, "plan.stop": False,
                                          "plan.checkpoints": [250, 500, 1000]},
     "two-chains-fixed-250": {"plan.n_chains": 2, "plan.stop": False, "plan.checkpoints": [250]},
@@ -260,9 +262,18 @@ def run_variant(transport, summaries, mapping: dict, variant: dict, seed: int, c
         opts["aggregation.round-components"] = -opts["aggregation.round-components"] * cplus
     overrides = {k[5:]: v for k, v in variant.items() if k.startswith("plan.")}
     original = stage.plan_of
+    same_c = bool(variant.get("start.same_c"))
 
-    def plan_of(*a, **kw):
-        fields = original(*a, **kw)
+    def plan_of(one_shot, config, **kw):
+        if same_c:
+            # the start's cap lowered by the births' budget, so the rounds' model has full MCMC's C+ components
+            import dataclasses
+
+            c_plus, k_one = int(config.prior.n_components), int(one_shot.n_clusters)
+            births = (max(c_plus - k_one, 0) + 1) // 2 if float(config.aggregation.round_births) > 0 else 0
+            config = dataclasses.replace(config, aggregation=dataclasses.replace(
+                config.aggregation, round_components=max(c_plus - births, k_one)))
+        fields = original(one_shot, config, **kw)
         for key, value in overrides.items():
             if key == "cap":
                 from vcmc.pooled.chain import doubling
