@@ -1,9 +1,10 @@
 """The rounds' over-complete start against a start without the silos' copies, on a generalisation design.
 
-The default start gives every (silo, cluster) pair after the first holder its own component (``vcmc.rounds.stage.
-start_components``), so that the chain can split a cluster the one-shot matching merged wrongly. This probe replaces
-it, in this process only, by the one-shot partition itself (silo s's rows of global cluster k in component k) and
-runs the default fit both ways on the same data:
+The default start gives every (silo, cluster) pair after the first holder its own component, below
+``START_COPY_BELOW`` rows (``vcmc.rounds.stage.start_components``), so that the chain can split a cluster the
+one-shot matching merged wrongly. This probe replaces it, in this process only, by the one-shot partition itself
+(silo s's rows of global cluster k in component k) and runs the default fit both ways on the same data (with
+``--copy-below N`` also a start of another threshold; 0: every pair copied, the start before ``START_COPY_BELOW``):
 
     python benchmarks/rounds_start_probe.py --design big-silos/poor --replicates 2 --out FILE.json
 
@@ -56,7 +57,7 @@ def main(argv=None) -> int:
         cfg = FitConfig(prior=PriorConfig(n_components=design.n_components),
                         sampler=SamplerConfig(n_iter=args.iterations, burn_in=args.iterations // 2, thin=5),
                         aggregation=AggregationConfig(rounds=0, round_labels="silo"))
-        starts = [("copies (default)", DEFAULT_START), ("no copies", without_copies)]
+        starts = [("the default start", DEFAULT_START), ("no copies", without_copies)]
         if args.copy_below is not None:
             from rounds_plans import copy_below_start
 

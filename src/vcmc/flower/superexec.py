@@ -111,8 +111,9 @@ def _flower_version() -> str:
 
 
 def internals_changed(internal: str, what: str, *, part: str = "vcmc's launch cap",
-             instead: str = "start the SuperNode without vcmc's SuperExec (flower-supernode --isolation subprocess, "
-                            "docs/federation.md §3.3), which has no launch cap") -> FlowerInternalsChanged:
+                      instead: str = "start the SuperNode without vcmc's SuperExec (flower-supernode --isolation "
+                                     "subprocess, docs/federation.md §3.3), which has no launch cap"
+                      ) -> FlowerInternalsChanged:
     """The error of a Flower internal that ``part`` of vcmc relies on and the installed Flower lacks."""
     return FlowerInternalsChanged(
         f"{part} relies on Flower {FLOWER_SERIES}x internals that the installed flwr {_flower_version()} does not "

@@ -98,7 +98,7 @@ def check_supernode_internals() -> None:
         got = function_digest(source, name)
         if got != digest:
             raise changed(f"supernode/start_client_internal.py: {name}",
-                           "its code changed since vcmc read its pauses" if got else "it is gone")
+                          "its code changed since vcmc read its pauses" if got else "it is gone")
     if not hasattr(loop, "_pull_and_store_message") or getattr(loop, "time", None) is not time:
         raise changed("supernode/start_client_internal.py", "the loop no longer reads its pauses from `time`")
 

@@ -64,7 +64,8 @@ def _session(grid):
     return silo, tr, results, ask
 
 
-def _summarize(config):
+def summarize(config):
+    """The summarize request of ``config`` for the one silo attacked."""
     return SummarizeRequest(config=SiloConfig.from_fit_config(config), n_silos=1, seed_entropy=5, spawn_key=(0, 0))
 
 
@@ -80,7 +81,6 @@ def run_attacks(grid, plan: dict) -> dict:
         person[block] = 0.0
         person[int(offsets[q]) + int(code)] = 1.0
     honest = config_from_mapping(plan["config"])
-    summarize = _summarize
 
     def send_raw(name, arrays: dict):
         raw = FlowerMessage(_raw_record(arrays), dst_node_id=tr.node_ids[silo], message_type="query.summarize",
@@ -167,7 +167,6 @@ def run_gaussian_attacks(grid, plan: dict) -> dict:
     assign, whose fields the test checks against the operator's limits."""
     silo, _, results, ask = _session(grid)
     honest = config_from_mapping(plan["config"])
-    summarize = _summarize
     pinning = dataclasses.replace(honest, prior=dataclasses.replace(honest.prior, variance_shape=1e9,
                                                                     variance_rate=1e-3))
     ask("gaussian-strong-prior-summary", summarize(pinning))
