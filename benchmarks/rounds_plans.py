@@ -48,6 +48,7 @@ VARIANTS: dict[str, dict] = {
     "default-fixed-500": {"plan.stop": False, "plan.checkpoints": [250, 500]},
     "default-fixed-1000": {"plan.stop": False, "plan.checkpoints": [250, 500, 1000]},
     "default-fixed-4000": {"plan.stop": False, "plan.checkpoints": [250, 500, 1000, 2000, 4000]},
+    "default-fixed-8000": {"plan.stop": False, "plan.checkpoints": [250, 500, 1000, 2000, 4000, 8000]},
     # the start copies a (silo, cluster) pair only where the matching's closeness statistic of that silo's version
     # against the cluster's first holder's exceeds chi2_D's quantile ``start.unsure`` (unsure_start below)
     "unsure-99": {"start.unsure": 0.99},
