@@ -20,7 +20,11 @@ mixing per round could come from, with the product's code unchanged (each move i
   the model itself needs: ``collapsed`` (weights and profiles integrated out, every row every sweep), ``turns``
   (the exact silo-by-silo scan proposed in issue 43's notes: round r re-draws silo r mod S's rows M times, collapsed,
   given the other silos' counts; the others wait), ``tempered`` (blocked Gibbs with likelihood-tempered parallel
-  chains and swaps of neighbours, every swap computable from pooled counts and the shared draws), and
+  chains and swaps of neighbours, every swap computable from pooled counts and the shared draws), ``value-split``
+  (blocked Gibbs followed by ``--moves`` Metropolis-Hastings moves per sweep that split a component by one item's
+  value into an empty component, or merge two components where one is a value class of their union: the
+  acceptance needs only pooled counts and the piece's counts, so a federated version would fit in the round's one
+  message; the moves draw from their own stream, so ``--moves 0`` is the same chain without them), and
   ``full-mcmc`` (``vcmc.fit(method="full-mcmc")`` at the given iterations).
 
     .venv/bin/python benchmarks/mixing_probe.py rounds --data-python PY --cache DIR --datasets wvs-usa \
@@ -340,6 +344,95 @@ def _tempered(x, nm, sweeps, betas, rng, c_comp, alpha, bcol):
     return acc.argmax(axis=1), swaps / max(tries, 1)
 
 
+def _value_split(x, nm, sweeps, moves, rng, move_rng, c_comp, alpha, bcol):
+    """Blocked Gibbs, each sweep followed by ``moves`` value split-merge moves (Metropolis-Hastings on the allocation
+    with weights and profiles integrated out, from counts); memberships as ``_tempered``'s at b = 1."""
+    import scipy.sparse as sp
+    from scipy.optimize import linear_sum_assignment
+    from scipy.spatial.distance import cdist
+
+    from vcmc.pooled.gibbs import log_joint
+
+    n_rows, q_items = x.shape
+    off = np.concatenate([[0], np.cumsum(nm)]).astype(np.int64)
+    rows, cols = np.nonzero(x >= 0)
+    onehot = sp.csr_matrix((np.ones(rows.size), (rows, off[cols] + x[rows, cols])), shape=(n_rows, off[-1]))
+    column_weight = np.concatenate([np.full(k, 1.0 / (q_items * k)) for k in nm])   # P(choose item q, value v)
+
+    def counts(z):
+        alloc = sp.csr_matrix((np.ones(n_rows), (z, np.arange(n_rows))), shape=(c_comp, n_rows))
+        return np.bincount(z, minlength=c_comp).astype(np.float64), np.asarray((alloc @ onehot).todense())
+
+    def lj(n, ct):
+        return log_joint(n, ct, alpha=alpha, beta_cols=bcol, n_modalities=nm)
+
+    def value_classes(n, ct, keep, piece):
+        # the (q, v) whose rows of keep + piece with x_q = v are exactly piece's rows: counts alone tell
+        return float(np.sum(column_weight[(ct[piece] == n[piece]) & (ct[keep] == 0)]))
+
+    z = rng.integers(0, c_comp, n_rows)
+    n, ct = counts(z)
+    acc, ref, n_kept, took = np.zeros((n_rows, c_comp)), None, 0, {"split": 0, "merge": 0}
+    for it in range(sweeps):
+        g = rng.gamma(alpha + n)
+        lpi = np.log(np.maximum(g, 1e-300)) - np.log(g.sum())
+        gg = np.maximum(rng.gamma(bcol[None, :] + ct), 1e-300)
+        lth = np.log(gg)
+        for q in range(q_items):
+            lth[:, off[q]:off[q + 1]] -= np.log(gg[:, off[q]:off[q + 1]].sum(axis=1, keepdims=True))
+        logits = lpi[None, :] + onehot @ lth.T
+        if it >= sweeps // 2:
+            perm = np.arange(c_comp)
+            if ref is not None:
+                r_, c_ = linear_sum_assignment(cdist(np.exp(lth), ref, "cityblock"))
+                perm[c_] = r_
+            lp = logits[:, perm]
+            p = np.exp(lp - lp.max(axis=1, keepdims=True))
+            acc += p / p.sum(axis=1, keepdims=True)
+            n_kept += 1
+            ref = np.exp(lth[perm]) if ref is None else (ref * (n_kept - 1) + np.exp(lth[perm])) / n_kept
+        z = (logits - np.log(-np.log(rng.random((n_rows, c_comp))))).argmax(axis=1)
+        n, ct = counts(z)
+        for _ in range(moves):
+            occupied, empty = np.flatnonzero(n > 0), np.flatnonzero(n == 0)
+            k = occupied.size
+            if move_rng.random() < 0.5:      # split a by item q's value v into an empty component e
+                if empty.size == 0:
+                    continue
+                a, q = move_rng.choice(occupied), move_rng.integers(q_items)
+                v, e = move_rng.integers(nm[q]), move_rng.choice(empty)
+                piece = (z == a) & (x[:, q] == v)
+                m = int(piece.sum())
+                if m == 0 or m == n[a]:
+                    continue
+                n2, ct2 = n.copy(), ct.copy()
+                piece_ct = np.asarray(onehot[piece].sum(axis=0)).ravel()
+                n2[a] -= m
+                n2[e] += m
+                ct2[a] -= piece_ct
+                ct2[e] += piece_ct
+                forward = -np.log(k) + np.log(value_classes(n2, ct2, a, e)) - np.log(empty.size)
+                reverse = -np.log((k + 1) * k)
+                if np.log(move_rng.random()) < lj(n2, ct2) - lj(n, ct) + reverse - forward:
+                    z[piece], n, ct = e, n2, ct2
+                    took["split"] += 1
+            elif k >= 2:                     # merge e into a where e is a value class of their union
+                a, e = move_rng.choice(occupied, 2, replace=False)
+                w = value_classes(n, ct, a, e)
+                if w == 0:
+                    continue
+                n2, ct2 = n.copy(), ct.copy()
+                n2[a] += n2[e]
+                ct2[a] += ct2[e]
+                n2[e], ct2[e] = 0, 0
+                forward = -np.log(k * (k - 1))
+                reverse = -np.log(k - 1) + np.log(w) - np.log(empty.size + 1)
+                if np.log(move_rng.random()) < lj(n2, ct2) - lj(n, ct) + reverse - forward:
+                    z[z == e], n, ct = a, n2, ct2
+                    took["merge"] += 1
+    return acc.argmax(axis=1), took
+
+
 def pooled_main(argv) -> None:
     import vcmc
     from vcmc.atomic import atomic_write_text
@@ -350,10 +443,12 @@ def pooled_main(argv) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cache", type=Path, required=True)
     ap.add_argument("--dataset", required=True)
-    ap.add_argument("--sampler", choices=["collapsed", "turns", "tempered", "full-mcmc"], required=True)
+    ap.add_argument("--sampler", choices=["collapsed", "turns", "tempered", "value-split", "full-mcmc"], required=True)
     ap.add_argument("--sweeps", type=int, default=1000)
     ap.add_argument("--local", type=int, default=10, help="turns: a silo's sweeps per turn")
     ap.add_argument("--betas", type=float, nargs="+", default=[1.0, 0.8, 0.64, 0.5], help="tempered: the ladder")
+    ap.add_argument("--moves", type=int, default=5, help="value-split: moves per sweep (0: blocked Gibbs alone)")
+    ap.add_argument("--components", type=int, default=None, help="C (default prior.n_components)")
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     ap.add_argument("--reference-seeds", type=int, default=6)
     ap.add_argument("--out", type=Path, required=True)
@@ -374,15 +469,21 @@ def pooled_main(argv) -> None:
                 labels[data["index"][silo]] = res.assignments[s]
         elif args.sampler == "tempered":
             labels, extra = _tempered(x, nm, args.sweeps, args.betas, rng, prior.n_components, prior.alpha, bcol)
+        elif args.sampler == "value-split":
+            labels, extra = _value_split(x, nm, args.sweeps, args.moves, rng, np.random.default_rng(seed + 10_000),
+                                         args.components or prior.n_components, prior.alpha, bcol)
         else:
             labels, extra = _collapsed(x, silo_of, nm, args.sweeps, args.local, args.sampler, rng,
                                        prior.n_components, prior.alpha, bcol)
         aris = [adjusted_rand_index(refs[r], labels) for r in sorted(refs)]
         k = int(np.sum(np.bincount(np.unique(labels, return_inverse=True)[1]) >= prior_min_size()))
         entry = {"ari_median": float(np.median(aris)), "k": k, "seconds": round(time.perf_counter() - t0, 1)}
-        if extra is not None:
+        if isinstance(extra, dict):
+            entry["moves_accepted"] = extra
+        elif extra is not None:
             entry["swap_rate"] = round(float(extra), 3)
-        detail = {"turns": f"|local {args.local}", "tempered": f"|betas {args.betas}"}.get(args.sampler, "")
+        detail = {"turns": f"|local {args.local}", "tempered": f"|betas {args.betas}",
+                  "value-split": f"|moves {args.moves} C {args.components or prior.n_components}"}.get(args.sampler, "")
         key = f"{args.dataset}|{args.sampler}|{args.sweeps}{detail}|{seed}"
         results["runs"][key] = entry
         print(key, entry, flush=True)
