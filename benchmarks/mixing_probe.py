@@ -287,80 +287,93 @@ def _collapsed(x, silo_of, nm, sweeps, local, mode, rng, c_comp, alpha, bcol):
     return acc.argmax(axis=1), None
 
 
+class _BlockedRows:
+    """The pooled rows as a one-hot matrix, and the blocked Gibbs steps the pooled-row samplers share: counts of an
+    allocation, a draw of the weights and profiles (the likelihood raised to ``power``), a sweep of the rows, and the
+    memberships of the untempered chain over the second half, each draw aligned to the mean of the kept profiles."""
+
+    def __init__(self, x, nm, c_comp: int, alpha: float, bcol: np.ndarray):
+        import scipy.sparse as sp
+
+        self.n_rows, self.q_items = x.shape
+        self.off = np.concatenate([[0], np.cumsum(nm)]).astype(np.int64)
+        rows, cols = np.nonzero(x >= 0)
+        self.onehot = sp.csr_matrix((np.ones(rows.size), (rows, self.off[cols] + x[rows, cols])),
+                                    shape=(self.n_rows, self.off[-1]))
+        self.c_comp, self.alpha, self.bcol = c_comp, alpha, bcol
+        self.acc, self.ref, self.n_kept = np.zeros((self.n_rows, c_comp)), None, 0
+
+    def counts(self, z):
+        import scipy.sparse as sp
+
+        alloc = sp.csr_matrix((np.ones(self.n_rows), (z, np.arange(self.n_rows))), shape=(self.c_comp, self.n_rows))
+        return np.bincount(z, minlength=self.c_comp).astype(np.float64), np.asarray((alloc @ self.onehot).todense())
+
+    def draw(self, n, ct, rng, power: float = 1.0):
+        """``(log theta, the rows' log weights)`` drawn from the counts (weights first, then profiles)."""
+        g = rng.gamma(self.alpha + n)
+        lpi = np.log(np.maximum(g, 1e-300)) - np.log(g.sum())
+        gg = np.maximum(rng.gamma(self.bcol[None, :] + power * ct), 1e-300)
+        lth = np.log(gg)
+        for q in range(self.q_items):
+            lth[:, self.off[q]:self.off[q + 1]] -= np.log(gg[:, self.off[q]:self.off[q + 1]].sum(axis=1, keepdims=True))
+        return lth, lpi[None, :] + power * (self.onehot @ lth.T)
+
+    def keep(self, lth, logits) -> None:
+        from scipy.optimize import linear_sum_assignment
+        from scipy.spatial.distance import cdist
+
+        perm = np.arange(self.c_comp)
+        if self.ref is not None:
+            r_, c_ = linear_sum_assignment(cdist(np.exp(lth), self.ref, "cityblock"))
+            perm[c_] = r_
+        lp = logits[:, perm]
+        p = np.exp(lp - lp.max(axis=1, keepdims=True))
+        self.acc += p / p.sum(axis=1, keepdims=True)
+        self.n_kept += 1
+        prof = np.exp(lth[perm])
+        self.ref = prof if self.ref is None else (self.ref * (self.n_kept - 1) + prof) / self.n_kept
+
+    def sweep(self, logits, rng):
+        return (logits - np.log(-np.log(rng.random((self.n_rows, self.c_comp))))).argmax(axis=1)
+
+    def labels(self):
+        return self.acc.argmax(axis=1)
+
+
 def _tempered(x, nm, sweeps, betas, rng, c_comp, alpha, bcol):
     """Blocked Gibbs with likelihood-tempered chains (target ``p(pi) p(theta) p(z | pi) p(x | z, theta)^b``) and
     swaps of neighbours after every sweep; memberships of the chain at b = 1 over the second half, aligned."""
-    import scipy.sparse as sp
-    from scipy.optimize import linear_sum_assignment
-    from scipy.spatial.distance import cdist
-
-    n_rows, q_items = x.shape
-    off = np.concatenate([[0], np.cumsum(nm)]).astype(np.int64)
-    rows, cols = np.nonzero(x >= 0)
-    onehot = sp.csr_matrix((np.ones(rows.size), (rows, off[cols] + x[rows, cols])), shape=(n_rows, off[-1]))
-
-    def counts(z):
-        alloc = sp.csr_matrix((np.ones(n_rows), (z, np.arange(n_rows))), shape=(c_comp, n_rows))
-        return np.bincount(z, minlength=c_comp).astype(np.float64), np.asarray((alloc @ onehot).todense())
-
-    def log_profiles(ct, b):
-        g = np.maximum(rng.gamma(bcol[None, :] + b * ct), 1e-300)
-        out = np.log(g)
-        for q in range(q_items):
-            out[:, off[q]:off[q + 1]] -= np.log(g[:, off[q]:off[q + 1]].sum(axis=1, keepdims=True))
-        return out
-
+    rows = _BlockedRows(x, nm, c_comp, alpha, bcol)
     m = len(betas)
-    z = [rng.integers(0, c_comp, n_rows) for _ in range(m)]
-    state = [counts(zz) for zz in z]
-    acc, ref, n_kept, swaps, tries = np.zeros((n_rows, c_comp)), None, 0, 0, 0
+    z = [rng.integers(0, c_comp, rows.n_rows) for _ in range(m)]
+    state = [rows.counts(zz) for zz in z]
+    swaps, tries = 0, 0
     for it in range(sweeps):
         ell = np.zeros(m)
         for j in range(m):
-            n, ct = state[j]
-            g = rng.gamma(alpha + n)
-            lpi = np.log(np.maximum(g, 1e-300)) - np.log(g.sum())
-            lth = log_profiles(ct, betas[j])
-            logits = lpi[None, :] + betas[j] * (onehot @ lth.T)
+            lth, logits = rows.draw(*state[j], rng, betas[j])
             if j == 0 and it >= sweeps // 2:
-                perm = np.arange(c_comp)
-                if ref is not None:
-                    r_, c_ = linear_sum_assignment(cdist(np.exp(lth), ref, "cityblock"))
-                    perm[c_] = r_
-                lp = logits[:, perm]
-                p = np.exp(lp - lp.max(axis=1, keepdims=True))
-                acc += p / p.sum(axis=1, keepdims=True)
-                n_kept += 1
-                ref = np.exp(lth[perm]) if ref is None else (ref * (n_kept - 1) + np.exp(lth[perm])) / n_kept
-            z[j] = (logits - np.log(-np.log(rng.random((n_rows, c_comp))))).argmax(axis=1)
-            state[j] = counts(z[j])
+                rows.keep(lth, logits)
+            z[j] = rows.sweep(logits, rng)
+            state[j] = rows.counts(z[j])
             ell[j] = float(np.sum(state[j][1] * lth))     # log p(x | z, theta) at the draw just swept
         for j in (range(m - 1) if it % 2 == 0 else range(m - 2, -1, -1)):
             tries += 1
             if np.log(rng.random()) < (betas[j] - betas[j + 1]) * (ell[j + 1] - ell[j]):
                 state[j], state[j + 1], ell[j], ell[j + 1] = state[j + 1], state[j], ell[j + 1], ell[j]
                 swaps += 1
-    return acc.argmax(axis=1), swaps / max(tries, 1)
+    return rows.labels(), swaps / max(tries, 1)
 
 
 def _value_split(x, nm, sweeps, moves, rng, move_rng, c_comp, alpha, bcol):
     """Blocked Gibbs, each sweep followed by ``moves`` value split-merge moves (Metropolis-Hastings on the allocation
     with weights and profiles integrated out, from counts); memberships as ``_tempered``'s at b = 1."""
-    import scipy.sparse as sp
-    from scipy.optimize import linear_sum_assignment
-    from scipy.spatial.distance import cdist
-
     from vcmc.pooled.gibbs import log_joint
 
-    n_rows, q_items = x.shape
-    off = np.concatenate([[0], np.cumsum(nm)]).astype(np.int64)
-    rows, cols = np.nonzero(x >= 0)
-    onehot = sp.csr_matrix((np.ones(rows.size), (rows, off[cols] + x[rows, cols])), shape=(n_rows, off[-1]))
+    rows = _BlockedRows(x, nm, c_comp, alpha, bcol)
+    q_items = rows.q_items
     column_weight = np.concatenate([np.full(k, 1.0 / (q_items * k)) for k in nm])   # P(choose item q, value v)
-
-    def counts(z):
-        alloc = sp.csr_matrix((np.ones(n_rows), (z, np.arange(n_rows))), shape=(c_comp, n_rows))
-        return np.bincount(z, minlength=c_comp).astype(np.float64), np.asarray((alloc @ onehot).todense())
 
     def lj(n, ct):
         return log_joint(n, ct, alpha=alpha, beta_cols=bcol, n_modalities=nm)
@@ -369,29 +382,15 @@ def _value_split(x, nm, sweeps, moves, rng, move_rng, c_comp, alpha, bcol):
         # the (q, v) whose rows of keep + piece with x_q = v are exactly piece's rows: counts alone tell
         return float(np.sum(column_weight[(ct[piece] == n[piece]) & (ct[keep] == 0)]))
 
-    z = rng.integers(0, c_comp, n_rows)
-    n, ct = counts(z)
-    acc, ref, n_kept, took = np.zeros((n_rows, c_comp)), None, 0, {"split": 0, "merge": 0}
+    z = rng.integers(0, c_comp, rows.n_rows)
+    n, ct = rows.counts(z)
+    took = {"split": 0, "merge": 0}
     for it in range(sweeps):
-        g = rng.gamma(alpha + n)
-        lpi = np.log(np.maximum(g, 1e-300)) - np.log(g.sum())
-        gg = np.maximum(rng.gamma(bcol[None, :] + ct), 1e-300)
-        lth = np.log(gg)
-        for q in range(q_items):
-            lth[:, off[q]:off[q + 1]] -= np.log(gg[:, off[q]:off[q + 1]].sum(axis=1, keepdims=True))
-        logits = lpi[None, :] + onehot @ lth.T
+        lth, logits = rows.draw(n, ct, rng)
         if it >= sweeps // 2:
-            perm = np.arange(c_comp)
-            if ref is not None:
-                r_, c_ = linear_sum_assignment(cdist(np.exp(lth), ref, "cityblock"))
-                perm[c_] = r_
-            lp = logits[:, perm]
-            p = np.exp(lp - lp.max(axis=1, keepdims=True))
-            acc += p / p.sum(axis=1, keepdims=True)
-            n_kept += 1
-            ref = np.exp(lth[perm]) if ref is None else (ref * (n_kept - 1) + np.exp(lth[perm])) / n_kept
-        z = (logits - np.log(-np.log(rng.random((n_rows, c_comp))))).argmax(axis=1)
-        n, ct = counts(z)
+            rows.keep(lth, logits)
+        z = rows.sweep(logits, rng)
+        n, ct = rows.counts(z)
         for _ in range(moves):
             occupied, empty = np.flatnonzero(n > 0), np.flatnonzero(n == 0)
             k = occupied.size
@@ -405,7 +404,7 @@ def _value_split(x, nm, sweeps, moves, rng, move_rng, c_comp, alpha, bcol):
                 if m == 0 or m == n[a]:
                     continue
                 n2, ct2 = n.copy(), ct.copy()
-                piece_ct = np.asarray(onehot[piece].sum(axis=0)).ravel()
+                piece_ct = np.asarray(rows.onehot[piece].sum(axis=0)).ravel()
                 n2[a] -= m
                 n2[e] += m
                 ct2[a] -= piece_ct
@@ -429,7 +428,7 @@ def _value_split(x, nm, sweeps, moves, rng, move_rng, c_comp, alpha, bcol):
                 if np.log(move_rng.random()) < lj(n2, ct2) - lj(n, ct) + reverse - forward:
                     z[z == e], n, ct = a, n2, ct2
                     took["merge"] += 1
-    return acc.argmax(axis=1), took
+    return rows.labels(), took
 
 
 def pooled_main(argv) -> None:
